@@ -1,0 +1,3 @@
+from blackwell_stack.cli import main
+
+raise SystemExit(main())

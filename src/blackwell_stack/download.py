@@ -1,0 +1,61 @@
+"""Downloads with a progress bar, a sha256 check, and no partial files left behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from blackwell_stack.errors import HashMismatch, NetworkError
+from blackwell_stack.progress import Progress
+
+USER_AGENT = "blackwell-stack/0.1 (+https://github.com/)"
+
+
+def open_url(url: str, *, timeout: float = 60, headers: dict[str, str] | None = None):
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
+    try:
+        return urllib.request.urlopen(req, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        raise NetworkError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise NetworkError(f"cannot reach {url}: {reason}") from exc
+
+
+def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, label: str | None = None) -> str:
+    """Download url to dest; return its sha256 hex digest.
+
+    The file appears at dest only when complete and, if expected_sha256 is
+    given, only when it matches; otherwise nothing is written.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, open_url(url) as resp:
+            total = resp.headers.get("Content-Length")
+            with Progress(label or dest.name, int(total) if total else None) as bar:
+                while block := resp.read(1 << 20):
+                    out.write(block)
+                    h.update(block)
+                    bar.advance(len(block))
+        digest = h.hexdigest()
+        if expected_sha256 and digest != expected_sha256:
+            raise HashMismatch(
+                f"{url}: sha256 is {digest}, but the pin says {expected_sha256}",
+                "the upstream file changed or the download is corrupt; nothing was written. "
+                "Check the source, then re-pin it on purpose if the change is expected",
+            )
+        os.replace(tmp, dest)
+        return digest
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

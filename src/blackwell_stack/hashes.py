@@ -1,0 +1,56 @@
+"""Hash formats: hex sha256, SRI (`sha256-<base64>`) and Nix base32."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+
+from blackwell_stack.errors import StackError
+
+_NIX_BASE32 = "0123456789abcdfghijklmnpqrsvwxyz"
+_SRI_RE = re.compile(r"^sha256-([A-Za-z0-9+/]{43}=)$")
+_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def hex_to_sri(hex_digest: str) -> str:
+    if not _HEX_RE.match(hex_digest):
+        raise StackError(f"not a sha256 hex digest: {hex_digest!r}")
+    return "sha256-" + base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+def sri_to_hex(sri: str) -> str:
+    m = _SRI_RE.match(sri)
+    if not m:
+        raise StackError(f"not a sha256 SRI hash: {sri!r}", "expected sha256-<44 base64 characters>")
+    return base64.b64decode(m.group(1)).hex()
+
+
+def is_sri(value: str) -> bool:
+    return bool(_SRI_RE.match(value))
+
+
+def is_hex(value: str) -> bool:
+    return bool(_HEX_RE.match(value))
+
+
+def hex_to_nix32(hex_digest: str) -> str:
+    """Nix's base32 of a digest (what `nix-hash --to-base32` prints)."""
+    data = bytes.fromhex(hex_digest)
+    n_chars = (len(data) * 8 - 1) // 5 + 1
+    out = []
+    for n in range(n_chars - 1, -1, -1):
+        b = n * 5
+        i, j = divmod(b, 8)
+        c = (data[i] >> j) | ((data[i + 1] << (8 - j)) if i + 1 < len(data) else 0)
+        out.append(_NIX_BASE32[c & 0x1F])
+    return "".join(out)

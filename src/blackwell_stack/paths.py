@@ -1,0 +1,49 @@
+"""Where the project's data files live, and the user cache directory.
+
+The data (pins, recipe, profile, rules) sits in the repository beside the Nix
+code that reads it. Python finds it the same way in every install:
+`BLACKWELL_STACK_ROOT` if set (the Nix package sets it to its source), else
+the checkout this module was imported from (an editable install).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from blackwell_stack.errors import StackError
+
+_MARKER = "flake.nix"
+
+
+def repo_root() -> Path:
+    env = os.environ.get("BLACKWELL_STACK_ROOT")
+    if env:
+        root = Path(env)
+        if not (root / _MARKER).is_file():
+            raise StackError(
+                f"BLACKWELL_STACK_ROOT={env} does not hold the blackwell-stack data ({_MARKER} is missing)",
+                "point BLACKWELL_STACK_ROOT at a blackwell-stack checkout, or unset it",
+            )
+        return root
+    for parent in Path(__file__).resolve().parents:
+        if (parent / _MARKER).is_file() and (parent / "pkgs").is_dir():
+            return parent
+    raise StackError(
+        "cannot find the blackwell-stack data files (pins, recipe, profile)",
+        "install from a checkout with `pip install -e .`, or set BLACKWELL_STACK_ROOT to a checkout",
+    )
+
+
+def data_path(*parts: str) -> Path:
+    return repo_root().joinpath(*parts)
+
+
+def cache_dir(*parts: str) -> Path:
+    """The user cache directory for big downloads ($XDG_CACHE_HOME/blackwell-stack)."""
+    base = os.environ.get("BLACKWELL_STACK_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "blackwell-stack"
+    )
+    path = Path(base).joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

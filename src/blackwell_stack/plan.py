@@ -1,0 +1,70 @@
+"""`blackwell-stack plan`: the whole pinned stack for the default target.
+
+Runs anywhere (no GPU, no Nix): it reads the data files and prints what would
+be built and deployed, calling out every pin that is not verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from blackwell_stack import output
+from blackwell_stack.plan_model import PlanSection
+
+PLAN_VERSION = 1
+
+# Order of the sections in the plan; each module has plan_section().
+SECTION_MODULES = (
+    "blackwell_stack.pins.plan",
+    "blackwell_stack.kernel.plan",
+    "blackwell_stack.serve.plan",
+    "blackwell_stack.doctor.plan",
+    "blackwell_stack.verify.plan",
+)
+
+
+def sections() -> list[PlanSection]:
+    return [importlib.import_module(m).plan_section() for m in SECTION_MODULES]
+
+
+def build_plan() -> dict:
+    secs = sections()
+    unverified = [
+        {"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items if not i.verified
+    ]
+    return {
+        "plan_version": PLAN_VERSION,
+        "target": "Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120), CUDA 13.0",
+        "sections": {s.key: s.to_json() for s in secs},
+        "unverified": unverified,
+    }
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="show the whole pinned stack for the default target (the main job)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = build_plan()
+    if args.json:
+        output.dump_json(plan)
+        return 0
+    print(f"blackwell-stack plan: {plan['target']}")
+    for sec in plan["sections"].values():
+        output.heading(sec["title"])
+        if sec["items"]:
+            output.table(
+                ["item", "value", "source", "verified"],
+                [[i["name"], i["value"], i["source"], i["verified"]] for i in sec["items"]],
+            )
+        for cmd in sec["commands"]:
+            print(f"  $ {cmd}")
+    output.heading("Unverified")
+    if not plan["unverified"]:
+        print("every pin is verified")
+    for u in plan["unverified"]:
+        print(f"  [{u['section']}] {u['name']}: {u['note']}")
+    return 0

@@ -1,0 +1,69 @@
+"""Shared fixtures: the real `nix`, real PyPI artifacts (cached), the repo root."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+class Nix:
+    """Evaluates Nix expressions with the real nix-instantiate (builtins only, no nixpkgs)."""
+
+    def __init__(self, binary: str):
+        self.binary = binary
+
+    def eval(self, expr: str, *, raw: bool = False):
+        """Evaluate expr (strictly) with the repo root as ./ and return it as Python data."""
+        argv = [self.binary, "--eval", "--strict", "--expr", expr]
+        if not raw:
+            argv.append("--json")
+        result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise NixEvalError(result.stderr)
+        return result.stdout if raw else json.loads(result.stdout)
+
+    def eval_error(self, expr: str) -> str:
+        """Evaluate expr, expecting it to fail; return nix's error text."""
+        result = subprocess.run(
+            [self.binary, "--eval", "--strict", "--json", "--expr", expr],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode != 0, f"expected evaluation to fail, got {result.stdout[:500]}"
+        return result.stderr
+
+
+class NixEvalError(Exception):
+    pass
+
+
+@pytest.fixture(scope="session")
+def nix() -> Nix:
+    binary = shutil.which("nix-instantiate")
+    if binary is None:
+        pytest.skip("nix-instantiate is not installed (apt-get install nix-bin); .ci/run installs it")
+    return Nix(binary)
+
+
+@pytest.fixture(scope="session")
+def pypi_file():
+    """pypi_file(name, version, pattern) -> Path of a real PyPI file, cached under the user cache dir."""
+    from blackwell_stack import pypi
+
+    def get(name: str, version: str, pattern: str = "*.whl") -> Path:
+        return pypi.fetch(name, version, pattern)
+
+    return get
