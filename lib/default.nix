@@ -1,0 +1,5 @@
+# The flake's `lib`: pure functions over the project's JSON data, builtins only,
+# so that tests evaluate them with a bare nix-instantiate (no nixpkgs needed).
+{
+  pins = import ./pins.nix;
+}
