@@ -13,7 +13,8 @@ from pathlib import Path
 
 from blackwell_stack.errors import StackError
 
-_MARKER = "flake.nix"
+# A file every copy of the data has (the checkout, and the Nix package's filtered source).
+_MARKER = "pkgs/torch-nightly/pins.json"
 
 
 def repo_root() -> Path:
@@ -27,7 +28,7 @@ def repo_root() -> Path:
             )
         return root
     for parent in Path(__file__).resolve().parents:
-        if (parent / _MARKER).is_file() and (parent / "pkgs").is_dir():
+        if (parent / _MARKER).is_file():
             return parent
     raise StackError(
         "cannot find the blackwell-stack data files (pins, recipe, profile)",

@@ -1,8 +1,111 @@
-"""CLI commands of the pins area."""
+"""`blackwell-stack pins show|update|vendor`."""
+
+from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from blackwell_stack import output
+from blackwell_stack.paths import data_path
+from blackwell_stack.pins import registry
+
+TORCH_PINS = "pkgs/torch-nightly/pins.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    # Placeholder until the pins commands land.
-    pass
+    p = sub.add_parser("pins", help="show, update and vendor the stack's pins")
+    psub = p.add_subparsers(dest="pins_command", metavar="ACTION")
+    psub.required = True
+
+    show = psub.add_parser("show", help="every pin of the stack in one table")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+
+    upd = psub.add_parser("update", help="resolve, download and hash pins")
+    usub = upd.add_subparsers(dest="update_target", metavar="TARGET")
+    usub.required = True
+
+    torch = usub.add_parser("torch", help="pin a dated torch nightly and the triton it requires")
+    torch.add_argument("--date", required=True, help="nightly date, YYYYMMDD (e.g. 20260307)")
+    torch.add_argument("--cuda", default="cu130", help="CUDA flavour of the index (default: cu130)")
+    torch.add_argument("--python", action="append", dest="pythons", metavar="X.Y", help="Python version (repeatable; default 3.12)")
+    torch.add_argument("--system", action="append", dest="systems", metavar="SYSTEM", help="Nix system (repeatable; default x86_64-linux)")
+    torch.add_argument("--index-url", help="PEP 503/691 index (default: https://download.pytorch.org/whl/nightly/<cuda>)")
+    torch.add_argument("--file", type=Path, help=f"pins file to write (default: {TORCH_PINS})")
+    torch.set_defaults(func=cmd_update_torch)
+
+    pypi = usub.add_parser("pypi", help="pin PyPI releases (NAME==VERSION) with their hashes")
+    pypi.add_argument("specs", nargs="+", metavar="NAME==VERSION")
+    pypi.add_argument("--file", type=Path, required=True, help="pins file to create or update")
+    pypi.add_argument("--python", action="append", dest="pythons", metavar="X.Y", help="Python version for binary wheels (default 3.12)")
+    pypi.add_argument("--system", action="append", dest="systems", metavar="SYSTEM", help="Nix system (default x86_64-linux)")
+    pypi.add_argument("--index-url", default=None, help="PyPI JSON API base (default: https://pypi.org/pypi)")
+    pypi.set_defaults(func=cmd_update_pypi)
+
+    ven = psub.add_parser("vendor", help="check a kept wheel against its pin and add it to the Nix store")
+    ven.add_argument("wheel", type=Path, metavar="FILE.whl")
+    ven.add_argument("--file", type=Path, action="append", dest="files", help="pins file(s) to match against (default: all)")
+    ven.add_argument("--record", action="store_true", help="fill an unverified pin with this file's own hash")
+    ven.set_defaults(func=cmd_vendor)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    rows = registry.all_pins()
+    if args.json:
+        output.dump_json({"pins": [r.to_json() for r in rows]})
+        return 0
+    output.table(
+        ["what", "version", "hash", "verified", "source"],
+        [[r.what, r.version, r.hash, r.verified, r.hash_source if r.verified else f"UNVERIFIED: {r.reason}"] for r in rows],
+    )
+    missing = [r for r in rows if not r.verified]
+    if missing:
+        print(f"\n{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
+    return 0
+
+
+def cmd_update_torch(args: argparse.Namespace) -> int:
+    from blackwell_stack.pins.update import update_torch
+
+    path = args.file or data_path(TORCH_PINS)
+    data = update_torch(
+        path,
+        date=args.date,
+        cuda=args.cuda,
+        pythons=args.pythons or ["3.12"],
+        systems=args.systems or ["x86_64-linux"],
+        index_url=args.index_url,
+    )
+    _print_written(path, data)
+    return 0
+
+
+def cmd_update_pypi(args: argparse.Namespace) -> int:
+    from blackwell_stack import pypi as pypi_api
+    from blackwell_stack.pins.update import update_pypi
+
+    data = update_pypi(
+        args.file,
+        args.specs,
+        pythons=args.pythons or ["3.12"],
+        systems=args.systems or ["x86_64-linux"],
+        index_json=args.index_url or pypi_api.PYPI_JSON,
+    )
+    _print_written(args.file, data)
+    return 0
+
+
+def _print_written(path: Path, data: dict) -> None:
+    rows = [[name, pkg["version"], key, e["hash"]] for name, pkg in data["packages"].items() for key, e in pkg["wheels"].items()]
+    output.table(["package", "version", "wheel", "hash"], rows)
+    print(f"wrote {path}")
+
+
+def cmd_vendor(args: argparse.Namespace) -> int:
+    from blackwell_stack.pins.vendor import vendor
+
+    files = args.files or registry.wheel_pins_paths()
+    result = vendor(args.wheel, files, record=args.record)
+    verb = "pinned and added" if result.recorded else "matches its pin; added"
+    print(f"{args.wheel.name} {verb} ({result.package}, {result.key} in {result.pins_file}):\n{result.store_path}")
+    return 0

@@ -1,0 +1,110 @@
+"""Read a package index's project page: PEP 691 JSON, or PEP 503 HTML.
+
+Used for PyTorch's nightly index (HTML; its links carry no #sha256 fragment,
+pytorch/test-infra PR 6307) and any PEP 503/691 mirror a user points at with
+--index-url.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from dataclasses import dataclass
+from html.parser import HTMLParser
+
+from blackwell_stack.download import open_url
+from blackwell_stack.errors import NetworkError, StackError
+
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+HTML_TYPE = "application/vnd.pypi.simple.v1+html"
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: str | None  # from the index, when it publishes one
+
+
+def normalize(name: str) -> str:
+    """PEP 503 name normalization."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def project_url(index_url: str, package: str) -> str:
+    return f"{index_url.rstrip('/')}/{normalize(package)}/"
+
+
+def list_files(index_url: str, package: str) -> list[IndexFile]:
+    url = project_url(index_url, package)
+    try:
+        with open_url(url, headers={"Accept": f"{JSON_TYPE}, {HTML_TYPE};q=0.5, text/html;q=0.1"}) as resp:
+            content_type = resp.headers.get("Content-Type", "")
+            body = resp.read()
+            final_url = resp.geturl()
+    except NetworkError as exc:
+        raise NetworkError(
+            f"cannot read the index page of {package}: {exc.message}",
+            "check the network, or point at another PEP 503/691 index with --index-url",
+        ) from exc
+    if JSON_TYPE in content_type or body.lstrip().startswith(b"{"):
+        return _parse_json(body, final_url)
+    return _parse_html(body.decode("utf-8", errors="replace"), final_url)
+
+
+def _split_fragment(url: str) -> tuple[str, str | None]:
+    base, _, fragment = url.partition("#")
+    sha = None
+    if fragment.startswith("sha256="):
+        sha = fragment[len("sha256=") :].lower()
+    return base, sha
+
+
+def _parse_json(body: bytes, page_url: str) -> list[IndexFile]:
+    try:
+        data = json.loads(body)
+        files = data["files"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise StackError(f"{page_url}: not a PEP 691 project page", "check --index-url") from exc
+    out = []
+    for f in files:
+        url = urllib.parse.urljoin(page_url, f["url"])
+        base, frag_sha = _split_fragment(url)
+        sha = (f.get("hashes") or {}).get("sha256") or frag_sha
+        out.append(IndexFile(f["filename"], base, sha))
+    return out
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+            self._text = []
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, "".join(self._text).strip()))
+            self._href = None
+
+
+def _parse_html(text: str, page_url: str) -> list[IndexFile]:
+    parser = _Links()
+    parser.feed(text)
+    out = []
+    for href, label in parser.links:
+        url = urllib.parse.urljoin(page_url, href)
+        base, sha = _split_fragment(url)
+        filename = label or urllib.parse.unquote(base.rsplit("/", 1)[-1])
+        out.append(IndexFile(urllib.parse.unquote(filename), base, sha))
+    return out

@@ -1,0 +1,97 @@
+"""Every pin of the stack, in one list: wheel pins, kernel sources, flake inputs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from blackwell_stack.errors import DataError
+from blackwell_stack.paths import data_path
+from blackwell_stack.pins.store import load_pins
+
+# Wheel pins files, in the order `pins show` lists them.
+WHEEL_PINS = ("pkgs/torch-nightly/pins.json", "pkgs/sglang/pins.json")
+KERNEL_SOURCES = "pkgs/sgl-kernel/sources.json"
+FLAKE_LOCK = "flake.lock"
+# Where each flake.lock narHash came from (flake.lock itself has no room for it).
+LOCK_PROVENANCE = "nix/lock-provenance.json"
+
+
+@dataclass
+class PinRow:
+    what: str
+    version: str | None
+    url: str | None
+    hash: str | None
+    hash_source: str | None
+    verified: bool
+    reason: str | None
+    file: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def wheel_pins_paths() -> list[Path]:
+    return [data_path(p) for p in WHEEL_PINS if data_path(p).exists()]
+
+
+def _wheel_rows() -> list[PinRow]:
+    rows = []
+    for path in wheel_pins_paths():
+        pins = load_pins(path)
+        rel = str(path.relative_to(data_path()))
+        for name, pkg in pins.packages.items():
+            for key, e in pkg["wheels"].items():
+                rows.append(PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["verified"], e["reason"], rel))
+    return rows
+
+
+def _github_url(src: dict) -> str | None:
+    if src.get("owner") and src.get("repo"):
+        return f"https://github.com/{src['owner']}/{src['repo']}/archive/{src.get('rev')}.tar.gz"
+    return src.get("url")
+
+
+def _source_rows() -> list[PinRow]:
+    path = data_path(KERNEL_SOURCES)
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(path, None, None, f"not valid JSON: {exc}") from exc
+    rows = []
+    entries = []
+    if "sglang" in data:
+        entries.append(("sglang source (sgl-kernel)", data["sglang"]))
+    for name, src in (data.get("fetchcontent") or {}).items():
+        entries.append((f"{name} (FetchContent)", src))
+    for what, src in entries:
+        rows.append(PinRow(what, src.get("tag") or src.get("rev"), _github_url(src), src.get("hash"), src.get("hash_source"),
+                           bool(src.get("verified")), src.get("reason"), KERNEL_SOURCES))
+    return rows
+
+
+def _flake_rows() -> list[PinRow]:
+    path = data_path(FLAKE_LOCK)
+    if not path.exists():
+        return []
+    lock = json.loads(path.read_text())
+    prov_path = data_path(LOCK_PROVENANCE)
+    provenance = json.loads(prov_path.read_text()) if prov_path.exists() else {}
+    rows = []
+    root = lock["nodes"][lock["root"]]
+    for name, node_id in sorted(root.get("inputs", {}).items()):
+        node = lock["nodes"][node_id if isinstance(node_id, str) else node_id[-1]]
+        locked = node.get("locked", {})
+        url = f"https://github.com/{locked.get('owner')}/{locked.get('repo')}/archive/{locked.get('rev')}.tar.gz" if locked.get("type") == "github" else None
+        rows.append(PinRow(f"flake input {name}", locked.get("rev"), url, locked.get("narHash"),
+                           provenance.get(name), bool(locked.get("narHash")),
+                           None if locked.get("narHash") else "no narHash locked", FLAKE_LOCK))
+    return rows
+
+
+def all_pins() -> list[PinRow]:
+    return _flake_rows() + _wheel_rows() + _source_rows()

@@ -1,0 +1,117 @@
+"""`pins vendor FILE`: check a kept wheel against its pin and add it to the Nix store.
+
+The store path is exactly the fixed-output path that the flake's fetchurl
+(flat sha256, name = the pin's file name) computes, so Nix finds the file
+there instead of downloading it: a nightly that vanished from the index still
+builds bit for bit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import tempfile
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from blackwell_stack import proc
+from blackwell_stack.errors import HashMismatch, StackError
+from blackwell_stack.hashes import hex_to_sri, sha256_file, sri_to_hex
+from blackwell_stack.pins.store import PinsFile, load_pins
+
+NIX_HINT = "install Nix (https://nixos.org/download, or Debian/Ubuntu's nix-bin package)"
+
+
+@dataclass
+class VendorResult:
+    store_path: str
+    pins_file: str
+    package: str
+    key: str
+    recorded: bool
+
+
+def find_pin(pins_files: list[PinsFile], filename: str, digest: str):
+    """(pins, package, key, entry) whose file name, or else hash, matches."""
+    by_name, by_hash = [], []
+    sri = hex_to_sri(digest)
+    for pins in pins_files:
+        for package, pkg in pins.packages.items():
+            for key, entry in pkg["wheels"].items():
+                if entry["filename"] == filename:
+                    by_name.append((pins, package, key, entry))
+                elif entry["hash"] == sri:
+                    by_hash.append((pins, package, key, entry))
+    hits = by_name or by_hash
+    if not hits:
+        known = sorted({e["filename"] for p in pins_files for pkg in p.packages.values() for e in pkg["wheels"].values() if e["filename"]})
+        raise StackError(
+            f"{filename} (sha256 {digest}) matches no pin",
+            "vendor a file that a pins file names; pinned files: " + (", ".join(known) or "none"),
+        )
+    return hits[0]
+
+
+def fixed_path(name: str, digest: str) -> str:
+    """The store path of a flat sha256 fixed-output file, as Nix computes it."""
+    nix_store = proc.require("nix-store", NIX_HINT)
+    return proc.run([nix_store, "--print-fixed-path", "sha256", digest, name]).stdout.strip()
+
+
+def add_to_store(path: Path, name: str) -> str:
+    """Add `path` to the Nix store under `name` (flat, sha256); return the store path."""
+    nix_store = proc.require("nix-store", NIX_HINT)
+    with tempfile.TemporaryDirectory(prefix="blackwell-vendor-") as tmp:
+        named = Path(tmp) / name
+        try:
+            os.link(path, named)
+        except OSError:
+            shutil.copyfile(path, named)
+        return proc.run([nix_store, "--add-fixed", "sha256", str(named)]).stdout.strip()
+
+
+def vendor(file: Path, pins_paths: list[Path], *, record: bool = False) -> VendorResult:
+    if not file.is_file():
+        raise StackError(f"{file}: no such file", "pass the path of the wheel you kept")
+    filename = urllib.parse.unquote(file.name)
+    digest = sha256_file(file)
+    pins_files = [load_pins(p) for p in pins_paths if Path(p).exists()]
+    pins, package, key, entry = find_pin(pins_files, filename, digest)
+    name = entry["filename"] or filename
+    recorded = False
+    if entry["hash"]:
+        pinned = sri_to_hex(entry["hash"])
+        if pinned != digest:
+            raise HashMismatch(
+                f"{file}: sha256 {digest} differs from the pin of {package} ({key}) in {pins.path}: {pinned}",
+                "this is not the pinned file; nothing was added to the store",
+            )
+    elif not record:
+        raise StackError(
+            f"the pin of {package} ({key}) in {pins.path} has no hash yet, so {file} cannot be checked",
+            f"run `{pins.update_command}`, or pass --record to pin this file's own hash",
+        )
+    else:
+        recorded = True
+
+    expected = fixed_path(name, digest)
+    store_path = add_to_store(file, name)
+    if store_path != expected:
+        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}")
+
+    if recorded:
+        entry.update(
+            {
+                "filename": name,
+                "hash": hex_to_sri(digest),
+                "hash_source": f"computed by `blackwell-stack pins vendor` from a local copy ({filename}) on {dt.date.today().isoformat()}; not checked against the index",
+                "verified": True,
+                "reason": None,
+            }
+        )
+        if not entry.get("url"):
+            raise StackError(f"the pin of {package} ({key}) has no URL", f"run `{pins.update_command}` instead")
+        pins.save()
+    return VendorResult(store_path, str(pins.path), package, key, recorded)
