@@ -2,4 +2,5 @@
 # so that tests evaluate them with a bare nix-instantiate (no nixpkgs needed).
 {
   pins = import ./pins.nix;
+  nixpkgsConfig = import ../nix/nixpkgs-config.nix;
 }
