@@ -27,18 +27,31 @@ class ReleaseFile:
 
 
 def release_files(name: str, version: str, *, index_json: str = PYPI_JSON) -> list[ReleaseFile]:
-    url = f"{index_json.rstrip('/')}/{name}/{version}/json"
+    """The files of name==version with PyPI's sha256 digests.
+
+    Reads the project document (`/pypi/<name>/json`, its `releases` table):
+    some PyPI mirrors serve only that, not the per-version document.
+    """
+    url = f"{index_json.rstrip('/')}/{name}/json"
     try:
         with open_url(url) as resp:
             data = json.load(resp)
     except NetworkError as exc:
         raise NetworkError(
             f"cannot read {name}=={version} from PyPI: {exc.message}",
-            "check the name and version, or pass another index with --index-url",
+            "check the name, or pass another index with --index-url",
         ) from exc
+    files = (data.get("releases") or {}).get(version)
+    if not files:
+        known = list((data.get("releases") or {}))[-5:]
+        raise NetworkError(
+            f"cannot read {name}=={version} from PyPI: no such release (latest listed: {', '.join(known)})",
+            "check the version",
+        )
     return [
         ReleaseFile(name, version, f["filename"], f["url"], f["digests"]["sha256"], f["size"], f["packagetype"])
-        for f in data["urls"]
+        for f in files
+        if not f.get("yanked")
     ]
 
 
