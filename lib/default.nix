@@ -2,5 +2,6 @@
 # so that tests evaluate them with a bare nix-instantiate (no nixpkgs needed).
 {
   pins = import ./pins.nix;
+  sglangService = import ./sglang-service.nix;
   nixpkgsConfig = import ../nix/nixpkgs-config.nix;
 }

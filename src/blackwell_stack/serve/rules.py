@@ -1,0 +1,199 @@
+"""The rules of modules/rules.json, evaluated over a rendered configuration.
+
+The condition language is small on purpose, so that lib/sglang-service.nix
+evaluates it with builtins only and gets the same verdicts (tests compare):
+
+    operand   := JSON literal | {"var": [path...]} | {"mul": [operand, operand]}
+    condition := {"all": [c...]} | {"any": [c...]} | {"not": c}
+               | {"eq"|"ne"|"gt"|"lt"|"version_lt": [operand, operand]}
+               | {"in": [operand, [literal...]]}
+
+A missing path reads as null; gt/lt/version_lt with a null or non-number
+operand are false. Messages interpolate `{path.to.value}`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from blackwell_stack.errors import DataError
+from blackwell_stack.serve.flags import suggest
+from blackwell_stack.serve.render import Rendered, canonical
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
+# No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
+_INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
+
+
+@dataclass
+class Verdict:
+    id: str
+    severity: str
+    fired: bool
+    messages: list[str] = field(default_factory=list)
+    option: str | None = None
+    source: str | None = None
+    fix: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def lookup(ctx: dict[str, Any], path: list[str]) -> Any:
+    value: Any = ctx
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def operand(node: Any, ctx: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "var" in node:
+            return lookup(ctx, node["var"])
+        if "mul" in node:
+            a, b = (operand(x, ctx) for x in node["mul"])
+            return a * b if _is_number(a) and _is_number(b) else None
+        raise DataError("modules/rules.json", None, "condition", f"unknown operand {node!r}")
+    return node
+
+
+def _version_key(v: str) -> list[Any]:
+    # Numeric dotted versions only, as builtins.compareVersions orders them.
+    return [int(p) if p.isdigit() else p for p in re.split(r"[.\-]", v)]
+
+
+def version_lt(a: Any, b: Any) -> bool:
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    return _version_key(a) < _version_key(b)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    # Nix: true != 1, unlike Python.
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
+
+
+def holds(cond: dict[str, Any], ctx: dict[str, Any]) -> bool:
+    (op, arg), = cond.items()
+    if op == "all":
+        return all(holds(c, ctx) for c in arg)
+    if op == "any":
+        return any(holds(c, ctx) for c in arg)
+    if op == "not":
+        return not holds(arg, ctx)
+    if op == "in":
+        value = operand(arg[0], ctx)
+        return any(_equal(value, x) for x in arg[1])
+    a, b = operand(arg[0], ctx), operand(arg[1], ctx)
+    if op == "eq":
+        return _equal(a, b)
+    if op == "ne":
+        return not _equal(a, b)
+    if op in ("gt", "lt"):
+        if not (_is_number(a) and _is_number(b)):
+            return False
+        return a > b if op == "gt" else a < b
+    if op == "version_lt":
+        return version_lt(a, b)
+    raise DataError("modules/rules.json", None, "condition", f"unknown condition {op!r}")
+
+
+def show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(show(v) for v in value)
+    return str(value)
+
+
+def interpolate(message: str, ctx: dict[str, Any]) -> str:
+    return _PLACEHOLDER.sub(lambda m: show(lookup(ctx, m.group(1).split("."))), message)
+
+
+def _value_problem(name: str, value: Any, entry: dict[str, Any]) -> str | None:
+    takes = entry["takes_value"]
+    if takes == "none":
+        if not isinstance(value, bool):
+            return f"{name} is a switch and takes no value (got {show(value)})"
+        return None
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if v is None:
+            return f"{name} needs a value"
+        if entry.get("choices") is not None and not any(show(v) == show(c) for c in entry["choices"]):
+            return f"{name} {show(v)} is not one of the pinned SGLang's choices: {show(entry['choices'])}"
+        if entry.get("type") == "int" and not (
+            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and _INT_RE.match(v))
+        ):
+            return f"{name} expects an integer, got {show(v)}"
+    return None
+
+
+def _unknown(name: str, where: str, table: dict[str, Any]) -> str:
+    hint = suggest(name, table)
+    version = table.get("sglang_version", "?")
+    text = f"{where}: sglang {version} has no flag {name}"
+    return text + (f"; did you mean {hint}?" if hint else "; see modules/sglang-flags.json")
+
+
+def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    version = table.get("sglang_version", "?")
+    for name in sorted(rendered.settings):
+        primary, candidates = canonical(name, table)
+        if primary is None:
+            if candidates:
+                problems.append(f"settings: {name} is ambiguous in sglang {version}: {', '.join(candidates)}")
+            else:
+                problems.append(_unknown(name, "settings", table))
+            continue
+        problem = _value_problem(name, rendered.settings[name], table["flags"][primary])
+        if problem:
+            problems.append(f"settings: {problem}")
+    parsed = rendered.parsed
+    for name in parsed.unknown:
+        problems.append(_unknown(name, "extraArgs", table))
+    for name, candidates in parsed.ambiguous:
+        problems.append(f"extraArgs: {name} is ambiguous in sglang {version}: {', '.join(candidates)}")
+    for token in parsed.stray:
+        problems.append(f"extraArgs: {token!s} is not a flag and follows no flag that takes a value")
+    for name in sorted(parsed.values):
+        problem = _value_problem(name, parsed.values[name], table["flags"][name])
+        if problem:
+            problems.append(f"extraArgs: {problem}")
+    return problems
+
+
+def evaluate(rendered: Rendered, rules: dict[str, Any], table: dict[str, Any]) -> list[Verdict]:
+    verdicts = []
+    for rule in rules["rules"]:
+        if rule.get("check") == "flag_table":
+            messages = flag_table_problems(rendered, table)
+        elif "condition" in rule:
+            messages = [interpolate(rule["message"], rendered.context)] if holds(rule["condition"], rendered.context) else []
+        else:
+            raise DataError("modules/rules.json", rule["id"], "check", f"unknown check {rule.get('check')!r}")
+        verdicts.append(
+            Verdict(
+                id=rule["id"],
+                severity=rule["severity"],
+                fired=bool(messages),
+                messages=messages,
+                option=rule.get("option"),
+                source=rule.get("source"),
+                fix=rule.get("fix"),
+            )
+        )
+    return verdicts
