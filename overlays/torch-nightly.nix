@@ -8,15 +8,8 @@
 # fills it (lib/pins.nix), as soon as torch or triton is used.
 final: prev:
 let
-  pinsLib = import ../lib/pins.nix;
-  pins = builtins.fromJSON (builtins.readFile ../pkgs/torch-nightly/pins.json);
-  wheel = pinsLib.wheel {
-    inherit pins;
-    file = "pkgs/torch-nightly/pins.json";
-  };
-
+  pins = import ../nix/torch-nightly-pins.nix;
   system = final.stdenv.hostPlatform.system;
-  hasPin = pythonVersion: pins.packages.torch.wheels ? "${system}-${pinsLib.pythonKey pythonVersion}";
 
   # `name` is the wheel's file name, so the store path is the one
   # `blackwell-stack pins vendor` adds for a wheel the index no longer serves.
@@ -29,9 +22,9 @@ let
   nightly =
     pyFinal: pyPrev:
     let
-      pythonVersion = pyPrev.python.pythonVersion;
-      torchPin = wheel "torch" system pythonVersion;
-      tritonPin = wheel "triton" system pythonVersion;
+      pinned = pins.forPython system pyPrev.python.pythonVersion;
+      torchPin = pinned.torch;
+      tritonPin = pinned.triton;
     in
     {
       # triton-bin links ${cudaPackages.cuda_nvcc}/bin/ptxas into the wheel:
@@ -62,6 +55,9 @@ let
 in
 {
   pythonPackagesExtensions = prev.pythonPackagesExtensions ++ [
-    (pyFinal: pyPrev: if hasPin pyPrev.python.pythonVersion then nightly pyFinal pyPrev else { })
+    (
+      pyFinal: pyPrev:
+      if (pins.forPython system pyPrev.python.pythonVersion).pinned then nightly pyFinal pyPrev else { }
+    )
   ];
 }
