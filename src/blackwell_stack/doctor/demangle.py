@@ -1,0 +1,43 @@
+"""C++ symbol names for people, through binutils' c++filt.
+
+Without c++filt the mangled names are returned unchanged: every report stays
+correct, only less readable.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+
+def available() -> bool:
+    return shutil.which("c++filt") is not None
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """Map each mangled name to its demangled form (itself when c++filt is missing or fails)."""
+    names = list(dict.fromkeys(names))
+    tool = shutil.which("c++filt")
+    if not names or tool is None:
+        return {n: n for n in names}
+    try:
+        result = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {n: n for n in names}
+    lines = result.stdout.splitlines()
+    if result.returncode != 0 or len(lines) != len(names):
+        return {n: n for n in names}
+    return dict(zip(names, lines))
+
+
+def qualified_name(demangled: str) -> str:
+    """The function's qualified name without its parameter list: `c10::cuda::f(int)` -> `c10::cuda::f`."""
+    depth = 0
+    for i, ch in enumerate(demangled):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            return demangled[:i]
+    return demangled

@@ -1,0 +1,123 @@
+"""Reads the CUDA fat binaries embedded in a host ELF (`.nv_fatbin`).
+
+The dependency-free path of `inspect`: it lists each embedded cubin and PTX
+with its architecture from the entry headers alone, so compressed entries
+(LZ4 before CUDA 12.8, zstd after) are reported without decompressing them.
+
+Layout (little endian, checked against nvcc 13.0 output and cuobjdump 13.x):
+a container header {u32 magic 0xBA55ED50, u16 version, u16 header size,
+u64 size of the entries}, then entries back to back, each {u16 kind
+(1 PTX, 2 cubin), u16 version, u32 header size, u64 payload size (padded),
+u32 compressed size, u32, u16 minor, u16 major, u32 sm number, u32, u32,
+u64 flags, ...}. Flag bits: 0x2000 LZ4, 0x8000 zstd, 0x100000 arch-specific
+("sm_120a"), 0x200000 family ("sm_100f"). A section may hold many containers.
+The format is undocumented; the public reverse-engineered description in
+GrigoryEvko/nvopen-tools fatbin/FORMAT_SPECIFICATION.md agrees.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from blackwell_stack.doctor.elf import BadElfError, ElfFile
+
+FATBIN_MAGIC = 0xBA55ED50
+RELOCATABLE_FATBIN_MAGIC = 0x466243B1  # __nv_relfatbin of -rdc objects
+
+KIND_PTX = 1
+KIND_CUBIN = 2
+KIND_CUBIN_ALT = 0x10
+
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_FAMILY = 0x200000
+
+FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+
+_CONTAINER = struct.Struct("<IHHQ")
+_ENTRY = struct.Struct("<HHIQIIHHIIIQ")  # the first 48 bytes of an entry header
+
+
+@dataclass(frozen=True)
+class FatbinEntry:
+    kind: str  # "cubin" or "ptx"
+    arch: str  # "sm_120a", "sm_100f", "sm_90"
+    sm: int  # 120
+    compression: str | None  # None, "lz4" or "zstd"
+    size: int  # payload bytes as stored
+    version: str  # code version as cuobjdump prints it: "1.8" for a cubin, PTX ISA "9.0"
+
+
+def arch_name(sm: int, flags: int) -> str:
+    suffix = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
+    return f"sm_{sm}{suffix}"
+
+
+def parse_fatbin(raw, label: str = "<fatbin>") -> list[FatbinEntry]:
+    """Every entry of every container in raw (the bytes of a .nv_fatbin section)."""
+    entries: list[FatbinEntry] = []
+    pos = 0
+    n = len(raw)
+    while pos + _CONTAINER.size <= n:
+        magic, _version, header_size, fat_size = _CONTAINER.unpack_from(raw, pos)
+        if magic not in (FATBIN_MAGIC, RELOCATABLE_FATBIN_MAGIC):
+            # Containers are padded to alignment with zeros; skip to the next magic.
+            nxt = raw.find(struct.pack("<I", FATBIN_MAGIC), pos + 1)
+            if nxt < 0:
+                break
+            pos = nxt
+            continue
+        start = pos + header_size
+        end = start + fat_size
+        if header_size < _CONTAINER.size or end > n:
+            raise BadElfError(
+                f"{label}: fat binary container at offset {pos} claims {fat_size} bytes, past the section end",
+                "the library is truncated or corrupt",
+            )
+        entry = start
+        while entry + _ENTRY.size <= end:
+            (kind, _ver, ehdr_size, payload, compressed, _u, minor, major, sm, _name_off, _name_len,
+             flags) = _ENTRY.unpack_from(raw, entry)
+            if ehdr_size == 0:
+                break
+            if kind in (KIND_CUBIN, KIND_CUBIN_ALT, KIND_PTX):
+                compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else None
+                entries.append(
+                    FatbinEntry(
+                        kind="ptx" if kind == KIND_PTX else "cubin",
+                        arch=arch_name(sm, flags),
+                        sm=sm,
+                        compression=compression,
+                        size=compressed or payload,
+                        version=f"{major}.{minor}",
+                    )
+                )
+            entry += ehdr_size + payload
+        pos = end
+    return entries
+
+
+def fatbin_entries(elf: ElfFile) -> list[FatbinEntry]:
+    """The cubins and PTX embedded in a host ELF (empty when it has no device code)."""
+    out: list[FatbinEntry] = []
+    for sec in elf.sections:
+        if sec.name in FATBIN_SECTIONS:
+            out.extend(parse_fatbin(elf.section_bytes(sec), f"{elf.label} [{sec.name}]"))
+    return out
+
+
+def summarize(entries: list[FatbinEntry]) -> dict:
+    """Sorted architecture lists per kind, as `inspect` prints them."""
+    return {
+        "cubin": sorted({e.arch for e in entries if e.kind == "cubin"}, key=arch_sort_key),
+        "ptx": sorted({e.arch for e in entries if e.kind == "ptx"}, key=arch_sort_key),
+        "compressed": sorted({e.compression for e in entries if e.compression}),
+        "entries": len(entries),
+    }
+
+
+def arch_sort_key(arch: str) -> tuple[int, str]:
+    digits = "".join(c for c in arch if c.isdigit())
+    return (int(digits or 0), arch)

@@ -1,0 +1,183 @@
+"""`inspect`: what each ELF in a wheel, a directory or a file needs and carries.
+
+For every ELF: its machine, the libraries it needs (so the CUDA runtime
+major, 12 or 13), the torch libraries and torch symbols it needs, and the
+CUDA architectures of its embedded cubins and PTX. The fatbin reader in
+fatbin.py always runs; cuobjdump, when present, runs too and the two must
+agree. Big wheels are read member by member in parallel worker processes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+
+from blackwell_stack.doctor import cuobjdump as cuobjdump_tool
+from blackwell_stack.doctor import elf, fatbin, linkage, wheelzip
+from blackwell_stack.errors import StackError, ToolchainError
+
+READERS = ("auto", "own", "cuobjdump")
+
+# Below this many bytes of ELF members a worker pool costs more than it saves.
+_PARALLEL_THRESHOLD = 64 << 20
+
+HOST_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+@dataclass
+class ElfReport:
+    name: str
+    size: int
+    machine: str = ""
+    soname: str | None = None
+    needed: list[str] = field(default_factory=list)
+    cuda_runtime: int | None = None
+    torch_libraries: list[str] = field(default_factory=list)
+    torch_symbols: list[str] = field(default_factory=list)
+    cubin: list[str] = field(default_factory=list)
+    ptx: list[str] = field(default_factory=list)
+    compression: list[str] = field(default_factory=list)
+    fatbin_entries: int = 0
+    build_id: str | None = None
+    cuobjdump: dict | None = None  # {"cubin": [...], "ptx": [...], "agrees": bool}
+    error: str | None = None
+
+
+def host_machine() -> str:
+    m = platform.machine().lower()
+    return HOST_MACHINES.get(m, m)
+
+
+def report_from_elf(name: str, size: int, e: elf.ElfFile) -> ElfReport:
+    needed = e.needed
+    undefined_torch = sorted(
+        {s.name for s in e.dynamic_symbols() if not s.defined and not s.weak and linkage.is_torch_symbol(s.name)}
+    )
+    entries = fatbin.fatbin_entries(e)
+    summary = fatbin.summarize(entries)
+    return ElfReport(
+        name=name,
+        size=size,
+        machine=e.machine_name,
+        soname=e.soname,
+        needed=needed,
+        cuda_runtime=linkage.cuda_runtime_major(needed),
+        torch_libraries=linkage.torch_libraries(needed),
+        torch_symbols=undefined_torch,
+        cubin=summary["cubin"],
+        ptx=summary["ptx"],
+        compression=summary["compressed"],
+        fatbin_entries=summary["entries"],
+        build_id=e.build_id,
+    )
+
+
+def inspect_member(kind: str, root: str, name: str, size: int, cuobjdump_binary: str | None) -> dict:
+    """One member's report as a dict (runs in a worker process; errors come back as data)."""
+    try:
+        with wheelzip.open_member_elf(kind, root, name, need_path=cuobjdump_binary is not None) as (e, path):
+            rep = report_from_elf(name, size, e)
+            if cuobjdump_binary and rep.fatbin_entries:
+                listing = cuobjdump_tool.list_entries(cuobjdump_binary, path)
+                own_cubin = sorted({cuobjdump_tool.listing_name(a) for a in rep.cubin}, key=fatbin.arch_sort_key)
+                own_ptx = sorted({cuobjdump_tool.listing_name(a) for a in rep.ptx}, key=fatbin.arch_sort_key)
+                their_cubin = sorted(set(listing.cubin), key=fatbin.arch_sort_key)
+                their_ptx = sorted(set(listing.ptx), key=fatbin.arch_sort_key)
+                rep.cuobjdump = {
+                    "cubin": their_cubin,
+                    "ptx": their_ptx,
+                    "entries": len(listing.cubin) + len(listing.ptx),
+                    "agrees": own_cubin == their_cubin
+                    and own_ptx == their_ptx
+                    and rep.fatbin_entries == len(listing.cubin) + len(listing.ptx),
+                }
+        return asdict(rep)
+    except StackError as exc:
+        return asdict(ElfReport(name=name, size=size, error=str(exc)))
+    except cuobjdump_tool.CuobjdumpError as exc:
+        rep_d = asdict(rep)
+        rep_d["cuobjdump"] = {"error": str(exc), "agrees": None}
+        return rep_d
+
+
+def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+    return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+
+
+def inspect_path(path: str, *, reader: str = "auto", jobs: int | None = None) -> dict:
+    """The report for a wheel, a directory or a single library, as a JSON-ready dict."""
+    if reader not in READERS:
+        raise StackError(f"unknown reader {reader!r}", f"use one of {', '.join(READERS)}")
+    binary = None
+    if reader in ("auto", "cuobjdump"):
+        binary = cuobjdump_tool.find()
+        if binary is None and reader == "cuobjdump":
+            raise ToolchainError(
+                "cuobjdump is not installed",
+                "pip install nvidia-cuda-cuobjdump (or put CUDA's bin/ on PATH), or use --reader own",
+            )
+    source = wheelzip.open_source(path)
+    members = sorted(source.elf_members, key=lambda m: m.size, reverse=True)
+    jobs = jobs or min(os.cpu_count() or 1, 4)
+    total = sum(m.size for m in members)
+    args = [(source.kind, str(source.path), m.name, m.size, binary) for m in members]
+    if jobs > 1 and len(members) > 1 and total > _PARALLEL_THRESHOLD:
+        with _pool(jobs) as pool:
+            results = list(pool.map(inspect_member, *zip(*args)))
+    else:
+        results = [inspect_member(*a) for a in args]
+    results.sort(key=lambda r: r["name"])
+    return summarize(source, results, binary)
+
+
+def summarize(source, results: list[dict], binary: str | None) -> dict:
+    ok = [r for r in results if not r["error"]]
+    host = host_machine()
+    notes = []
+    foreign = sorted({r["machine"] for r in ok if r["machine"] not in (host, "cuda")})
+    if foreign:
+        notes.append(f"ELF files for {', '.join(foreign)}: they cannot load on this {host} host")
+    runtimes = sorted({r["cuda_runtime"] for r in ok if r["cuda_runtime"]})
+    if len(runtimes) > 1:
+        notes.append(f"mixed CUDA runtimes {runtimes}: one library was built against another CUDA major")
+    disagree = [r["name"] for r in ok if r["cuobjdump"] and r["cuobjdump"].get("agrees") is False]
+    if disagree:
+        notes.append(f"the fatbin reader and cuobjdump disagree on: {', '.join(disagree)}")
+    dist = _distribution(source)
+    return {
+        "path": source.label,
+        "kind": source.kind,
+        "distribution": dist,
+        "host_machine": host,
+        "cuobjdump": binary,
+        "elf_files": len(results),
+        "cuda_runtime": runtimes,
+        "cubin": sorted({a for r in ok for a in r["cubin"]}, key=fatbin.arch_sort_key),
+        "ptx": sorted({a for r in ok for a in r["ptx"]}, key=fatbin.arch_sort_key),
+        "torch_libraries": sorted({lib for r in ok for lib in r["torch_libraries"]}),
+        "torch_symbols": len({s for r in ok for s in r["torch_symbols"]}),
+        "errors": [{"name": r["name"], "error": r["error"]} for r in results if r["error"]],
+        "notes": notes,
+        "files": results,
+    }
+
+
+def _distribution(source) -> dict | None:
+    """Name and version from the wheel's METADATA, when there is one."""
+    meta_name = next((n for n in source.names if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+    if meta_name is None:
+        return None
+    text = source.read_text(meta_name) or ""
+    fields = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key in ("Name", "Version") and key not in fields:
+            fields[key.lower()] = value.strip()
+    return fields or None

@@ -1,0 +1,246 @@
+"""ELF files inside a wheel, a directory or a single file, one at a time.
+
+A wheel is never unpacked as a whole: each ELF member is streamed out of the
+zip into memory (small ones) or a temporary file that is memory-mapped (big
+ones; sgl-kernel's flash_ops.abi3.so is 850 MB) and dropped after use.
+Broken zips, truncated members and non-wheels become StackErrors that say
+what is wrong with which file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import shutil
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from blackwell_stack.doctor import elf
+from blackwell_stack.errors import StackError
+
+# Members up to this size are read into memory; bigger ones go through a temp file.
+IN_MEMORY_LIMIT = 64 << 20
+
+_SHARED_LIB_HINTS = (".so", ".so.", ".pyd", ".dylib")
+
+
+class NotAWheelError(StackError):
+    pass
+
+
+def _looks_like_library(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(".so") or ".so." in base or base.endswith(".cubin") or base.endswith(".o")
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str  # path inside the wheel or relative to the directory
+    size: int
+
+
+def open_zip(path: str | Path, *, require_wheel: bool = True) -> zipfile.ZipFile:
+    """Open path as a zip; a clear StackError when it is not one or is cut short."""
+    path = Path(path)
+    if not path.is_file():
+        raise StackError(f"{path} does not exist or is not a file", "pass the path of a .whl file")
+    try:
+        zf = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        size = path.stat().st_size
+        raise NotAWheelError(
+            f"{path} is not a readable zip archive ({exc}; {size} bytes)",
+            "a wheel is a zip file: if the download was interrupted the end of the file (its "
+            "central directory) is missing; download it again",
+        ) from None
+    except OSError as exc:
+        raise StackError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if require_wheel and not any(
+        n.endswith(".dist-info/WHEEL") and n.count("/") == 1 for n in zf.namelist()
+    ):
+        zf.close()
+        raise NotAWheelError(
+            f"{path} is a zip archive but not a wheel (no <name>.dist-info/WHEEL inside)",
+            "pass a .whl built by pip/poetry/scikit-build, or a directory of installed packages",
+        )
+    return zf
+
+
+class WheelSource:
+    """The ELF members of a wheel file."""
+
+    kind = "wheel"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.label = str(self.path)
+        with open_zip(self.path) as zf:
+            self._infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
+            self.names = list(self._infos)
+            self.elf_members = [Member(i.filename, i.file_size) for i in self._elf_infos(zf)]
+
+    def _elf_infos(self, zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+        out = []
+        for info in self._infos.values():
+            if not _looks_like_library(info.filename) or info.file_size < 4:
+                continue
+            try:
+                with zf.open(info) as fh:
+                    head = fh.read(4)
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                raise _member_error(self.path, info.filename, exc) from None
+            if elf.is_elf(head):
+                out.append(info)
+        return out
+
+    def read_text(self, name: str) -> str | None:
+        info = self._infos.get(name)
+        if info is None:
+            return None
+        with open_zip(self.path) as zf:
+            try:
+                return zf.read(info).decode("utf-8", errors="replace")
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                raise _member_error(self.path, name, exc) from None
+
+    def open_elf(self, name: str, *, need_path: bool = False):
+        return open_member_elf(self.kind, self.path, name, need_path=need_path)
+
+
+class DirSource:
+    """ELF files under an installed package directory (or a site-packages)."""
+
+    kind = "directory"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.label = str(self.path)
+        if not self.path.is_dir():
+            raise StackError(f"{path} is not a directory")
+        self.names = []
+        self.elf_members = []
+        for root, dirs, files in os.walk(self.path):
+            dirs.sort()
+            for f in sorted(files):
+                full = Path(root, f)
+                rel = full.relative_to(self.path).as_posix()
+                self.names.append(rel)
+                if not _looks_like_library(f) or full.is_symlink():
+                    continue
+                try:
+                    with open(full, "rb") as fh:
+                        if elf.is_elf(fh.read(4)):
+                            self.elf_members.append(Member(rel, full.stat().st_size))
+                except OSError:
+                    continue
+
+    def read_text(self, name: str) -> str | None:
+        p = self.path / name
+        return p.read_text(errors="replace") if p.is_file() else None
+
+    def open_elf(self, name: str, *, need_path: bool = False):
+        return open_member_elf(self.kind, self.path, name, need_path=need_path)
+
+
+class FileSource:
+    """A single library file."""
+
+    kind = "file"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.label = str(self.path)
+        self.names = [self.path.name]
+        with open(self.path, "rb") as fh:
+            head = fh.read(4)
+        if not elf.is_elf(head):
+            raise elf.NotElfError(
+                f"{self.path} is not an ELF file (it starts with {head!r})",
+                "pass a shared library (.so), a wheel, or a directory of installed packages",
+            )
+        self.elf_members = [Member(self.path.name, self.path.stat().st_size)]
+
+    def read_text(self, name: str) -> str | None:
+        return None
+
+    def open_elf(self, name: str, *, need_path: bool = False):
+        return open_member_elf(self.kind, self.path, name, need_path=need_path)
+
+
+def open_source(path: str | Path):
+    """A WheelSource, DirSource or FileSource for path, by what it is."""
+    p = Path(path)
+    if not p.exists():
+        raise StackError(f"{p} does not exist", "pass a wheel, an installed package directory, or a .so file")
+    if p.is_dir():
+        return DirSource(p)
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    if head[:2] == b"PK" or p.suffix == ".whl":
+        return WheelSource(p)
+    return FileSource(p)
+
+
+@contextlib.contextmanager
+def map_file(path: Path) -> Iterator[object]:
+    """The file's bytes through mmap (read-only); small or empty files as bytes."""
+    size = path.stat().st_size
+    if size < 1 << 20:
+        yield path.read_bytes()
+        return
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        yield mm
+
+
+@contextlib.contextmanager
+def open_member_elf(kind: str, root: str | Path, name: str, *, need_path: bool = False) -> Iterator[tuple]:
+    """(ElfFile, path on disk or None) of one member of a source; picklable arguments for worker processes.
+
+    need_path: also give a file path (a temp file for wheel members), for
+    tools such as cuobjdump that read files.
+    """
+    root = Path(root)
+    if kind == "wheel":
+        with open_zip(root, require_wheel=False) as zf:
+            try:
+                info = zf.getinfo(name)
+            except KeyError:
+                raise StackError(f"{root} has no member {name}") from None
+            with _materialize(zf, info, root, need_path=need_path) as (buf, path):
+                yield elf.parse(buf, f"{root.name}:{name}"), path
+        return
+    path = root / name if kind == "directory" else root
+    with map_file(path) as buf:
+        yield elf.parse(buf, str(path)), path
+
+
+@contextlib.contextmanager
+def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path, *, need_path: bool) -> Iterator[tuple]:
+    """One member's bytes: in memory when small, else a memory-mapped temp file removed afterwards."""
+    try:
+        if info.file_size <= IN_MEMORY_LIMIT and not need_path:
+            yield zf.read(info), None
+            return
+        with tempfile.NamedTemporaryFile(prefix="bws-member-", suffix="-" + info.filename.rsplit("/", 1)[-1]) as tmp:
+            with zf.open(info) as src:
+                shutil.copyfileobj(src, tmp, 4 << 20)
+            tmp.flush()
+            if info.file_size == 0:
+                yield b"", Path(tmp.name)
+                return
+            with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                yield mm, Path(tmp.name)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise _member_error(archive, info.filename, exc) from None
+
+
+def _member_error(archive: Path, name: str, exc: Exception) -> StackError:
+    return NotAWheelError(
+        f"{archive}: member {name} cannot be read ({exc.__class__.__name__}: {exc})",
+        "the wheel is truncated or corrupt; download it again and compare its sha256 with the index",
+    )
