@@ -1,8 +1,279 @@
-"""CLI commands of the verify area."""
+"""CLI commands of the verify area: `smoke` and `bench`."""
+
+from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from blackwell_stack import output
+from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.progress import Progress
+from blackwell_stack.verify import baseline as baseline_mod
+from blackwell_stack.verify import bench as bench_mod
+from blackwell_stack.verify import degeneracy
+from blackwell_stack.verify import smoke as smoke_mod
+from blackwell_stack.verify.openai_client import Endpoint, HTTPStatusError, ProtocolError, describe_error, first_model_id
+from blackwell_stack.verify.tokens import SOURCE_USAGE, TokenizerCounter
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    # Placeholder until the verify commands land.
-    pass
+    p = sub.add_parser(
+        "smoke",
+        help="ask fixed prompts at temperature 0 and fail on garbage output",
+        description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail "
+        "(exit 1) on empty/null content, a finish reason other than stop/length, degenerate text "
+        "(long character runs, looping phrases, low character diversity, U+FFFD), or HTTP/protocol errors.",
+    )
+    p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
+    p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
+    p.add_argument("--max-tokens", type=int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=smoke_mod.DEFAULT_TIMEOUT_S, help="seconds per request (default %(default)s)")
+    p.add_argument("--api-key", help="bearer token, if the server wants one")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_smoke)
+
+    b = sub.add_parser(
+        "bench",
+        help="concurrency sweep: throughput, TTFT and inter-token latency",
+        description="Stream requests at each concurrency level and report aggregate output tok/s, per-request "
+        "decode tok/s, TTFT and ITL percentiles and errors; token counts come from the server's usage.",
+    )
+    b.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000")
+    b.add_argument("--model", help="model name (default: the first one /v1/models lists)")
+    b.add_argument("--concurrency", default=",".join(map(str, bench_mod.DEFAULT_CONCURRENCY)), help="comma-separated levels (default %(default)s)")
+    group = b.add_mutually_exclusive_group()
+    group.add_argument("--requests", type=int, help="requests per level (default: 4 x concurrency, at least 8)")
+    group.add_argument("--duration", type=float, help="seconds per level instead of a request count")
+    b.add_argument("--input-len", type=int, default=256, help="prompt length in words, about one token each (default %(default)s)")
+    b.add_argument("--output-len", type=int, default=256, help="max_tokens per request (default %(default)s)")
+    b.add_argument("--len-dist", choices=("fixed", "uniform"), default="fixed", help="fixed lengths, or uniform in len x [1-r, 1+r]")
+    b.add_argument("--range-ratio", type=float, default=0.5, help="r of --len-dist uniform (default %(default)s)")
+    b.add_argument("--api", choices=("completion", "chat"), default="completion", help="endpoint to load (default %(default)s)")
+    b.add_argument("--ignore-eos", action="store_true", help="send ignore_eos (SGLang/vLLM) so every request makes --output-len tokens")
+    b.add_argument("--seed", type=int, default=0, help="seed of the prompt words and sampled lengths")
+    b.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default %(default)s)")
+    b.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the sweep (default %(default)s)")
+    b.add_argument("--tokenizer", help="tokenizer.json (or a directory with one) to count tokens if the server reports no usage")
+    b.add_argument(
+        "--baseline",
+        help="baseline JSON to compare with, or 'none' (default: the shipped baseline when the model is the default target's)",
+    )
+    b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
+    b.add_argument("--out", help="write the full result as JSON to this file")
+    b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
+    b.add_argument("--api-key", help="bearer token, if the server wants one")
+    b.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
+    b.set_defaults(func=cmd_bench)
+
+
+async def _model(endpoint: Endpoint, model: str | None) -> str:
+    if model:
+        return model
+    try:
+        return await first_model_id(endpoint)
+    except (OSError, HTTPStatusError, ProtocolError, asyncio.TimeoutError) as exc:
+        raise StackError(
+            f"cannot list models at {endpoint.base_url}/models: {describe_error(exc)}",
+            "check that the server is up at that URL, or pass --model",
+            code=ExitCode.CHECK_FAILED,
+        ) from None
+
+
+# ---------------------------------------------------------------- smoke
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    if args.max_tokens < 1:
+        raise StackError("--max-tokens must be at least 1", "for example --max-tokens 128")
+    endpoint = Endpoint.parse(args.url, args.api_key)
+
+    async def go():
+        model = await _model(endpoint, args.model)
+        return await smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout)
+
+    report = asyncio.run(go())
+    if args.json:
+        output.dump_json(report.to_json())
+    else:
+        print_smoke(report)
+    return int(ExitCode.OK if report.ok else ExitCode.CHECK_FAILED)
+
+
+def print_smoke(report: smoke_mod.SmokeReport, out=None) -> None:
+    out = out or sys.stdout
+    output.heading(f"smoke: {report.model} at {report.url}", out)
+    rows = []
+    for a in report.answers:
+        text = "-" if a.text is None else degeneracy.excerpt(a.text, width=40)
+        rows.append([a.prompt, a.api, a.mode, "ok" if not a.verdicts else "FAIL", a.finish_reason, a.completion_tokens, text])
+    output.table(["prompt", "api", "mode", "result", "finish", "tokens", "text"], rows, out)
+    if report.ok:
+        print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found", file=out)
+        return
+    output.heading("verdicts", out)
+    for v in report.verdicts:
+        print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}", file=out)
+    print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of {len(report.answers)} answers", file=out)
+
+
+# ---------------------------------------------------------------- bench
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise StackError(f"bad --concurrency {text!r}", "give comma-separated integers, e.g. 1,8,32,64,128") from None
+    return levels
+
+
+def _baseline_for(arg: str | None, model: str) -> baseline_mod.Baseline | None:
+    if arg and arg.lower() == "none":
+        return None
+    if arg:
+        return baseline_mod.load(arg)
+    default = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
+    return default if default.matches_model(model) else None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    config = bench_mod.BenchConfig(
+        concurrencies=_levels(args.concurrency),
+        requests_per_level=args.requests,
+        duration_s=args.duration,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        len_dist=args.len_dist,
+        range_ratio=args.range_ratio,
+        api=args.api,
+        ignore_eos=args.ignore_eos,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        warmup_requests=args.warmup,
+    )
+    bench_mod.validate(config)
+    endpoint = Endpoint.parse(args.url, args.api_key)
+    counter = TokenizerCounter(args.tokenizer) if args.tokenizer else None
+    if args.baseline and args.baseline.lower() != "none":
+        baseline_mod.load(args.baseline)  # fail on a bad file before the sweep, not after
+    result = asyncio.run(_bench(endpoint, args.model, config, counter))
+    base = _baseline_for(args.baseline, result["model"])
+    if base is not None:
+        result["baseline"] = {
+            "file": str(base.path),
+            "target": base.target,
+            "source": base.source,
+            "tolerance": base.tolerance,
+            "comparison": baseline_mod.compare(base, result["levels"]),
+        }
+    if args.out:
+        atomic_write_json(args.out, result)
+    if args.plot:
+        from blackwell_stack.verify.plot import write_plot
+
+        write_plot(result, args.plot)
+    if args.json:
+        output.dump_json(result)
+    else:
+        print_bench(result)
+        if args.out:
+            print(f"\nJSON: {args.out}")
+        if args.plot:
+            print(f"plot: {args.plot}")
+    if all(lv["ok"] == 0 for lv in result["levels"]):
+        return int(ExitCode.CHECK_FAILED)
+    if args.fail_below_baseline and any(r["status"] == "below" for r in result.get("baseline", {}).get("comparison", [])):
+        return int(ExitCode.CHECK_FAILED)
+    return int(ExitCode.OK)
+
+
+async def _bench(endpoint: Endpoint, model: str | None, config: bench_mod.BenchConfig, counter) -> dict:
+    model = await _model(endpoint, model)
+    if config.warmup_requests:
+        await bench_mod.warm_up(endpoint, model, config)
+    levels = []
+    for concurrency in config.concurrencies:
+        total = None if config.duration_s else config.requests_for(concurrency)
+        label = f"c={concurrency}"
+        with Progress(label, total, unit="requests") as bar:
+            level = await bench_mod.run_level(endpoint, model, config, concurrency, counter, on_done=lambda _r: bar.advance())
+        print(
+            f"{label}: {level.ok}/{level.requests} ok, {level.output_tok_s:.1f} output tok/s, {level.wall_s:.1f} s",
+            file=sys.stderr,
+        )
+        levels.append(asdict(level))
+    sources = sorted({s for lv in levels for s in lv["token_sources"]})
+    return {
+        "url": endpoint.base_url,
+        "model": model,
+        "config": asdict(config),
+        "token_source": "; ".join(sources) if sources else None,
+        "token_source_is_server_usage": sources == [SOURCE_USAGE],
+        "levels": levels,
+    }
+
+
+def _ms(summary: dict, field: str) -> str:
+    value = summary.get(field)
+    return "-" if value is None else f"{value * 1000:.1f}"
+
+
+def _num(value, fmt: str = ".1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def print_bench(result: dict, out=None) -> None:
+    out = out or sys.stdout
+    cfg = result["config"]
+    length = "requests" if not cfg["duration_s"] else f"{cfg['duration_s']:g} s per level"
+    output.heading(
+        f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} words in, "
+        f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths, {length})",
+        out,
+    )
+    rows = []
+    for lv in result["levels"]:
+        rows.append(
+            [
+                lv["concurrency"],
+                f"{lv['ok']}/{lv['requests']}",
+                lv["errors"],
+                _num(lv["output_tok_s"]),
+                _num(lv["decode_tok_s"]["p50"]),
+                _ms(lv["ttft_s"], "p50"),
+                _ms(lv["ttft_s"], "p90"),
+                _ms(lv["ttft_s"], "p99"),
+                _ms(lv["itl_s"], "p50"),
+                _ms(lv["itl_s"], "p90"),
+                _ms(lv["itl_s"], "p99"),
+                f"{lv['client_cpu_share'] * 100:.0f}%",
+            ]
+        )
+    output.table(
+        ["conc", "ok", "err", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p90", "p99", "ITL p50 ms", "p90", "p99", "client cpu"],
+        rows,
+        out,
+    )
+    print(f"\ntoken counts: {result['token_source'] or 'none (no request succeeded)'}", file=out)
+    busy = [lv["concurrency"] for lv in result["levels"] if lv["client_cpu_share"] > bench_mod.CLIENT_BUSY_WARNING]
+    if busy:
+        print(f"warning: the client used most of a core at c={busy}: those figures may be limited by the client", file=out)
+    for lv in result["levels"]:
+        for sample in lv["error_samples"]:
+            print(f"error at c={lv['concurrency']}: {sample}", file=out)
+    base = result.get("baseline")
+    if base:
+        output.heading(f"baseline: {base['target']} ({base['file']})", out)
+        output.table(
+            ["expectation", "metric", "where", "baseline", "measured", "ratio", "status"],
+            [
+                [r["name"], r["metric"], r["where"], f"{r['relation']} {r['baseline']:g}", _num(r["measured"]), _num(r["ratio"], ".2f"), r["status"]]
+                for r in base["comparison"]
+            ],
+            out,
+        )
+        print(f"source: {base['source']}", file=out)

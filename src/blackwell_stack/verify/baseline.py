@@ -1,0 +1,136 @@
+"""Baselines: the figures a bench result is compared with.
+
+A baseline is a JSON file of expectations. Each names a metric of a bench
+level (`output_tok_s`, or a summary field such as `decode_tok_s.p50`), the
+level(s) it applies to (`concurrency`, or every level from
+`min_concurrency` up, where the best one counts), a value and a relation:
+`at_least` (measured >= value x (1 - tolerance)) or `about` (within the
+tolerance either side, reported as a ratio). The default target's baseline
+(the seeds' figures, FACTS section 1) ships in baselines/ beside this file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from blackwell_stack.errors import DataError
+
+BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
+DEFAULT_BASELINE = BASELINE_DIR / "qwen3.5-397b-a17b-nvfp4-sm120.json"
+RELATIONS = ("at_least", "about")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    name: str
+    metric: str
+    value: float
+    relation: str
+    concurrency: int | None = None
+    min_concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: Path
+    target: str
+    model: str
+    source: str
+    tolerance: float
+    expectations: tuple[Expectation, ...]
+
+    def matches_model(self, model: str) -> bool:
+        """True when `model` names the baseline's model (any org prefix or local directory)."""
+        tail = self.model.rsplit("/", 1)[-1].lower()
+        return model.rstrip("/").rsplit("/", 1)[-1].lower() == tail
+
+
+def load(path: str | Path) -> Baseline:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(path, None, None, "no such baseline file", "pass --baseline an existing file, or --baseline none") from None
+    except ValueError as exc:
+        raise DataError(path, None, None, f"not valid JSON: {exc}", "fix the file's JSON syntax") from None
+    if not isinstance(data, dict):
+        raise DataError(path, None, None, "a baseline is a JSON object", "see src/blackwell_stack/verify/baselines/ for the format")
+    for key in ("target", "model", "source", "expectations"):
+        if key not in data:
+            raise DataError(path, None, key, "missing", "see src/blackwell_stack/verify/baselines/ for the format")
+    tolerance = data.get("tolerance", 0.1)
+    if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+        raise DataError(path, None, "tolerance", f"{tolerance!r} is not a fraction in [0, 1)", "for example 0.1")
+    expectations = []
+    for i, item in enumerate(data["expectations"]):
+        entry = str(item.get("name", i)) if isinstance(item, dict) else str(i)
+        if not isinstance(item, dict):
+            raise DataError(path, entry, None, "an expectation is an object", None)
+        for key in ("name", "metric", "value", "relation"):
+            if key not in item:
+                raise DataError(path, entry, key, "missing", None)
+        if item["relation"] not in RELATIONS:
+            raise DataError(path, entry, "relation", f"{item['relation']!r} is not one of {', '.join(RELATIONS)}", None)
+        if not isinstance(item["value"], (int, float)) or item["value"] <= 0:
+            raise DataError(path, entry, "value", f"{item['value']!r} is not a positive number", None)
+        if ("concurrency" in item) == ("min_concurrency" in item):
+            raise DataError(path, entry, None, "needs exactly one of concurrency and min_concurrency", None)
+        expectations.append(
+            Expectation(
+                name=item["name"],
+                metric=item["metric"],
+                value=float(item["value"]),
+                relation=item["relation"],
+                concurrency=item.get("concurrency"),
+                min_concurrency=item.get("min_concurrency"),
+            )
+        )
+    return Baseline(path, data["target"], data["model"], data["source"], float(tolerance), tuple(expectations))
+
+
+def _metric(level: dict, metric: str) -> float | None:
+    value: object = level
+    for part in metric.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def compare(baseline: Baseline, levels: list[dict]) -> list[dict]:
+    """One row per expectation: measured value, ratio to the baseline, and status ok/below/above/not measured."""
+    rows = []
+    for exp in baseline.expectations:
+        if exp.concurrency is not None:
+            chosen = [lv for lv in levels if lv["concurrency"] == exp.concurrency]
+            where = f"c={exp.concurrency}"
+        else:
+            chosen = [lv for lv in levels if lv["concurrency"] >= (exp.min_concurrency or 1)]
+            where = f"best of c>={exp.min_concurrency}"
+        values = [(v, lv["concurrency"]) for lv in chosen if (v := _metric(lv, exp.metric)) is not None]
+        row = {
+            "name": exp.name,
+            "metric": exp.metric,
+            "where": where,
+            "baseline": exp.value,
+            "relation": exp.relation,
+            "measured": None,
+            "at_concurrency": None,
+            "ratio": None,
+            "status": "not measured",
+        }
+        if values:
+            measured, conc = max(values)
+            ratio = measured / exp.value
+            low = 1 - baseline.tolerance
+            if ratio < low:
+                status = "below"
+            elif exp.relation == "about" and ratio > 1 + baseline.tolerance:
+                status = "above"
+            else:
+                status = "ok"
+            row.update(measured=measured, at_concurrency=conc, ratio=ratio, status=status)
+        rows.append(row)
+    return rows

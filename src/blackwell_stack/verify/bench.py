@@ -1,0 +1,297 @@
+"""`bench`: a concurrency sweep of streamed requests against an OpenAI-compatible server.
+
+At each level, `concurrency` workers send requests back to back until the
+level's request count (or duration) is used up. Every request streams (SSE)
+with `stream_options.include_usage`, so the token counts are the server's
+own. Per level: aggregate output tok/s (all output tokens over the level's
+wall time), per-request decode tok/s, time to first token (TTFT) and the gap
+between stream events that carried text (ITL), each as p50/p90/p99, and
+errors. The client's own CPU time is recorded per level, so a result that
+the client itself limited is visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from blackwell_stack.errors import StackError
+from blackwell_stack.verify.openai_client import (
+    Endpoint,
+    HTTPStatusError,
+    ProtocolError,
+    describe_error,
+    stream_events,
+)
+from blackwell_stack.verify.stats import summary
+from blackwell_stack.verify.tokens import SOURCE_EVENTS, SOURCE_USAGE, TokenizerCounter
+
+DEFAULT_CONCURRENCY = (1, 8, 32, 64, 128)
+# Above this share of one core the client may be what limits the numbers.
+CLIENT_BUSY_WARNING = 0.8
+
+# Prompt words: plain English, so that any tokenizer makes about one token of each.
+_WORDS = (
+    "the of and to in is was for on that with as by at from his her an which are this be or had not but "
+    "were have their one all there can been has more when who will other time two into some could them "
+    "than first water been called its now find long down day did get come made may part over new sound "
+    "take only little work know place year live back give most very after thing our just name good "
+    "sentence man think say great where help through much before line right too mean old any same tell "
+    "boy follow came want show also around form three small set put end does another well large must big "
+    "even such because turn here why ask went men read need land different home us move try kind hand "
+    "picture again change off play spell air away animal house point page letter mother answer found study"
+).split()
+
+
+@dataclass
+class BenchConfig:
+    concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCY
+    requests_per_level: int | None = None  # default: 4 x concurrency, at least 8
+    duration_s: float | None = None  # instead of a request count
+    input_len: int = 256  # prompt length in words (about one token each)
+    output_len: int = 256  # max_tokens
+    len_dist: str = "fixed"  # or "uniform": each length drawn from [len*(1-r), len*(1+r)]
+    range_ratio: float = 0.5
+    api: str = "completion"  # or "chat"
+    ignore_eos: bool = False  # SGLang/vLLM extension: always produce output_len tokens
+    seed: int = 0
+    timeout_s: float = 600.0
+    warmup_requests: int = 1
+
+    def requests_for(self, concurrency: int) -> int:
+        return self.requests_per_level or max(8, 4 * concurrency)
+
+
+@dataclass
+class RequestResult:
+    ok: bool
+    index: int | None = None  # position in plan_requests(): replays the same prompt
+    max_tokens: int | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_source: str | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s: float | None = None
+    text_events: int = 0
+    finish_reason: str | None = None
+    itls_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class LevelResult:
+    concurrency: int
+    requests: int
+    ok: int
+    errors: int
+    wall_s: float
+    output_tokens: int
+    output_tok_s: float
+    requests_per_s: float
+    ttft_s: dict
+    itl_s: dict
+    e2e_s: dict
+    decode_tok_s: dict
+    client_cpu_share: float
+    error_samples: list[str]
+    token_sources: list[str]
+    per_request: list[dict]
+
+
+def make_prompt(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(max(1, words)))
+
+
+def _length(rng: random.Random, mean: int, config: BenchConfig) -> int:
+    if config.len_dist == "fixed":
+        return mean
+    low = max(1, int(mean * (1 - config.range_ratio)))
+    high = max(low, int(mean * (1 + config.range_ratio)))
+    return rng.randint(low, high)
+
+
+def plan_requests(config: BenchConfig, concurrency: int) -> list[tuple[str, int]]:
+    """The (prompt, max_tokens) of each request of a level, the same for the same seed.
+
+    In duration mode the list is cycled through.
+    """
+    rng = random.Random(f"{config.seed}-{concurrency}")
+    count = max(64, concurrency * 8) if config.duration_s else config.requests_for(concurrency)
+    return [
+        (make_prompt(rng, _length(rng, config.input_len, config)), _length(rng, config.output_len, config))
+        for _ in range(count)
+    ]
+
+
+def request_body(config: BenchConfig, model: str, prompt: str, max_tokens: int) -> dict:
+    body: dict = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if config.api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if config.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+async def run_request(
+    endpoint: Endpoint, config: BenchConfig, body: dict, counter: TokenizerCounter | None
+) -> RequestResult:
+    """One streamed request, timed from the send to each event that carries text."""
+    path = "/chat/completions" if config.api == "chat" else "/completions"
+    chat = config.api == "chat"
+    result = RequestResult(ok=False)
+    started = time.perf_counter()
+    stamps: list[float] = []
+    pieces: list[str] = []
+    usage = None
+    try:
+        async for stamp, events in stream_events(endpoint, path, body):
+            carried = False
+            for event in events:
+                if "error" in event:
+                    raise ProtocolError(f"error event in the stream: {str(event['error'])[:200]}")
+                if event.get("usage"):
+                    usage = event["usage"]
+                for choice in event.get("choices") or ():
+                    if chat:
+                        delta = choice.get("delta") or {}
+                        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                    else:
+                        text = choice.get("text")
+                    if text:
+                        pieces.append(text)
+                        carried = True
+                        result.text_events += 1
+                    if choice.get("finish_reason") is not None:
+                        result.finish_reason = choice["finish_reason"]
+            if carried:
+                stamps.append(stamp)
+    except (HTTPStatusError, ProtocolError, OSError, asyncio.TimeoutError) as exc:
+        result.error = describe_error(exc)
+        return result
+    ended = time.perf_counter()
+    result.ok = True
+    result.e2e_s = ended - started
+    if usage and usage.get("completion_tokens") is not None:
+        result.completion_tokens = int(usage["completion_tokens"])
+        result.prompt_tokens = usage.get("prompt_tokens")
+        result.token_source = SOURCE_USAGE
+    elif counter is not None:
+        result.completion_tokens = counter.count("".join(pieces))
+        result.token_source = counter.source
+    else:
+        result.completion_tokens = result.text_events
+        result.token_source = SOURCE_EVENTS
+    if stamps:
+        result.ttft_s = stamps[0] - started
+        result.itls_s = [b - a for a, b in zip(stamps, stamps[1:])]
+        span = stamps[-1] - stamps[0]
+        if result.completion_tokens and result.completion_tokens > 1 and span > 0:
+            result.decode_tok_s = (result.completion_tokens - 1) / span
+    return result
+
+
+async def run_level(
+    endpoint: Endpoint,
+    model: str,
+    config: BenchConfig,
+    concurrency: int,
+    counter: TokenizerCounter | None,
+    on_done: Callable[[RequestResult], None] | None = None,
+) -> LevelResult:
+    total = None if config.duration_s else config.requests_for(concurrency)
+    # Prompts are made before the clock starts, so their making is not measured.
+    planned = plan_requests(config, concurrency)
+    results: list[RequestResult] = []
+    issued = 0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + config.duration_s if config.duration_s else None
+
+    async def worker() -> None:
+        nonlocal issued
+        while True:
+            if total is not None and issued >= total:
+                return
+            if deadline is not None and loop.time() >= deadline:
+                return
+            index = issued % len(planned)
+            prompt, max_tokens = planned[index]
+            issued += 1
+            body = request_body(config, model, prompt, max_tokens)
+            try:
+                result = await asyncio.wait_for(run_request(endpoint, config, body, counter), config.timeout_s)
+            except asyncio.TimeoutError:
+                result = RequestResult(ok=False, error=f"timed out after {config.timeout_s:g} s")
+            result.index, result.max_tokens = index, max_tokens
+            results.append(result)
+            if on_done:
+                on_done(result)
+
+    cpu_before = time.process_time()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = max(loop.time() - started, 1e-9)
+    cpu = time.process_time() - cpu_before
+    good = [r for r in results if r.ok]
+    tokens = sum(r.completion_tokens or 0 for r in good)
+    errors = [r.error or "" for r in results if not r.ok]
+    return LevelResult(
+        concurrency=concurrency,
+        requests=len(results),
+        ok=len(good),
+        errors=len(errors),
+        wall_s=wall,
+        output_tokens=tokens,
+        output_tok_s=tokens / wall,
+        requests_per_s=len(good) / wall,
+        ttft_s=summary([r.ttft_s for r in good if r.ttft_s is not None]),
+        itl_s=summary([gap for r in good for gap in r.itls_s]),
+        e2e_s=summary([r.e2e_s for r in good if r.e2e_s is not None]),
+        decode_tok_s=summary([r.decode_tok_s for r in good if r.decode_tok_s is not None]),
+        client_cpu_share=cpu / wall,
+        error_samples=sorted(set(errors))[:5],
+        token_sources=sorted({r.token_source for r in good if r.token_source}),
+        per_request=[
+            {k: v for k, v in asdict(r).items() if k != "itls_s"} for r in results
+        ],
+    )
+
+
+async def warm_up(endpoint: Endpoint, model: str, config: BenchConfig) -> None:
+    """Requests before the sweep (not measured): first-request costs such as CUDA graph capture or lazy model load."""
+    rng = random.Random(f"{config.seed}-warmup")
+    for _ in range(config.warmup_requests):
+        body = request_body(config, model, make_prompt(rng, config.input_len), min(config.output_len, 16))
+        result = await asyncio.wait_for(run_request(endpoint, config, body, None), config.timeout_s)
+        if not result.ok:
+            raise StackError(
+                f"the warm-up request to {endpoint.base_url} failed: {result.error}",
+                "check the URL and --model (and drop --ignore-eos for servers that reject it)",
+                code=1,
+            )
+
+
+def validate(config: BenchConfig) -> None:
+    if not config.concurrencies or any(c < 1 for c in config.concurrencies):
+        raise StackError(f"bad concurrency levels {config.concurrencies}", "give positive integers: --concurrency 1,8,32")
+    if config.requests_per_level is not None and config.requests_per_level < 1:
+        raise StackError("--requests must be at least 1", "for example --requests 64")
+    if config.duration_s is not None and config.duration_s <= 0:
+        raise StackError("--duration must be positive", "for example --duration 60")
+    if config.input_len < 1 or config.output_len < 1:
+        raise StackError("--input-len and --output-len must be at least 1", "for example --input-len 256 --output-len 256")
+    if config.len_dist not in ("fixed", "uniform"):
+        raise StackError(f"unknown length distribution {config.len_dist!r}", "use fixed or uniform")
+    if not 0 <= config.range_ratio < 1:
+        raise StackError("--range-ratio must be in [0, 1)", "for example --range-ratio 0.5")

@@ -1,0 +1,198 @@
+"""`smoke`: fixed prompts at temperature 0, streamed and not, judged for garbage.
+
+Every prompt goes to its endpoint twice (stream and no stream). A verdict is
+one failed check on one answer and names the prompt, the mode, the check
+and the offending text. Reasoning models (Qwen3.5 thinks by default) may
+put their text in `reasoning_content`; that text is judged too, and an
+answer is empty only when both fields are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass, field
+
+from blackwell_stack.verify import degeneracy
+from blackwell_stack.verify.openai_client import (
+    Endpoint,
+    HTTPStatusError,
+    ProtocolError,
+    describe_error,
+    request_json,
+    stream_events,
+)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    api: str  # "chat" or "completion"
+    text: str
+
+
+PROMPTS = (
+    Prompt("capital", "chat", "What is the capital of France? Answer in one sentence."),
+    Prompt("count", "chat", "Count from one to twelve in words, separated by commas."),
+    Prompt("story", "completion", "Once upon a time, in a small village by the sea, there lived"),
+    Prompt("facts", "completion", "Water boils at 100 degrees Celsius at sea level. The chemical formula of water is"),
+)
+
+DEFAULT_MAX_TOKENS = 128
+DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Verdict:
+    prompt: str
+    mode: str  # "stream" or "no-stream"
+    check: str
+    detail: str
+    excerpt: str
+
+
+@dataclass
+class Answer:
+    prompt: str
+    api: str
+    mode: str
+    text: str | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    seconds: float = 0.0
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+@dataclass
+class SmokeReport:
+    url: str
+    model: str
+    answers: list[Answer]
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        return [v for a in self.answers for v in a.verdicts]
+
+    @property
+    def ok(self) -> bool:
+        return not self.verdicts
+
+    def to_json(self) -> dict:
+        return {
+            "url": self.url,
+            "model": self.model,
+            "ok": self.ok,
+            "answers": [asdict(a) for a in self.answers],
+            "verdicts": [asdict(v) for v in self.verdicts],
+        }
+
+
+def request_body(prompt: Prompt, model: str, max_tokens: int, stream: bool) -> dict:
+    body: dict = {"model": model, "temperature": 0, "max_tokens": max_tokens}
+    if prompt.api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt.text}]
+    else:
+        body["prompt"] = prompt.text
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _path(prompt: Prompt) -> str:
+    return "/chat/completions" if prompt.api == "chat" else "/completions"
+
+
+def _choice_text(choice: dict, api: str, streamed: bool) -> tuple[str | None, str | None]:
+    """(content, reasoning) of one choice or one stream delta."""
+    if api == "completion":
+        return choice.get("text"), None
+    part = choice.get("delta" if streamed else "message")
+    if not isinstance(part, dict):
+        raise ProtocolError(f"choice has no {'delta' if streamed else 'message'} object: {str(choice)[:120]}")
+    return part.get("content"), part.get("reasoning_content") or part.get("reasoning")
+
+
+def _joined(content: str | None, reasoning: str | None) -> str | None:
+    if content is None and reasoning is None:
+        return None
+    return (reasoning or "") + (content or "")
+
+
+async def _ask_plain(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer) -> None:
+    data = await request_json(endpoint, "POST", _path(prompt), body)
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise ProtocolError(f"answer has no choices: {str(data)[:200]}")
+    content, reasoning = _choice_text(choices[0], prompt.api, streamed=False)
+    answer.text = _joined(content, reasoning)
+    answer.finish_reason = choices[0].get("finish_reason")
+    usage = data.get("usage") or {}
+    answer.completion_tokens = usage.get("completion_tokens")
+
+
+async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer) -> None:
+    content: list[str] = []
+    reasoning: list[str] = []
+    saw_content = False
+    async for _, events in stream_events(endpoint, _path(prompt), body):
+        for event in events:
+            if not isinstance(event, dict):
+                raise ProtocolError(f"stream event is not an object: {str(event)[:120]}")
+            if "error" in event:
+                raise ProtocolError(f"error event in the stream: {str(event['error'])[:200]}")
+            if event.get("usage"):
+                answer.completion_tokens = event["usage"].get("completion_tokens")
+            for choice in event.get("choices") or ():
+                c, r = _choice_text(choice, prompt.api, streamed=True)
+                if c is not None:
+                    content.append(c)
+                    saw_content = True
+                if r:
+                    reasoning.append(r)
+                if choice.get("finish_reason") is not None:
+                    answer.finish_reason = choice["finish_reason"]
+    answer.text = _joined("".join(content) if saw_content else None, "".join(reasoning) or None)
+
+
+async def _run_one(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool, max_tokens: int, timeout: float) -> Answer:
+    mode = "stream" if stream else "no-stream"
+    answer = Answer(prompt=prompt.name, api=prompt.api, mode=mode)
+    body = request_body(prompt, model, max_tokens, stream)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    ask = _ask_stream if stream else _ask_plain
+    try:
+        await asyncio.wait_for(ask(endpoint, prompt, body, answer), timeout)
+    except HTTPStatusError as exc:
+        answer.verdicts.append(Verdict(prompt.name, mode, "http", f"HTTP status {exc.status}", repr(exc.body[:200])))
+        return answer
+    except ProtocolError as exc:
+        answer.verdicts.append(Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200]))
+        return answer
+    except (OSError, asyncio.TimeoutError) as exc:
+        answer.verdicts.append(Verdict(prompt.name, mode, "http", "request failed", describe_error(exc)))
+        return answer
+    finally:
+        answer.seconds = round(loop.time() - started, 3)
+    findings = degeneracy.inspect_text(answer.text)
+    reason = degeneracy.finish_reason(answer.finish_reason)
+    if reason:
+        findings.insert(0, reason)
+    answer.verdicts.extend(Verdict(prompt.name, mode, f.check, f.detail, f.excerpt) for f in findings)
+    return answer
+
+
+async def run_smoke(
+    endpoint: Endpoint,
+    model: str,
+    *,
+    prompts: tuple[Prompt, ...] = PROMPTS,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> SmokeReport:
+    """Ask every prompt streamed and not streamed, one request at a time (a smoke test, not a load)."""
+    answers = []
+    for prompt in prompts:
+        for stream in (False, True):
+            answers.append(await _run_one(endpoint, model, prompt, stream, max_tokens, timeout))
+    return SmokeReport(url=endpoint.base_url, model=model, answers=answers)

@@ -1,0 +1,43 @@
+"""Counting output tokens when the server reports no usage.
+
+The server's own `usage.completion_tokens` is the truth and bench asks for
+it in every stream (`stream_options.include_usage`). Servers that ignore the
+option leave bench two fallbacks, both named in its output: re-tokenizing
+the streamed text with a tokenizer the user names (`--tokenizer`, a
+tokenizer.json or a directory holding one; needs the `tokenizers` package),
+or counting stream events that carried text (one token per event on SGLang
+and vLLM, but not on servers that stream whole words).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from blackwell_stack.errors import StackError
+
+SOURCE_USAGE = "server usage"
+SOURCE_EVENTS = "stream events (no usage from the server, no --tokenizer: approximate)"
+
+
+class TokenizerCounter:
+    def __init__(self, path: str):
+        file = Path(path)
+        if file.is_dir():
+            file = file / "tokenizer.json"
+        if not file.is_file():
+            raise StackError(
+                f"no tokenizer at {path}",
+                "pass --tokenizer a tokenizer.json file or a model directory that holds one",
+            )
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise StackError(
+                "--tokenizer needs the `tokenizers` package",
+                "pip install tokenizers, or drop --tokenizer to count stream events instead",
+            ) from None
+        self._tokenizer = Tokenizer.from_file(str(file))
+        self.source = f"tokenizer {file} (the server reported no usage)"
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
