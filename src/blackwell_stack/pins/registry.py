@@ -15,7 +15,7 @@ WHEEL_PINS = ("pkgs/torch-nightly/pins.json", "pkgs/sglang/pins.json")
 KERNEL_SOURCES = "pkgs/sgl-kernel/sources.json"
 FLAKE_LOCK = "flake.lock"
 # Where each flake.lock narHash came from (flake.lock itself has no room for it).
-LOCK_PROVENANCE = "nix/lock-provenance.json"
+LOCK_PROVENANCE = "nix/flake-inputs.json"
 
 
 @dataclass
@@ -75,21 +75,25 @@ def _source_rows() -> list[PinRow]:
 
 
 def _flake_rows() -> list[PinRow]:
+    """flake.lock inputs, with the provenance that nix/flake-inputs.json records for each."""
     path = data_path(FLAKE_LOCK)
     if not path.exists():
         return []
     lock = json.loads(path.read_text())
     prov_path = data_path(LOCK_PROVENANCE)
-    provenance = json.loads(prov_path.read_text()) if prov_path.exists() else {}
+    provenance = json.loads(prov_path.read_text()).get("inputs", {}) if prov_path.exists() else {}
     rows = []
     root = lock["nodes"][lock["root"]]
     for name, node_id in sorted(root.get("inputs", {}).items()):
-        node = lock["nodes"][node_id if isinstance(node_id, str) else node_id[-1]]
-        locked = node.get("locked", {})
-        url = f"https://github.com/{locked.get('owner')}/{locked.get('repo')}/archive/{locked.get('rev')}.tar.gz" if locked.get("type") == "github" else None
-        rows.append(PinRow(f"flake input {name}", locked.get("rev"), url, locked.get("narHash"),
-                           provenance.get(name), bool(locked.get("narHash")),
-                           None if locked.get("narHash") else "no narHash locked", FLAKE_LOCK))
+        locked = lock["nodes"][node_id if isinstance(node_id, str) else node_id[-1]].get("locked", {})
+        prov = provenance.get(name, {})
+        url = None
+        if locked.get("type") == "github":
+            url = f"https://github.com/{locked['owner']}/{locked['repo']}/archive/{locked['rev']}.tar.gz"
+        verified = bool(locked.get("narHash")) and bool(prov.get("verified")) and prov.get("narHash") == locked.get("narHash")
+        reason = prov.get("reason") or (None if verified else f"{LOCK_PROVENANCE} does not vouch for this narHash")
+        rows.append(PinRow(f"flake input {name}", locked.get("rev"), url, locked.get("narHash"), prov.get("hash_source"),
+                           verified, None if verified else reason, FLAKE_LOCK))
     return rows
 
 
