@@ -10,7 +10,7 @@ def plan_section() -> PlanSection:
     items = []
     for r in registry.all_pins():
         value = r.version or "-"
-        note = None if r.verified else f"{r.reason} -- fill with the update_command of {r.file}"
+        note = None if r.verified else f"{r.reason}. Fill it in with: {r.update_command or 'see ' + r.file}"
         items.append(PlanItem(r.what, value, source=r.hash_source if r.verified else r.file, verified=r.verified, note=note))
     items.insert(0, PlanItem("CUDA toolkit", "cudaPackages_13_0 (13.0.x at the locked nixpkgs)", source="overlays/cuda13.nix"))
     return PlanSection(

@@ -28,6 +28,7 @@ class PinRow:
     verified: bool
     reason: str | None
     file: str
+    update_command: str | None = None  # the command that fills this pin when unverified
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -44,7 +45,8 @@ def _wheel_rows() -> list[PinRow]:
         rel = str(path.relative_to(data_path()))
         for name, pkg in pins.packages.items():
             for key, e in pkg["wheels"].items():
-                rows.append(PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["verified"], e["reason"], rel))
+                rows.append(PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["verified"], e["reason"], rel,
+                                  pins.update_command))
     return rows
 
 
@@ -70,7 +72,7 @@ def _source_rows() -> list[PinRow]:
         entries.append((f"{name} (FetchContent)", src))
     for what, src in entries:
         rows.append(PinRow(what, src.get("tag") or src.get("rev"), _github_url(src), src.get("hash"), src.get("hash_source"),
-                           bool(src.get("verified")), src.get("reason"), KERNEL_SOURCES))
+                           bool(src.get("verified")), src.get("reason"), KERNEL_SOURCES, data.get("update_command")))
     return rows
 
 
@@ -93,7 +95,8 @@ def _flake_rows() -> list[PinRow]:
         verified = bool(locked.get("narHash")) and bool(prov.get("verified")) and prov.get("narHash") == locked.get("narHash")
         reason = prov.get("reason") or (None if verified else f"{LOCK_PROVENANCE} does not vouch for this narHash")
         rows.append(PinRow(f"flake input {name}", locked.get("rev"), url, locked.get("narHash"), prov.get("hash_source"),
-                           verified, None if verified else reason, FLAKE_LOCK))
+                           verified, None if verified else reason, FLAKE_LOCK,
+                           json.loads(prov_path.read_text()).get("update_command") if prov_path.exists() else None))
     return rows
 
 
