@@ -81,20 +81,11 @@ in
           (python312.withPackages (ps: [
             ps.pytest
             ps.hypothesis
+            ps.matplotlib
             ps.packaging
           ]))
         ];
-        src = lib.fileset.toSource {
-          root = ../.;
-          fileset = lib.fileset.unions [
-            ../pyproject.toml
-            ../flake.nix
-            ../src
-            ../tests
-            ../pkgs
-            ../lib
-          ];
-        };
+        src = lib.cleanSource ../.;
       }
       ''
         cp -r $src source && chmod -R u+w source && cd source
