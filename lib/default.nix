@@ -2,6 +2,7 @@
 # so that tests evaluate them with a bare nix-instantiate (no nixpkgs needed).
 {
   pins = import ./pins.nix;
+  kernelSources = import ./kernel-sources.nix;
   sglangService = import ./sglang-service.nix;
   nixpkgsConfig = import ../nix/nixpkgs-config.nix;
 }

@@ -1,0 +1,225 @@
+# sgl-kernel 0.3.21 from source: the sgl-kernel/ directory of sglang v0.5.9,
+# the five patches of ../../patches/sgl-kernel, the recipe of ./recipe.json
+# (default: SM120 only, FP4 on, FA3 off) and CUDA 13 from cudaPackages.
+#
+# Data, not code, lives next to this file:
+#   ./sources.json  the sglang tree and every FetchContent dependency, with
+#                   hashes and where they came from (../../lib/kernel-sources.nix)
+#   ./recipe.json   CMake defines and environment (../../lib/kernel-recipe.nix)
+#
+# Modelled on nixpkgs' pkgs/development/python-modules/sglang-kernel/default.nix
+# (b84c6bb3); differences: every dependency comes from sources.json (none
+# hand-typed here), FETCHCONTENT_FULLY_DISCONNECTED=ON so a dependency missing
+# from sources.json fails the configure step instead of reaching for the
+# network, architectures come from the recipe, the wheel is an output
+# (`dist`, `passthru.wheel`), and the GPU test is a separate derivation.
+#
+# Outputs: `out` (the installed package, `nix build .#sgl-kernel`) and `dist`
+# (the wheel, `nix build .#sgl-kernel-wheel`): buildPythonPackage adds `dist`
+# for pyproject builds (mk-python-derivation.nix, withDistOutput).
+{
+  lib,
+  buildPythonPackage,
+  fetchFromGitHub,
+  fetchzip,
+  runCommand,
+
+  # build-system
+  cmake,
+  ninja,
+  scikit-build-core,
+
+  cudaPackages,
+  numactl,
+  python,
+  torch,
+}:
+let
+  sources = lib.importJSON ./sources.json;
+  kernelSources = import ../../lib/kernel-sources.nix;
+
+  # The recipe (part of issue 3, kept in ./recipe.json) renders to CMake
+  # flags through a builtins-only function:
+  #   (import ../../lib/kernel-recipe.nix).cmakeFlags recipe
+  #     -> [ "-DSGL_KERNEL_ENABLE_FP4=ON" "-DSGL_KERNEL_CUDA_ARCHS=12.0a" ... ]
+  #   (import ../../lib/kernel-recipe.nix).environment recipe   (optional)
+  #     -> { TORCH_CUDA_ARCH_LIST = "12.0a"; ... }
+  recipe = lib.importJSON ./recipe.json;
+  kernelRecipe = import ../../lib/kernel-recipe.nix;
+  recipeFlags = kernelRecipe.cmakeFlags recipe;
+  recipeEnvironment = (kernelRecipe.environment or (_: { })) recipe;
+
+  # Architectures the recipe asks for ([ ] = upstream's hard-coded list);
+  # patch 0005 configures FlashMLA only for its own architectures, so its
+  # sources are fetched only then.
+  cudaArchs = kernelSources.cudaArchsFromFlags recipeFlags;
+
+  sglangPin = kernelSources.sglang sources;
+
+  fetchDependency =
+    dep:
+    if dep.fetcher == "fetchzip" then
+      fetchzip (dep.args // { name = "${dep.name}-source"; })
+    else
+      fetchFromGitHub (dep.args // { name = "${dep.name}-source"; });
+
+  dependencies = map (
+    name:
+    let
+      dep = kernelSources.dependency sources name;
+    in
+    dep
+    // {
+      src = fetchDependency dep;
+      submoduleSrcs = map (sub: {
+        inherit (sub) path;
+        src = fetchFromGitHub (sub.args // { name = "${name}-${baseNameOf sub.path}-source"; });
+      }) dep.submodules;
+    }
+  ) (kernelSources.neededNames sources cudaArchs);
+
+  readOnlyDependencies = builtins.filter (dep: !dep.writable) dependencies;
+  writableDependencies = builtins.filter (dep: dep.writable) dependencies;
+
+  # Each dependency is passed in place of its FetchContent download.
+  # Store paths are read-only, so dependencies that CMake edits in place
+  # (flashmla.cmake rewrites FlashMLA headers with CUDA 13) or that need
+  # submodules put inside them are copied into the build directory first.
+  writableCopies = lib.concatMapStrings (dep: ''
+    cp -r --no-preserve=mode ${dep.src} "$NIX_BUILD_TOP/fetchcontent/${dep.name}"
+    ${lib.concatMapStrings (sub: ''
+      rm -rf "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
+      cp -r --no-preserve=mode ${sub.src} "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
+    '') dep.submoduleSrcs}
+    cmakeFlagsArray+=("-D${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}")
+  '') writableDependencies;
+
+  # No build directory or source store path in the wheel: __FILE__ and
+  # similar strings are rewritten to short names.
+  prefixMaps = map (dep: "-ffile-prefix-map=${dep.src}=${dep.name}") readOnlyDependencies;
+
+  cmakeFlags =
+    recipeFlags
+    ++ [
+      # Only the pinned sources: a FetchContent name sources.json lacks
+      # stops the configure step instead of downloading.
+      (lib.cmakeBool "FETCHCONTENT_FULLY_DISCONNECTED" true)
+      # nixpkgs' sglang-kernel passes it too: find_package(Torch) does not
+      # always set CUDA_VERSION, which the CMakeLists compares everywhere.
+      (lib.cmakeFeature "CUDA_VERSION" cudaPackages.cudaMajorMinorVersion)
+      # mscclpp's Python bindings are the only users of its nanobind and
+      # dlpack FetchContent downloads; sgl-kernel links mscclpp_static only.
+      (lib.cmakeBool "MSCCLPP_BUILD_PYTHON_BINDINGS" false)
+      (lib.cmakeBool "MSCCLPP_BUILD_TESTS" false)
+    ]
+    ++ map (dep: lib.cmakeFeature dep.variable "${dep.src}") readOnlyDependencies;
+
+  package = buildPythonPackage.override { stdenv = cudaPackages.backendStdenv; } {
+    # torch here is the pinned nightly wheel (torch-bin), which carries no
+    # CUDA stdenv of its own; cudaPackages.backendStdenv is the host
+    # compiler nvcc supports, what nixpkgs' source torch and xformers use
+    # (pkgs/development/python-modules/xformers/default.nix: effectiveStdenv).
+    pname = "sgl-kernel";
+    version = sources.sglang.sgl_kernel_version;
+    pyproject = true;
+
+    src = fetchFromGitHub {
+      inherit (sglangPin) owner repo rev hash;
+    };
+    sourceRoot = "source/sgl-kernel";
+
+    # Sorted: 0001 ... 0005, applied with -p1 inside sourceRoot.
+    patches = map (name: ../../patches/sgl-kernel + "/${name}") (
+      builtins.sort builtins.lessThan (
+        builtins.filter (lib.hasSuffix ".patch") (
+          builtins.attrNames (builtins.readDir ../../patches/sgl-kernel)
+        )
+      )
+    );
+
+    nativeBuildInputs = [
+      cudaPackages.cuda_nvcc
+    ];
+
+    build-system = [
+      cmake
+      ninja
+      scikit-build-core
+    ];
+
+    buildInputs = [
+      cudaPackages.cuda_cccl # cuda/atomic, cub, thrust (un-nested from include/cccl in nixpkgs)
+      cudaPackages.cuda_cudart
+      cudaPackages.cuda_nvrtc # deep_gemm_cpp links nvrtc
+      cudaPackages.libcublas # cublas_v2.h, -lcublas -lcublasLt
+      cudaPackages.libcurand # curand.h
+      cudaPackages.libcusolver # cusolver_common.h
+      cudaPackages.libcusparse # cusparse.h
+      numactl # mscclpp: find_package(NUMA REQUIRED)
+      torch
+    ];
+
+    # scikit-build-core runs CMake itself (with the flags below).
+    dontUseCmakeConfigure = true;
+
+    # Passed through cmakeFlagsArray, which scikit-build-core's setup hook
+    # (pkgs/development/python-modules/scikit-build-core/append-cmakeFlags.sh)
+    # reads in every nixpkgs version that ships it; preConfigure runs before
+    # that hook (runHook calls the implicit hook first,
+    # pkgs/stdenv/generic/setup.sh).
+    preConfigure = ''
+      cmakeFlagsArray+=(${lib.escapeShellArgs cmakeFlags})
+      mkdir -p "$NIX_BUILD_TOP/fetchcontent"
+      ${writableCopies}
+      prefixMap="-ffile-prefix-map=$NIX_BUILD_TOP=build ${lib.concatStringsSep " " prefixMaps}"
+      cmakeFlagsArray+=("-DCMAKE_CXX_FLAGS=$prefixMap")
+      cmakeFlagsArray+=("-DCMAKE_CUDA_FLAGS=$(printf -- '-Xcompiler=%s ' $prefixMap)")
+    '';
+
+    # cmake's setup hook sets this for cmake builds; scikit-build-core's
+    # build does not (same as nixpkgs' sglang-kernel, which cites
+    # pkgs/by-name/cm/cmake/setup-hook.sh).
+    preBuild = ''
+      if [[ "''${enableParallelBuilding:-1}" -ne 0 ]]; then
+        export CMAKE_BUILD_PARALLEL_LEVEL="''${CMAKE_BUILD_PARALLEL_LEVEL:-$NIX_BUILD_CORES}"
+      fi
+    '';
+
+    env = recipeEnvironment // {
+      # cannot find -lcuda: link against the driver stub (nixpkgs' sglang-kernel).
+      NIX_LDFLAGS = "-L${lib.getOutput "stubs" cudaPackages.cuda_cudart}/lib/stubs";
+    };
+
+    # Importing needs a GPU (load_utils.py loads common_ops, which needs
+    # libcuda.so.1): see passthru.gpuCheck instead of pythonImportsCheck.
+    doCheck = false;
+
+    passthru = {
+      inherit sources;
+      wheel = package.dist;
+      fetchContentSources = lib.listToAttrs (map (dep: lib.nameValuePair dep.name dep.src) dependencies);
+
+      # Import and a small NVFP4 GEMM on a real GPU. Needs a builder with the
+      # "cuda" system feature (programs.nix-required-mounts); never part of
+      # the default checks.
+      gpuCheck =
+        runCommand "sgl-kernel-${package.version}-gpu-check"
+          {
+            nativeBuildInputs = [ (python.withPackages (_: [ package ])) ];
+            requiredSystemFeatures = [ "cuda" ];
+          }
+          ''
+            python ${./gpu_check.py}
+            touch "$out"
+          '';
+    };
+
+    meta = {
+      description = "Kernel library for SGLang, built from source for the recipe's GPUs (default SM120)";
+      homepage = "https://github.com/sgl-project/sglang/tree/v0.5.9/sgl-kernel";
+      license = lib.licenses.asl20;
+      platforms = [ "x86_64-linux" ];
+    };
+  };
+in
+package
