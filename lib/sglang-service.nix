@@ -331,6 +331,6 @@ rec {
     };
 
   # Text for a NixOS assertion/warning: the rule, what fired, and its source.
-  verdictText = v: "services.sglang (${v.option or "settings"}): [${v.id}] "
+  verdictText = v: "${if v.option or null != null then v.option else "services.sglang"}: [${v.id}] "
     + concatStringsSep "; " v.messages + (if v.source != null then " (source: ${v.source})" else "");
 }
