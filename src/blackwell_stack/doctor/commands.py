@@ -1,8 +1,196 @@
-"""CLI commands of the doctor area."""
+"""CLI commands of the doctor area: `inspect`, `doctor` (and `doctor abi`), `wheel diff`."""
+
+from __future__ import annotations
 
 import argparse
+import time
+
+from blackwell_stack import output
+from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, wheeldiff
+from blackwell_stack.errors import ExitCode
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    # Placeholder until the doctor commands land.
-    pass
+    p = sub.add_parser(
+        "inspect",
+        help="CUDA architectures, CUDA runtime and torch symbols of every ELF in a wheel, directory or .so",
+    )
+    p.add_argument("path", help="a .whl file, an installed package directory, or a shared library")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--reader", choices=inspection.READERS, default="auto",
+                   help="fatbin reader: auto (own reader, checked against cuobjdump when installed), own, cuobjdump")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPUs, at most 4)")
+    p.set_defaults(func=run_inspect)
+
+    d = sub.add_parser("doctor", help="check this host and Python environment for the stack (ok / warn / fail)")
+    d.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    d.add_argument("--python", help="check the environment of this interpreter (a venv's bin/python)")
+    d.add_argument("--target-cc", default=host.TARGET_CC, help="compute capability the stack targets (12.0)")
+    d.set_defaults(func=run_doctor)
+    dsub = d.add_subparsers(dest="doctor_command", metavar="SUBCOMMAND")
+    a = dsub.add_parser("abi", help="can this kernel package load into this torch? (undefined symbols, CUDA runtime)")
+    a.add_argument("--kernel", default=abi.ENV,
+                   help="sgl-kernel: a wheel, a directory, a .so, `env` (installed) or `pypi:sgl-kernel==0.3.21`")
+    a.add_argument("--torch", default=abi.ENV,
+                   help="torch: a wheel, torch/lib, `env` (installed) or `pypi:torch==2.10.0` (range reads, cached)")
+    a.add_argument("--json", dest="abi_json", action="store_true", help="print JSON instead of text")
+    a.set_defaults(func=run_abi)
+
+    w = sub.add_parser("wheel", help="wheel tools")
+    wsub = w.add_subparsers(dest="wheel_command", metavar="SUBCOMMAND")
+    wsub.required = True
+    wd = wsub.add_parser("diff", help="identical (sha256), or how two wheels differ member by member")
+    wd.add_argument("a")
+    wd.add_argument("b")
+    wd.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    wd.set_defaults(func=run_wheel_diff)
+
+
+# -- inspect -------------------------------------------------------------
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    report = inspection.inspect_path(args.path, reader=args.reader, jobs=args.jobs)
+    report["seconds"] = round(time.monotonic() - started, 2)
+    if args.json:
+        output.dump_json(report)
+    else:
+        print_inspect(report)
+    return int(ExitCode.CHECK_FAILED) if report["errors"] else 0
+
+
+def print_inspect(report: dict) -> None:
+    dist = report["distribution"]
+    what = f"{dist['name']} {dist['version']}, " if dist else ""
+    print(f"{report['path']} ({what}{report['kind']}, {report['elf_files']} ELF files)")
+    rows = []
+    for f in report["files"]:
+        if f["error"]:
+            rows.append([f["name"], "error", None, None, None, None, None])
+            continue
+        agree = None
+        if f["cuobjdump"]:
+            agree = "agrees" if f["cuobjdump"].get("agrees") else "DIFFERS"
+        rows.append([
+            f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None,
+            ", ".join(f["cubin"]) or None, ", ".join(f["ptx"]) or None, agree,
+        ])
+    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "cuobjdump"], rows)
+    print()
+    runtimes = ", ".join(str(r) for r in report["cuda_runtime"]) or "none (no CUDA runtime linked)"
+    print(f"CUDA runtime: {runtimes}")
+    print(f"cubin:        {', '.join(report['cubin']) or 'none'}")
+    print(f"ptx:          {', '.join(report['ptx']) or 'none'}")
+    libs = ", ".join(report["torch_libraries"]) or "none"
+    print(f"torch:        {report['torch_symbols']} symbols from {libs}")
+    print(f"fatbin check: {'cuobjdump ' + report['cuobjdump'] if report['cuobjdump'] else 'own reader only'}")
+    for e in report["errors"]:
+        print(f"error: {e['name']}: {e['error']}")
+    for n in report["notes"]:
+        print(f"note: {n}")
+    if "seconds" in report:
+        print(f"({report['seconds']} s)")
+
+
+# -- doctor --------------------------------------------------------------
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    facts = host.gather()
+    results = host.checks(facts, target_cc=args.target_cc)
+    gpu_cc = facts.gpus[0].compute_cap if facts.gpus else None
+    env = envcheck.Environment(args.python)
+    results += envcheck.checks(env, gpu_cc=gpu_cc, target_cc=args.target_cc)
+    status = checks.worst(results)
+    if args.json:
+        output.dump_json({
+            "status": status,
+            "checks": [c.to_json() for c in results],
+            "host": {
+                "driver": facts.driver,
+                "driver_source": facts.driver_source,
+                "gpus": [g.__dict__ for g in facts.gpus],
+                "topology": host.parse_topology(facts.topology or ""),
+                "nvlink_active_links": host.parse_nvlink_status(facts.nvlink_status or ""),
+                "cpus": facts.cpus,
+                "mem_total_kib": facts.mem_total_kib,
+                "swap_total_kib": facts.swap_total_kib,
+            },
+        })
+    else:
+        for group in ("host", "python", "build"):
+            rows = [c for c in results if c.group == group]
+            if not rows:
+                continue
+            output.heading({"host": "Host", "python": "Python environment", "build": "Kernel build"}[group])
+            output.table(["status", "check", "value", "details"],
+                         [[c.status.upper(), c.name, c.value, c.message] for c in rows])
+            for c in rows:
+                if c.status != checks.OK and c.fix:
+                    print(f"  fix ({c.name}): {c.fix}")
+        print(f"\noverall: {status.upper()}")
+    return int(ExitCode.CHECK_FAILED) if status == checks.FAIL else 0
+
+
+def run_abi(args: argparse.Namespace) -> int:
+    result = abi.check(args.kernel, args.torch)
+    if args.abi_json or args.json:
+        output.dump_json(result)
+    else:
+        print_abi(result)
+    return 0 if result["ok"] else int(ExitCode.CHECK_FAILED)
+
+
+def print_abi(result: dict) -> None:
+    k, t = result["kernel"], result["torch"]
+    print(f"kernel: {k['label']} (version {k['version'] or '?'}, {', '.join(k['machine'])}, "
+          f"CUDA runtime {k['cuda_runtime'] or 'none'})")
+    print(f"torch:  {t['label']} (version {t['version'] or '?'}, {', '.join(t['machine'])}, "
+          f"CUDA runtime {t['cuda_runtime'] or 'none'}; {', '.join(t['libraries'])})")
+    print(f"torch symbols: {result['resolved']} of {k['torch_symbols_needed']} resolve")
+    for m in result["missing"]:
+        print(f"\nMISSING {m['demangled']}")
+        print(f"  mangled:   {m['symbol']}")
+        print(f"  needed by: {', '.join(m['needed_by'])}")
+        for c in m["torch_has"]:
+            print(f"  torch has: {c['demangled']} in {c['library']}")
+            if c["difference"]:
+                print(f"  difference: {c['difference']}")
+    for p in result["problems"]:
+        print(f"\nFAIL {p['check']}: {p['message']}")
+        print(f"  fix: {p['fix']}")
+    print("\nresult: " + ("OK, the kernel's torch symbols and CUDA runtime match" if result["ok"] else "FAIL"))
+
+
+# -- wheel diff ----------------------------------------------------------
+
+
+def run_wheel_diff(args: argparse.Namespace) -> int:
+    result = wheeldiff.diff(args.a, args.b)
+    if args.json:
+        output.dump_json(result)
+    else:
+        print(f"a: {result['a']}\n   sha256 {result['sha256_a']}")
+        print(f"b: {result['b']}\n   sha256 {result['sha256_b']}")
+        if result["identical"]:
+            print("identical: the two wheels are bit for bit the same")
+        else:
+            output.table(["member", "difference", "detail"], _grouped(result["members"]))
+            counts = ", ".join(f"{n} {c}" for c, n in result["classes"].items())
+            print(f"\nnot identical: {counts}; worst: {result['verdict']}")
+    return 0 if result["identical"] else int(ExitCode.CHECK_FAILED)
+
+
+def _grouped(members: list[dict]) -> list[list[str]]:
+    """Table rows; a difference shared by more than 3 members becomes one row with a count."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for m in members:
+        groups.setdefault((m["class"], m["detail"]), []).append(m["name"])
+    rows = []
+    for (cls, detail), names in groups.items():
+        if len(names) > 3:
+            rows.append([f"{names[0]} and {len(names) - 1} more", cls, detail])
+        else:
+            rows.extend([n, cls, detail] for n in names)
+    return rows

@@ -1,8 +1,38 @@
-"""The Host checks (doctor) section of `blackwell-stack plan`."""
+"""The Host checks (doctor) section of `blackwell-stack plan`: what `doctor` checks on the target host."""
 
-from blackwell_stack.plan_model import PlanSection
+from __future__ import annotations
+
+from blackwell_stack.doctor import envcheck, host
+from blackwell_stack.plan_model import PlanItem, PlanSection
 
 
 def plan_section() -> PlanSection:
-    # Placeholder until the doctor commands land.
-    return PlanSection(key="doctor", title="Host checks (doctor)")
+    torch_pin = envcheck.pinned_torch()
+    s = PlanSection(key="doctor", title="Host checks (doctor)")
+    s.items = [
+        PlanItem("NVIDIA driver", f">= {host.MIN_DRIVER_MAJOR} (CUDA 13); reference host 590.48.01",
+                 source="CUDA 13.0 minimum driver; FACTS 1"),
+        PlanItem("GPUs", f"{host.TARGET_GPUS} x NVIDIA RTX PRO 6000 Blackwell Server Edition (--tp {host.TARGET_GPUS})",
+                 source="FACTS 1"),
+        PlanItem("compute capability", f"{host.TARGET_CC} on every GPU (sm_120a code)", source="FACTS 1"),
+        PlanItem("interconnect", "PCIe only: --disable-custom-all-reduce stays on",
+                 source="nvidia-smi topo -m; sglang #4814, #25649"),
+        PlanItem("torch", f"{torch_pin} (CUDA {envcheck.TARGET_CUDA_MAJOR})", source="pkgs/torch-nightly/pins.json"),
+        PlanItem("sgl-kernel ABI", f"every torch symbol of sgl-kernel resolves in torch {torch_pin}; "
+                 f"both link CUDA runtime {envcheck.TARGET_CUDA_MAJOR}",
+                 source="doctor abi (dynamic symbol tables); the PyPI sgl-kernel 0.3.21 fails this on torch >= 2.10"),
+        PlanItem("sgl-kernel architectures", "sgl_kernel/sm100/common_ops carries sm_120a cubins",
+                 source="inspect (fatbin headers, checked against cuobjdump)"),
+        PlanItem("flashinfer", "flashinfer-python == flashinfer-cubin == 0.6.5", source="FACTS 1; flashinfer PR #2716"),
+        PlanItem("sglang", "main 5297b02 + SM120 patches (its torch/flashinfer pins relaxed)", source="FACTS 1, 2"),
+        PlanItem("memory for a kernel build",
+                 f">= {host.MIN_BUILD_MEMORY_GIB} GiB; MAX_JOBS <= RAM / {host.GIB_PER_BUILD_JOB} GiB when there is no swap",
+                 source="FACTS 1 (MAX_JOBS=20 after OOM kills)"),
+    ]
+    s.commands = [
+        "blackwell-stack doctor --python /path/to/venv/bin/python",
+        "blackwell-stack doctor abi --kernel env --torch env",
+        "blackwell-stack inspect sgl_kernel-0.3.21-*.whl",
+        "blackwell-stack wheel diff build-a.whl build-b.whl",
+    ]
+    return s

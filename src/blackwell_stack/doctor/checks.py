@@ -1,0 +1,25 @@
+"""One check result: ok / warn / fail, what was found, and the one-line fix."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+_ORDER = {OK: 0, WARN: 1, FAIL: 2}
+
+
+@dataclass
+class Check:
+    group: str  # "host", "python", "build"
+    name: str
+    status: str
+    value: str
+    message: str = ""
+    fix: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def worst(checks: list[Check]) -> str:
+    return max((c.status for c in checks), key=_ORDER.__getitem__, default=OK)

@@ -1,0 +1,234 @@
+"""Python environment checks: torch, sgl-kernel, flashinfer and sglang as installed.
+
+Everything comes from package metadata (importlib.metadata over the target
+interpreter's sys.path) and from reading files; nothing imports torch or a
+CUDA library, so a broken install is reported instead of crashing, and a
+GPU-less host can check an environment too. `--python` points at another
+interpreter (a venv); only its sys.path is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from blackwell_stack.doctor import abi, elf, linkage, wheelzip
+from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
+from blackwell_stack.errors import StackError
+
+PINNED_TORCH_FALLBACK = "2.12.0.dev20260307+cu130"
+TARGET_CUDA_MAJOR = 13
+
+
+class Environment:
+    """The distributions visible to one interpreter."""
+
+    def __init__(self, python: str | None = None):
+        self.python = python or sys.executable
+        if python:
+            try:
+                r = subprocess.run(
+                    [python, "-c", "import sys, json; print(json.dumps([sys.version.split()[0], sys.path]))"],
+                    capture_output=True, text=True, timeout=60,
+                )
+            except OSError as exc:
+                raise StackError(f"cannot run {python}: {exc.strerror or exc}", "pass the path of a python binary") from None
+            if r.returncode != 0:
+                raise StackError(f"{python} failed: {r.stderr.strip()[-300:]}", "pass the path of a working python")
+            self.version, paths = json.loads(r.stdout)
+        else:
+            self.version, paths = sys.version.split()[0], list(sys.path)
+        self.paths = [p for p in paths if p and Path(p).is_dir()]
+        self.dists: dict[str, importlib.metadata.Distribution] = {}
+        for d in importlib.metadata.distributions(path=self.paths):
+            name = _normalize(d.metadata["Name"] or "")
+            if name and name not in self.dists:
+                self.dists[name] = d
+
+    def get(self, name: str):
+        return self.dists.get(_normalize(name))
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_torch() -> str:
+    try:
+        from blackwell_stack.paths import data_path
+
+        data = json.loads(data_path("pkgs", "torch-nightly", "pins.json").read_text())
+        return data["packages"]["torch"]["version"]
+    except (StackError, OSError, KeyError, ValueError):
+        return PINNED_TORCH_FALLBACK
+
+
+def torch_cuda(dist) -> tuple[str | None, int | None, Path | None]:
+    """(CUDA version from torch/version.py, CUDA runtime major linked by libc10_cuda.so, torch/lib)."""
+    lib = Path(dist.locate_file("torch/lib"))
+    cuda_version = None
+    version_py = Path(dist.locate_file("torch/version.py"))
+    if version_py.is_file():
+        m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([\d.]+)['\"]", version_py.read_text(errors="replace"), re.M)
+        cuda_version = m.group(1) if m else None
+    runtime = None
+    c10_cuda = lib / "libc10_cuda.so"
+    if c10_cuda.is_file():
+        try:
+            with wheelzip.map_file(c10_cuda) as buf:
+                runtime = linkage.cuda_runtime_major(elf.parse(buf, str(c10_cuda)).needed)
+        except StackError:
+            runtime = None
+    return cuda_version, runtime, lib if lib.is_dir() else None
+
+
+def arch_runs_on(arch: str, cc: str, *, ptx: bool) -> bool:
+    """Can code for arch run on a GPU of compute capability cc ("12.0")?
+
+    Cubins run on the same major at an equal or newer minor; "a" code only on
+    exactly that GPU; "f" code across the family. PTX is compiled by the
+    driver for any newer GPU, except "a"/"f" PTX which stays in its family.
+    """
+    m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
+    if not m:
+        return False
+    n, suffix = int(m.group(1)), m.group(2)
+    sm = int(cc.replace(".", ""))
+    if suffix == "a":
+        return n == sm
+    if suffix == "f" or not ptx:
+        return n // 10 == sm // 10 and n <= sm
+    return n <= sm
+
+
+def kernel_library_for(cc: str, names: list[str]) -> list[str]:
+    """The common_ops library sgl-kernel loads on this GPU (load_utils.py: sm90/ on 9.0, else sm100/)."""
+    wanted = "sm90/" if cc == "9.0" else "sm100/"
+    picked = [n for n in names if wanted in n and "common_ops" in n]
+    return picked or [n for n in names if "common_ops" in n]
+
+
+def checks(env: Environment, *, gpu_cc: str | None, target_cc: str = "12.0") -> list[Check]:
+    out: list[Check] = [Check("python", "interpreter", OK, f"{env.python} ({env.version})")]
+    torch = env.get("torch")
+    torch_lib = None
+    if torch is None:
+        out.append(Check("python", "torch", FAIL, "not installed", f"no torch in {env.python}",
+                         f"install torch {pinned_torch()} (or pass --python of the serving venv)"))
+    else:
+        cuda_version, runtime, torch_lib = torch_cuda(torch)
+        pin = pinned_torch()
+        value = f"{torch.version} (CUDA {cuda_version or 'none'})"
+        if cuda_version is None or torch_lib is None or not (torch_lib / "libc10_cuda.so").is_file():
+            out.append(Check("python", "torch", FAIL, value, "a CPU-only torch: no CUDA libraries in torch/lib",
+                             f"install the cu130 build: torch {pin}"))
+        elif int(cuda_version.split(".")[0]) != TARGET_CUDA_MAJOR or (runtime and runtime != TARGET_CUDA_MAJOR):
+            out.append(Check("python", "torch", FAIL, value,
+                             f"the stack runs on CUDA {TARGET_CUDA_MAJOR}; this torch is built for CUDA {cuda_version}",
+                             f"install torch {pin}"))
+        elif torch.version != pin:
+            out.append(Check("python", "torch", WARN, value, f"CUDA {cuda_version} as required; the pin is {pin}",
+                             f"install torch {pin} for the tested stack"))
+        else:
+            out.append(Check("python", "torch", OK, value, "the pinned nightly"))
+    out.extend(_kernel_checks(env, torch_lib, gpu_cc or target_cc, gpu_cc is None))
+    out.append(_flashinfer_check(env))
+    out.append(_sglang_check(env))
+    return out
+
+
+def _kernel_checks(env: Environment, torch_lib: Path | None, cc: str, is_target: bool) -> list[Check]:
+    kernel = env.get("sgl-kernel")
+    if kernel is None:
+        return [Check("python", "sgl-kernel", WARN, "not installed", "sgl-kernel is not installed here",
+                      "install the wheel built by `nix build .#sgl-kernel-wheel` or `blackwell-stack kernel build`")]
+    kdir = Path(kernel.locate_file("sgl_kernel"))
+    out = []
+    if torch_lib is None:
+        out.append(Check("python", "sgl-kernel ABI", WARN, kernel.version, "no torch to check against", None))
+    else:
+        try:
+            k = abi.load_kernel(str(kdir))
+            t = abi.load_torch(str(torch_lib), k)
+            result = abi.compare(k, t)
+        except StackError as exc:
+            result = None
+            out.append(Check("python", "sgl-kernel ABI", FAIL, kernel.version, exc.message, exc.hint))
+        if result is not None:
+            if result["ok"]:
+                out.append(Check("python", "sgl-kernel ABI", OK, kernel.version,
+                                 f"all {result['resolved']} torch symbols resolve; CUDA runtime "
+                                 f"{result['kernel']['cuda_runtime']} on both sides"))
+            else:
+                first = result["problems"][0]
+                detail = first["message"]
+                if result["missing"]:
+                    m = result["missing"][0]
+                    detail += f"; e.g. missing {m['demangled']}"
+                    if m["torch_has"]:
+                        detail += f" (torch has {m['torch_has'][0]['demangled']})"
+                out.append(Check("python", "sgl-kernel ABI", FAIL, kernel.version, detail, first["fix"]))
+    out.append(_arch_check(kdir, kernel.version, cc, is_target))
+    return out
+
+
+def _arch_check(kdir: Path, version: str, cc: str, is_target: bool) -> Check:
+    where = f"the target GPU (compute capability {cc})" if is_target else f"this GPU (compute capability {cc})"
+    source = wheelzip.DirSource(kdir)
+    libs = kernel_library_for(cc, [m.name for m in source.elf_members])
+    if not libs:
+        return Check("python", "sgl-kernel architectures", WARN, version, f"no common_ops library in {kdir}", None)
+    from blackwell_stack.doctor import fatbin
+
+    missing, found = [], set()
+    for name in libs:
+        with source.open_elf(name) as (e, _):
+            entries = fatbin.fatbin_entries(e)
+        found.update(x.arch for x in entries)
+        if not any(arch_runs_on(x.arch, cc, ptx=x.kind == "ptx") for x in entries):
+            missing.append(name)
+    archs = ", ".join(sorted(found, key=fatbin.arch_sort_key)) or "none"
+    if missing:
+        return Check("python", "sgl-kernel architectures", FAIL, archs,
+                     f"{', '.join(missing)} has no code that runs on {where}",
+                     f"rebuild sgl-kernel with sm_{cc.replace('.', '')}a: `blackwell-stack kernel build`")
+    return Check("python", "sgl-kernel architectures", OK, archs, f"{', '.join(libs)} has code for {where}")
+
+
+def _flashinfer_check(env: Environment) -> Check:
+    py, cubin = env.get("flashinfer-python"), env.get("flashinfer-cubin")
+    if py is None:
+        return Check("python", "flashinfer", WARN, "not installed", "flashinfer-python is not installed",
+                     "install flashinfer-python and flashinfer-cubin 0.6.5 (the NaN fix of flashinfer PR #2716)")
+    if cubin is None:
+        return Check("python", "flashinfer", WARN, f"python {py.version}, cubin missing",
+                     "without flashinfer-cubin, kernels are downloaded or JIT-compiled at first use",
+                     f"install flashinfer-cubin=={py.version}")
+    if py.version != cubin.version:
+        return Check("python", "flashinfer", FAIL, f"python {py.version} != cubin {cubin.version}",
+                     "flashinfer-python and flashinfer-cubin must be the same release",
+                     f"install flashinfer-cubin=={py.version}")
+    return Check("python", "flashinfer", OK, py.version, "flashinfer-python == flashinfer-cubin")
+
+
+def _sglang_check(env: Environment) -> Check:
+    sg = env.get("sglang")
+    if sg is None:
+        return Check("python", "sglang", WARN, "not installed", "sglang is not installed here",
+                     "install the pinned sglang (main 5297b02 + SM120 patches)")
+    notes = []
+    for req in sg.requires or []:
+        m = re.match(r"^\s*(sgl[-_]kernel|torch|flashinfer[-_]python)\s*==\s*([^\s;,]+)\s*(;.*)?$", req)
+        if not m or (m.group(3) and "extra" in m.group(3)):
+            continue
+        have = env.get(m.group(1))
+        if have is not None and have.version != m.group(2):
+            notes.append(f"requires {m.group(1)}=={m.group(2)}, found {have.version}")
+    if notes:
+        return Check("python", "sglang", WARN, sg.version, "; ".join(notes),
+                     "expected with the nightly stack (pins relaxed on purpose); check the rest resolves")
+    return Check("python", "sglang", OK, sg.version, "its pinned dependencies match")

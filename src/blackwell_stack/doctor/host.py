@@ -1,0 +1,250 @@
+"""Host checks: NVIDIA driver, GPUs and compute capability, interconnect, memory for a kernel build.
+
+Reads `nvidia-smi` (query mode, `topo -m`, `nvlink --status`) and /proc; no
+CUDA library is loaded, so it runs the same on a build host without a GPU,
+where it says that the GPU checks could not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
+
+# CUDA 13.0 needs an R580 driver or newer (CUDA 13.0 release notes, minimum driver 580.65.06 on Linux).
+MIN_DRIVER_MAJOR = 580
+TARGET_CC = "12.0"
+TARGET_GPUS = 8
+# A sgl-kernel translation unit with CUTLASS templates peaks at several GiB in nvcc/cicc;
+# the seed's build host needed MAX_JOBS=20 to stop OOM kills (FACTS 1).
+GIB_PER_BUILD_JOB = 4
+MIN_BUILD_MEMORY_GIB = 16
+
+GPU_QUERY = "index,name,driver_version,compute_cap,memory.total,pci.bus_id"
+
+
+@dataclass
+class Gpu:
+    index: int
+    name: str
+    driver: str
+    compute_cap: str
+    memory_mib: int | None
+    bus_id: str
+
+
+@dataclass
+class HostFacts:
+    nvidia_smi: str | None = None
+    driver: str | None = None
+    driver_source: str | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    topology: str | None = None  # raw `nvidia-smi topo -m`
+    nvlink_status: str | None = None  # raw `nvidia-smi nvlink --status`
+    errors: list[str] = field(default_factory=list)
+    mem_total_kib: int | None = None
+    mem_available_kib: int | None = None
+    swap_total_kib: int | None = None
+    cpus: int = 1
+
+
+def _run(argv: list[str], timeout: float = 30) -> tuple[int, str, str]:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, "", str(exc)
+    return r.returncode, r.stdout, r.stderr
+
+
+def parse_gpu_query(text: str) -> list[Gpu]:
+    """Rows of `nvidia-smi --query-gpu=GPU_QUERY --format=csv,noheader,nounits`."""
+    gpus = []
+    for line in text.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 6 or not parts[0].isdigit():
+            continue
+        mem = int(parts[4]) if parts[4].isdigit() else None
+        gpus.append(Gpu(int(parts[0]), parts[1], parts[2], parts[3], mem, parts[5]))
+    return gpus
+
+
+def parse_proc_driver_version(text: str) -> str | None:
+    """`NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  ...` -> 580.95.05."""
+    m = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else None
+
+
+def parse_topology(text: str) -> dict:
+    """GPU-to-GPU links from `nvidia-smi topo -m`: NV# cells are NVLink, PIX/PXB/PHB/NODE/SYS are PCIe paths."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    header = next((ln for ln in lines if re.search(r"\bGPU0\b", ln) and not ln.lstrip().startswith("GPU0 ")), None)
+    if header is None:
+        return {"gpus": 0, "links": {}}
+    cols = [c for c in re.split(r"\s+", header.strip()) if re.fullmatch(r"GPU\d+", c)]
+    links: dict[str, int] = {}
+    for ln in lines:
+        cells = re.split(r"\s+", ln.strip())
+        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+            continue
+        row = cells[0]
+        for col, cell in zip(cols, cells[1 : 1 + len(cols)]):
+            if col == row or cell == "X":
+                continue
+            kind = "NVLink" if re.fullmatch(r"NV\d+", cell) else cell
+            links[kind] = links.get(kind, 0) + 1
+    return {"gpus": len(cols), "links": links}
+
+
+def parse_nvlink_status(text: str) -> int:
+    """Active NVLink links in `nvidia-smi nvlink --status` ("Link 0: 26.562 GB/s"; inactive ones say so)."""
+    return sum(
+        1 for ln in text.splitlines() if re.match(r"\s*Link \d+:\s*[\d.]+\s*GB/s", ln) and "inactive" not in ln.lower()
+    )
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    out = {}
+    for ln in text.splitlines():
+        key, _, rest = ln.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key] = int(parts[0])
+    return out
+
+
+def gather() -> HostFacts:
+    facts = HostFacts(cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    try:
+        mem = parse_meminfo(Path("/proc/meminfo").read_text())
+        facts.mem_total_kib = mem.get("MemTotal")
+        facts.mem_available_kib = mem.get("MemAvailable")
+        facts.swap_total_kib = mem.get("SwapTotal")
+    except OSError as exc:
+        facts.errors.append(f"/proc/meminfo: {exc}")
+    smi = shutil.which("nvidia-smi")
+    facts.nvidia_smi = smi
+    if smi:
+        rc, out, err = _run([smi, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"])
+        if rc == 0:
+            facts.gpus = parse_gpu_query(out)
+            if facts.gpus:
+                facts.driver, facts.driver_source = facts.gpus[0].driver, "nvidia-smi"
+        else:
+            facts.errors.append(f"nvidia-smi failed ({rc}): {(err or out).strip()[:300]}")
+        rc, out, _ = _run([smi, "topo", "-m"])
+        if rc == 0:
+            facts.topology = out
+        rc, out, _ = _run([smi, "nvlink", "--status"])
+        if rc == 0:
+            facts.nvlink_status = out
+    if facts.driver is None:
+        try:
+            v = parse_proc_driver_version(Path("/proc/driver/nvidia/version").read_text())
+            if v:
+                facts.driver, facts.driver_source = v, "/proc/driver/nvidia/version"
+        except OSError:
+            pass
+    return facts
+
+
+def _driver_major(version: str) -> int | None:
+    m = re.match(r"(\d+)", version)
+    return int(m.group(1)) if m else None
+
+
+def checks(facts: HostFacts, *, target_cc: str = TARGET_CC, target_gpus: int = TARGET_GPUS) -> list[Check]:
+    out: list[Check] = []
+    if facts.driver is None:
+        why = "; ".join(facts.errors) or "nvidia-smi is not on PATH and /proc/driver/nvidia/version is absent"
+        out.append(
+            Check("host", "NVIDIA driver", WARN, "none", f"no NVIDIA driver on this host ({why}); GPU checks skipped",
+                  f"fine on a build host; on the serving host install driver >= {MIN_DRIVER_MAJOR} (CUDA 13)")
+        )
+    else:
+        major = _driver_major(facts.driver)
+        if major is not None and major >= MIN_DRIVER_MAJOR:
+            out.append(Check("host", "NVIDIA driver", OK, facts.driver, f"CUDA 13 needs >= {MIN_DRIVER_MAJOR}"))
+        else:
+            out.append(
+                Check("host", "NVIDIA driver", FAIL, facts.driver,
+                      f"CUDA 13 needs driver >= {MIN_DRIVER_MAJOR}; this one cannot run the cu130 torch",
+                      f"install NVIDIA driver >= {MIN_DRIVER_MAJOR} (the reference deployment used 590.48.01)")
+            )
+    if facts.driver is not None or facts.gpus:
+        out.extend(_gpu_checks(facts, target_cc, target_gpus))
+    out.extend(build_memory_checks(facts))
+    return out
+
+
+def _gpu_checks(facts: HostFacts, target_cc: str, target_gpus: int) -> list[Check]:
+    out = []
+    if not facts.gpus:
+        out.append(Check("host", "GPUs", FAIL, "0", "the driver is loaded but nvidia-smi lists no GPU",
+                         "check `nvidia-smi`, the device permissions and CUDA_VISIBLE_DEVICES"))
+        return out
+    names = sorted({g.name for g in facts.gpus})
+    ccs = sorted({g.compute_cap for g in facts.gpus})
+    value = f"{len(facts.gpus)} x {', '.join(names)}"
+    if len(facts.gpus) >= target_gpus:
+        out.append(Check("host", "GPUs", OK, value, f"--tp {target_gpus} needs {target_gpus} GPUs"))
+    else:
+        out.append(Check("host", "GPUs", WARN, value,
+                         f"the target serves with --tp {target_gpus}; this host has {len(facts.gpus)} GPU(s)",
+                         f"serve with --tp {len(facts.gpus)} here, or use the {target_gpus}-GPU host"))
+    if ccs == [target_cc]:
+        out.append(Check("host", "compute capability", OK, target_cc, "SM120: the architecture the stack builds for"))
+    else:
+        out.append(Check("host", "compute capability", WARN, ", ".join(ccs),
+                         f"the stack targets compute capability {target_cc} (RTX PRO 6000 Blackwell); an SM120-only "
+                         "sgl-kernel build has no code for this GPU",
+                         f"build sgl-kernel for sm_{''.join(ccs[0].split('.'))} too, or run on SM120 GPUs"))
+    out.append(interconnect_check(facts))
+    return out
+
+
+def interconnect_check(facts: HostFacts) -> Check:
+    topo = parse_topology(facts.topology or "")
+    active_links = parse_nvlink_status(facts.nvlink_status or "")
+    if len(facts.gpus) < 2:
+        detail = f"{active_links} active NVLink link(s) on the GPU" if active_links else "no active NVLink link"
+        return Check("host", "interconnect", OK, "single GPU",
+                     f"one visible GPU, so no all-reduce between GPUs ({detail})")
+    links = topo["links"]
+    if links.get("NVLink"):
+        pcie = sum(v for k, v in links.items() if k != "NVLink")
+        if pcie:
+            return Check("host", "interconnect", WARN, "NVLink between some GPUs",
+                         "some GPU pairs talk over PCIe: custom all-reduce needs every pair on NVLink/P2P",
+                         "keep --disable-custom-all-reduce")
+        return Check("host", "interconnect", OK, "NVLink", "every GPU pair has NVLink: custom all-reduce can work")
+    if links:
+        kinds = "/".join(sorted(links))
+        return Check("host", "interconnect", OK, f"PCIe only ({kinds})",
+                     "no NVLink: custom all-reduce must stay off (sglang #4814, #25649)",
+                     "keep --disable-custom-all-reduce (the Qwen3.5 profile sets it)")
+    return Check("host", "interconnect", WARN, "unknown", "`nvidia-smi topo -m` gave no GPU matrix",
+                 "run `nvidia-smi topo -m` and keep --disable-custom-all-reduce unless every pair shows NV#")
+
+
+def build_memory_checks(facts: HostFacts) -> list[Check]:
+    if facts.mem_total_kib is None:
+        return [Check("build", "memory for a kernel build", WARN, "unknown", "cannot read /proc/meminfo", None)]
+    total_gib = facts.mem_total_kib / (1 << 20)
+    swap_gib = (facts.swap_total_kib or 0) / (1 << 20)
+    jobs = max(1, min(facts.cpus, int(total_gib // GIB_PER_BUILD_JOB)))
+    value = f"{total_gib:.0f} GiB RAM, {swap_gib:.0f} GiB swap, {facts.cpus} CPUs"
+    if total_gib < MIN_BUILD_MEMORY_GIB:
+        return [Check("build", "memory for a kernel build", FAIL, value,
+                      f"building sgl-kernel needs >= {MIN_BUILD_MEMORY_GIB} GiB RAM",
+                      "build on a bigger host, or use the prebuilt wheel from the binary cache")]
+    if jobs < facts.cpus or swap_gib == 0:
+        return [Check("build", "memory for a kernel build", WARN if jobs < facts.cpus else OK, value,
+                      f"about {GIB_PER_BUILD_JOB} GiB per compile job"
+                      + ("; no swap, so an overcommitted build is OOM-killed" if swap_gib == 0 else ""),
+                      f"cap parallel jobs: MAX_JOBS={jobs}")]
+    return [Check("build", "memory for a kernel build", OK, value, f"room for {jobs} parallel compile jobs")]

@@ -1,0 +1,194 @@
+"""`wheel diff A B`: are two builds identical, and if not, exactly how do they differ?
+
+First the sha256 of both files. If they differ, member by member, each
+difference falls in one class, from harmless to real:
+
+  zip-metadata  same bytes; only timestamps, permissions, compression or order
+  record        .dist-info/RECORD (follows from the other differences)
+  build-id      ELF files equal except for the GNU build ID note
+  build-paths   ELF files whose loaded code and data are equal, or differ only
+                in strings that are file paths (debug info, __FILE__)
+  content       real differences in code or data
+  only-in-a / only-in-b
+
+Bit-for-bit reproducible builds give "identical"; anything but "content"
+and only-in-* points at the build environment, not at the code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zipfile
+import zlib
+from pathlib import Path
+
+from blackwell_stack.doctor import elf, wheelzip
+from blackwell_stack.errors import StackError
+from blackwell_stack.hashes import sha256_file
+
+CLASSES = ("zip-metadata", "record", "build-id", "build-paths", "content", "only-in-a", "only-in-b")
+SEVERITY = {c: i for i, c in enumerate(CLASSES)}
+SHF_ALLOC = 0x2
+_PATHLIKE = re.compile(rb"^[\x20-\x7e]*/[\x20-\x7e]*$")
+
+
+def _member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with zf.open(info) as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise wheelzip.NotAWheelError(
+            f"{archive}: member {info.filename} cannot be read ({exc})",
+            "the wheel is truncated or corrupt; build or download it again",
+        ) from None
+    return h.hexdigest()
+
+
+def _metadata_differences(a: zipfile.ZipInfo, b: zipfile.ZipInfo) -> list[str]:
+    out = []
+    if a.date_time != b.date_time:
+        out.append(f"timestamp {_ts(a.date_time)} -> {_ts(b.date_time)}")
+    if a.external_attr != b.external_attr:
+        out.append(f"permissions {oct(a.external_attr >> 16)} -> {oct(b.external_attr >> 16)}")
+    if a.compress_type != b.compress_type:
+        out.append(f"compression {a.compress_type} -> {b.compress_type}")
+    if a.extra != b.extra:
+        out.append("zip extra fields")
+    if a.compress_size != b.compress_size and a.compress_type == b.compress_type:
+        out.append("compression level")
+    return out
+
+
+def _ts(dt: tuple) -> str:
+    return "%04d-%02d-%02d %02d:%02d:%02d" % dt
+
+
+def _record_differences(text_a: str, text_b: str) -> str:
+    rows_a = {ln.split(",")[0]: ln for ln in text_a.splitlines() if ln}
+    rows_b = {ln.split(",")[0]: ln for ln in text_b.splitlines() if ln}
+    changed = sorted(k for k in rows_a.keys() & rows_b.keys() if rows_a[k] != rows_b[k])
+    added = sorted(rows_b.keys() - rows_a.keys())
+    removed = sorted(rows_a.keys() - rows_b.keys())
+    parts = []
+    if changed:
+        parts.append(f"{len(changed)} entries changed ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})")
+    if added:
+        parts.append(f"{len(added)} added")
+    if removed:
+        parts.append(f"{len(removed)} removed")
+    return "; ".join(parts) or "line order only"
+
+
+def classify_elf(ea: elf.ElfFile, eb: elf.ElfFile) -> tuple[str, str]:
+    """(class, detail) for two ELF files with different bytes."""
+    secs_a = {s.name: s for s in ea.sections}
+    secs_b = {s.name: s for s in eb.sections}
+    alloc_names = [s.name for s in ea.sections if s.flags & SHF_ALLOC and s.name != ".note.gnu.build-id"]
+    alloc_names_b = [s.name for s in eb.sections if s.flags & SHF_ALLOC and s.name != ".note.gnu.build-id"]
+    if alloc_names != alloc_names_b:
+        return "content", "different section layout"
+    differing = [n for n in alloc_names if bytes(ea.section_bytes(secs_a[n])) != bytes(eb.section_bytes(secs_b[n]))]
+    build_id_differs = ea.build_id != eb.build_id
+    other = [
+        s.name for s in ea.sections
+        if not s.flags & SHF_ALLOC and s.name in secs_b
+        and bytes(ea.section_bytes(s)) != bytes(eb.section_bytes(secs_b[s.name]))
+    ]
+    if not differing:
+        if other:
+            return "build-paths", f"code and data equal; non-loaded sections differ: {', '.join(other[:5])}"
+        if build_id_differs:
+            return "build-id", f"build ID {ea.build_id} -> {eb.build_id}"
+        return "build-paths", "code and data equal; headers differ"
+    paths = []
+    for n in differing:
+        ra, rb = bytes(ea.section_bytes(secs_a[n])), bytes(eb.section_bytes(secs_b[n]))
+        found = _path_only_difference(ra, rb)
+        if found is None:
+            return "content", f"section {n} differs"
+        paths.extend(found)
+    shown = ", ".join(sorted({p.decode(errors='replace') for p in paths})[:3])
+    return "build-paths", f"only embedded paths differ in {', '.join(differing)} (e.g. {shown})"
+
+
+def _path_only_difference(a: bytes, b: bytes) -> list[bytes] | None:
+    """The differing strings when every difference between equal-size a and b is inside a path string."""
+    if len(a) != len(b):
+        return None
+    out = []
+    i, n = 0, len(a)
+    while i < n:
+        if a[i] == b[i]:
+            i += 1
+            continue
+        start = max(a.rfind(b"\0", 0, i), b.rfind(b"\0", 0, i)) + 1
+        end_a, end_b = a.find(b"\0", i), b.find(b"\0", i)
+        end = max(end_a if end_a >= 0 else n, end_b if end_b >= 0 else n)
+        sa, sb = a[start:end], b[start:end]
+        if not (_PATHLIKE.match(sa.split(b"\0")[0] or b"") and _PATHLIKE.match(sb.split(b"\0")[0] or b"")):
+            return None
+        out.append(sa.split(b"\0")[0])
+        i = end + 1
+    return out
+
+
+def diff(path_a: str | Path, path_b: str | Path) -> dict:
+    path_a, path_b = Path(path_a), Path(path_b)
+    sha_a, sha_b = _sha(path_a), _sha(path_b)
+    result = {"a": str(path_a), "b": str(path_b), "sha256_a": sha_a, "sha256_b": sha_b}
+    if sha_a == sha_b:
+        return {**result, "identical": True, "verdict": "identical", "members": [], "classes": {}}
+    with wheelzip.open_zip(path_a) as za, wheelzip.open_zip(path_b) as zb:
+        infos_a = {i.filename: i for i in za.infolist()}
+        infos_b = {i.filename: i for i in zb.infolist()}
+        members = []
+        for name in sorted(infos_a.keys() - infos_b.keys()):
+            members.append({"name": name, "class": "only-in-a", "detail": f"{infos_a[name].file_size} bytes"})
+        for name in sorted(infos_b.keys() - infos_a.keys()):
+            members.append({"name": name, "class": "only-in-b", "detail": f"{infos_b[name].file_size} bytes"})
+        for name in sorted(infos_a.keys() & infos_b.keys()):
+            entry = _compare_member(za, zb, infos_a[name], infos_b[name], path_a, path_b)
+            if entry:
+                members.append(entry)
+        order_a = [n for n in za.namelist() if n in infos_b]
+        order_b = [n for n in zb.namelist() if n in infos_a]
+        if order_a != order_b:
+            members.append({"name": "(archive)", "class": "zip-metadata", "detail": "members stored in another order"})
+    classes: dict[str, int] = {}
+    for m in members:
+        classes[m["class"]] = classes.get(m["class"], 0) + 1
+    verdict = max(classes, key=SEVERITY.__getitem__) if classes else "zip-metadata"
+    if not members:
+        members.append({"name": "(archive)", "class": "zip-metadata", "detail": "zip headers or comment differ"})
+        classes = {"zip-metadata": 1}
+    return {**result, "identical": False, "verdict": verdict, "members": members, "classes": classes}
+
+
+def _sha(path: Path) -> str:
+    if not path.is_file():
+        raise StackError(f"{path} does not exist or is not a file", "pass two wheel files")
+    return sha256_file(path)
+
+
+def _compare_member(za, zb, ia: zipfile.ZipInfo, ib: zipfile.ZipInfo, pa: Path, pb: Path) -> dict | None:
+    same_bytes = ia.CRC == ib.CRC and ia.file_size == ib.file_size and (
+        _member_digest(za, ia, pa) == _member_digest(zb, ib, pb)
+    )
+    if same_bytes:
+        meta = _metadata_differences(ia, ib)
+        return {"name": ia.filename, "class": "zip-metadata", "detail": "; ".join(meta)} if meta else None
+    if ia.filename.endswith(".dist-info/RECORD"):
+        detail = _record_differences(za.read(ia).decode(errors="replace"), zb.read(ib).decode(errors="replace"))
+        return {"name": ia.filename, "class": "record", "detail": detail}
+    with za.open(ia) as fa, zb.open(ib) as fb:
+        heads = fa.read(4), fb.read(4)
+    if all(elf.is_elf(h) for h in heads):
+        with wheelzip.open_member_elf("wheel", pa, ia.filename) as (ea, _), wheelzip.open_member_elf(
+            "wheel", pb, ib.filename
+        ) as (eb, _):
+            cls, detail = classify_elf(ea, eb)
+        return {"name": ia.filename, "class": cls, "detail": detail}
+    return {"name": ia.filename, "class": "content", "detail": f"{ia.file_size} -> {ib.file_size} bytes"}
