@@ -1,0 +1,466 @@
+"""The sgl-kernel patch series (patches/sgl-kernel): well formed and numbered, and
+each fix shown with real tools on real files:
+
+- 0004 applies to the real sgl_kernel/flash_attn.py of the PyPI wheel
+  sgl-kernel==0.3.21, and the patched module imports without flash_ops where
+  the unpatched one raises;
+- 0001's guarded policies configure with this machine's CMake (3.25, which
+  knows neither policy), the unguarded upstream lines do not;
+- 0002's CMake code finds CUDA 13's CCCL directory, and a C++ file including
+  <cuda/atomic> compiles with it and not without it (g++, CUDA 13 headers);
+- 0005's CMake block turns SGL_KERNEL_CUDA_ARCHS into gencodes and library
+  choices, and its load_utils.py check (applied to the wheel's file) refuses a
+  GPU the build has no kernels for, naming the built architectures.
+
+The CMake and Python code under test is read from the patches themselves.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PATCH_DIR = REPO / "patches" / "sgl-kernel"
+PATCH_NAME = re.compile(r"^(\d{4})-[a-z0-9][a-z0-9._-]*\.patch$", re.IGNORECASE)
+HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+CUDA_HOME = Path("/usr/local/cuda-13.0")
+
+SGL_KERNEL_WHEEL = ("sgl-kernel", "0.3.21", "sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl")
+
+
+@dataclass
+class Hunk:
+    old_start: int
+    old_lines: list[str] = field(default_factory=list)
+    new_lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FileDiff:
+    path: str
+    text: str
+    hunks: list[Hunk]
+
+
+@dataclass
+class Patch:
+    path: Path
+    header: str
+    files: list[FileDiff]
+
+    def file(self, path: str) -> FileDiff:
+        return next(f for f in self.files if f.path == path)
+
+
+def parse_patch(path: Path) -> Patch:
+    """Split a git-style patch into its header and per-file diffs, checking hunk counts."""
+    text = path.read_text()
+    start = text.find("diff --git ")
+    assert start > 0, f"{path.name}: no comment header before the first 'diff --git'"
+    header, body = text[:start], text[start:]
+    files = []
+    for chunk in re.split(r"(?m)^(?=diff --git )", body):
+        if not chunk:
+            continue
+        lines = chunk.splitlines()
+        match = re.match(r"diff --git a/(\S+) b/(\S+)$", lines[0])
+        assert match and match.group(1) == match.group(2), f"{path.name}: bad diff line {lines[0]!r}"
+        minus = next(line for line in lines if line.startswith("--- "))
+        plus = next(line for line in lines if line.startswith("+++ "))
+        assert minus == f"--- a/{match.group(1)}" and plus == f"+++ b/{match.group(1)}", path.name
+        hunks: list[Hunk] = []
+        counts: list[tuple[int, int]] = []
+        for line in lines:
+            m = HUNK_HEADER.match(line)
+            if m:
+                hunks.append(Hunk(int(m.group(1))))
+                counts.append((int(m.group(2) or 1), int(m.group(4) or 1)))
+            elif hunks and line[:1] in (" ", "-", "+") and not line.startswith(("--- ", "+++ ")):
+                if line[0] in " -":
+                    hunks[-1].old_lines.append(line[1:])
+                if line[0] in " +":
+                    hunks[-1].new_lines.append(line[1:])
+            elif hunks and line == "":
+                # an empty context line some editors leave without its space
+                hunks[-1].old_lines.append("")
+                hunks[-1].new_lines.append("")
+        for hunk, (old_count, new_count) in zip(hunks, counts):
+            assert (len(hunk.old_lines), len(hunk.new_lines)) == (old_count, new_count), (
+                f"{path.name}: hunk at line {hunk.old_start} of {match.group(1)} has "
+                f"{len(hunk.old_lines)}/{len(hunk.new_lines)} lines, header says {old_count}/{new_count}"
+            )
+        assert hunks, f"{path.name}: {match.group(1)} has no hunks"
+        files.append(FileDiff(match.group(1), chunk, hunks))
+    return Patch(path, header, files)
+
+
+def series() -> list[Path]:
+    return sorted(PATCH_DIR.glob("*.patch"))
+
+
+def patch_named(number: str) -> Patch:
+    (path,) = PATCH_DIR.glob(f"{number}-*.patch")
+    return parse_patch(path)
+
+
+def require(tool: str) -> str:
+    found = shutil.which(tool)
+    if found is None:
+        pytest.skip(f"{tool} is not installed (apt-get install {tool}); .ci/run installs it")
+    return found
+
+
+# ---------------------------------------------------------------- well formed
+
+
+def test_series_is_numbered_without_gaps():
+    names = [p.name for p in series()]
+    assert names, "patches/sgl-kernel holds no patches"
+    numbers = []
+    for name in names:
+        m = PATCH_NAME.match(name)
+        assert m, f"{name}: not NNNN-short-name.patch"
+        numbers.append(int(m.group(1)))
+    assert numbers == list(range(1, len(names) + 1)), names
+    assert len(names) == 5
+
+
+@pytest.mark.parametrize("path", series(), ids=lambda p: p.name[:4])
+def test_each_patch_is_a_headed_git_diff_relative_to_sgl_kernel(path):
+    patch = parse_patch(path)
+    header = patch.header
+    assert "Without it" in header, f"{path.name}: the header must say what breaks without it"
+    assert "Upstream" in header, f"{path.name}: the header must name the upstream issue/PR (or say none)"
+    for diff in patch.files:
+        assert not diff.path.startswith(("sgl-kernel/", "/")), f"{path.name}: paths are relative to sgl-kernel/"
+        assert diff.path in {
+            "CMakeLists.txt",
+            "python/sgl_kernel/flash_attn.py",
+            "python/sgl_kernel/load_utils.py",
+        }, f"{path.name}: unexpected file {diff.path}"
+
+
+def test_one_concern_per_patch_touches_the_expected_files():
+    touched = {p.name[:4]: sorted(f.path for f in parse_patch(p).files) for p in series()}
+    assert touched == {
+        "0001": ["CMakeLists.txt"],
+        "0002": ["CMakeLists.txt"],
+        "0003": ["CMakeLists.txt"],
+        "0004": ["python/sgl_kernel/flash_attn.py"],
+        "0005": ["CMakeLists.txt", "python/sgl_kernel/load_utils.py"],
+    }
+
+
+def test_readme_indexes_every_patch():
+    readme = (PATCH_DIR / "README.md").read_text()
+    for path in series():
+        assert path.name in readme, f"README.md does not list {path.name}"
+
+
+# ---------------------------------------------------------------- fix 4 on the real wheel
+
+
+@pytest.fixture(scope="module")
+def wheel_python_package(pypi_file, tmp_path_factory) -> Path:
+    """The Python files of the PyPI wheel sgl-kernel==0.3.21 (no compiled extensions),
+    as python/sgl_kernel/ under a temporary directory, like the source tree."""
+    wheel = pypi_file(*SGL_KERNEL_WHEEL)
+    root = tmp_path_factory.mktemp("sgl-kernel-wheel")
+    package = root / "python" / "sgl_kernel"
+    package.mkdir(parents=True)
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith("sgl_kernel/") and name.endswith(".py") and name.count("/") == 1:
+                (package / name.split("/", 1)[1]).write_bytes(zf.read(name))
+    assert (package / "flash_attn.py").exists(), "the wheel has no sgl_kernel/flash_attn.py"
+    return root
+
+
+def apply(patch_text: str, root: Path, *, dry_run: bool = False) -> subprocess.CompletedProcess:
+    argv = [require("patch"), "-p1", "--batch", "--forward"]
+    if dry_run:
+        argv.append("--dry-run")
+    return subprocess.run(argv, input=patch_text, cwd=root, capture_output=True, text=True, timeout=60)
+
+
+def import_flash_attn(root: Path):
+    """Import python/sgl_kernel/flash_attn.py as sgl_kernel.flash_attn, with a bare
+    sgl_kernel package over the wheel's Python files: its __init__ is not run
+    (it loads common_ops, which needs a GPU) and there is no flash_ops."""
+    pytest.importorskip("torch", reason="flash_attn.py imports torch: pip install torch (CPU is enough)")
+    package_dir = root / "python" / "sgl_kernel"
+    for name in [m for m in sys.modules if m == "sgl_kernel" or m.startswith("sgl_kernel.")]:
+        del sys.modules[name]
+    spec = importlib.machinery.ModuleSpec("sgl_kernel", None, is_package=True)
+    package = importlib.util.module_from_spec(spec)
+    package.__path__ = [str(package_dir)]
+    sys.modules["sgl_kernel"] = package
+    try:
+        return importlib.import_module("sgl_kernel.flash_attn")
+    finally:
+        for name in [m for m in sys.modules if m == "sgl_kernel" or m.startswith("sgl_kernel.")]:
+            del sys.modules[name]
+
+
+def test_fix4_unpatched_wheel_module_raises_without_flash_ops(wheel_python_package, tmp_path):
+    copy = tmp_path / "unpatched"
+    shutil.copytree(wheel_python_package, copy)
+    with pytest.raises(ImportError, match="Can not import FA3"):
+        import_flash_attn(copy)
+
+
+def test_fix4_applies_to_the_wheel_and_imports_without_flash_ops(wheel_python_package, tmp_path):
+    copy = tmp_path / "patched"
+    shutil.copytree(wheel_python_package, copy)
+    text = patch_named("0004").path.read_text()
+    dry = apply(text, copy, dry_run=True)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    done = apply(text, copy)
+    assert done.returncode == 0 and "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
+    module = import_flash_attn(copy)
+    assert module.flash_ops is None
+    assert callable(module.flash_attn_with_kvcache) and callable(module.flash_attn_varlen_func)
+
+
+# ---------------------------------------------------------------- fix 1 with real CMake
+
+
+def cmake_configure(tmp_path: Path, body: str, *defines: str) -> subprocess.CompletedProcess:
+    cmake = require("cmake")
+    (tmp_path / "CMakeLists.txt").write_text(body)
+    return subprocess.run(
+        [cmake, "-S", str(tmp_path), "-B", str(tmp_path / "build"), *defines],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def cmake_version() -> tuple[int, int]:
+    out = subprocess.run([require("cmake"), "--version"], capture_output=True, text=True).stdout
+    major, minor = re.search(r"(\d+)\.(\d+)", out).groups()
+    return int(major), int(minor)
+
+
+POLICY_PROJECT = "cmake_minimum_required(VERSION 3.20)\nproject(policy_guard NONE)\ninclude(FetchContent)\n{lines}\n"
+
+
+def test_fix1_guarded_policies_configure_where_unguarded_fail(tmp_path):
+    if cmake_version() >= (3, 30):
+        pytest.skip("this CMake knows CMP0169; the failure needs CMake < 3.30 (Debian 12 has 3.25)")
+    hunk = patch_named("0001").file("CMakeLists.txt").hunks[0]
+    unguarded = "\n".join(line for line in hunk.old_lines if "cmake_policy" in line)
+    guarded_start = next(i for i, line in enumerate(hunk.new_lines) if "POLICY CMP0169" in line)
+    guarded = "\n".join(hunk.new_lines[guarded_start : guarded_start + 6])
+    assert "cmake_policy(SET CMP0177 NEW)" in guarded and guarded.count("endif()") == 2
+
+    (tmp_path / "old").mkdir()
+    old = cmake_configure(tmp_path / "old", POLICY_PROJECT.format(lines=unguarded))
+    assert old.returncode != 0
+    assert 'Policy "CMP0169" is not known' in old.stderr
+
+    (tmp_path / "new").mkdir()
+    new = cmake_configure(tmp_path / "new", POLICY_PROJECT.format(lines=guarded))
+    assert new.returncode == 0, new.stderr
+
+
+# ---------------------------------------------------------------- fix 2 with CUDA 13 headers
+
+
+ATOMIC_TU = "#include <cuda/atomic>\nint main() { cuda::atomic<int> a{0}; a.fetch_add(1); return a.load() - 1; }\n"
+
+
+def require_cuda13_headers() -> Path:
+    include = CUDA_HOME / "include"
+    if not (include / "cccl" / "cuda" / "atomic").exists():
+        pytest.skip(f"no CUDA 13 toolkit headers at {CUDA_HOME} (include/cccl/cuda/atomic): install cuda-toolkit-13-0")
+    return include
+
+
+def test_fix2_cuda_atomic_needs_the_cccl_include_dir(tmp_path):
+    include = require_cuda13_headers()
+    gxx = require("g++")
+    source = tmp_path / "atomic.cc"
+    source.write_text(ATOMIC_TU)
+    base = [gxx, "-std=c++17", "-fsyntax-only", f"-I{include}", str(source)]
+    without = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert without.returncode != 0 and "cuda/atomic: No such file or directory" in without.stderr
+    with_cccl = subprocess.run(base + [f"-I{include / 'cccl'}"], capture_output=True, text=True, timeout=300)
+    assert with_cccl.returncode == 0, with_cccl.stderr
+
+
+def test_fix2_patch_cmake_code_finds_cccl_for_host_code(tmp_path):
+    """The find_path/include_directories lines of 0002, in a CMake project that
+    compiles <cuda/atomic> as host C++ the way mscclpp's .cc files are."""
+    include = require_cuda13_headers()
+    added = [line for line in patch_named("0002").file("CMakeLists.txt").hunks[0].new_lines]
+    start = next(i for i, line in enumerate(added) if line.startswith("find_path(SGL_KERNEL_CCCL_INCLUDE_DIR"))
+    end = next(i for i, line in enumerate(added) if line == "endif()" and i > start)
+    snippet = "\n".join(added[start : end + 1])
+    (tmp_path / "atomic.cc").write_text(ATOMIC_TU)
+
+    def project(with_fix: bool) -> str:
+        return (
+            "cmake_minimum_required(VERSION 3.20)\nproject(cccl_probe CXX)\n"
+            "find_package(CUDAToolkit REQUIRED)\n"
+            + (snippet + "\n" if with_fix else "")
+            + "message(STATUS \"CCCL dir: ${SGL_KERNEL_CCCL_INCLUDE_DIR}\")\n"
+            "add_executable(probe atomic.cc)\ntarget_include_directories(probe SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})\n"
+        )
+
+    results = {}
+    for with_fix in (False, True):
+        (tmp_path / "CMakeLists.txt").write_text(project(with_fix))
+        build = tmp_path / f"build-{with_fix}"
+        configure = subprocess.run(
+            [require("cmake"), "-S", str(tmp_path), "-B", str(build), f"-DCUDAToolkit_ROOT={CUDA_HOME}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert configure.returncode == 0, configure.stdout + configure.stderr
+        if with_fix:
+            assert f"CCCL dir: {include / 'cccl'}" in configure.stdout
+        results[with_fix] = subprocess.run(
+            [require("cmake"), "--build", str(build)], capture_output=True, text=True, timeout=600
+        )
+    assert results[False].returncode != 0 and "cuda/atomic" in results[False].stdout + results[False].stderr
+    assert results[True].returncode == 0, results[True].stdout + results[True].stderr
+
+
+# ---------------------------------------------------------------- fix 3
+
+
+def test_fix3_drops_the_shadowing_set_and_defaults_the_option():
+    diff = patch_named("0003").file("CMakeLists.txt")
+    removed = [line for hunk in diff.hunks for line in hunk.old_lines if line not in hunk.new_lines]
+    assert [line.strip() for line in removed] == [
+        'option(SGL_KERNEL_ENABLE_FA3              "Enable FA3"              OFF)',
+        "set(SGL_KERNEL_ENABLE_FA3 ON)",
+    ]
+
+
+def test_fix3_option_keeps_an_explicit_off(tmp_path):
+    """The option lines of 0003 with CUDA 13: ON by default, OFF when asked."""
+    hunk = patch_named("0003").file("CMakeLists.txt").hunks[0]
+    start = next(i for i, line in enumerate(hunk.new_lines) if line.startswith('if ("${CUDA_VERSION}"'))
+    end = next(i for i, line in enumerate(hunk.new_lines) if line.startswith("option(SGL_KERNEL_ENABLE_FA3"))
+    body = (
+        "cmake_minimum_required(VERSION 3.20)\nproject(fa3 NONE)\nset(CUDA_VERSION 13.0)\n"
+        + "\n".join(hunk.new_lines[start : end + 1])
+        + '\nmessage(STATUS "FA3=${SGL_KERNEL_ENABLE_FA3}")\n'
+    )
+    (tmp_path / "default").mkdir()
+    (tmp_path / "off").mkdir()
+    default = cmake_configure(tmp_path / "default", body)
+    off = cmake_configure(tmp_path / "off", body, "-DSGL_KERNEL_ENABLE_FA3=OFF")
+    assert "FA3=ON" in default.stdout, default.stdout + default.stderr
+    assert "FA3=OFF" in off.stdout, off.stdout + off.stderr
+
+
+# ---------------------------------------------------------------- fix 5
+
+
+def arch_block() -> str:
+    lines = patch_named("0005").file("CMakeLists.txt").hunks[0].new_lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("# Target architectures chosen"))
+    end = max(i for i, line in enumerate(lines) if line == "endif()")
+    return "\n".join(lines[start : end + 1])
+
+
+ARCH_PROJECT = """cmake_minimum_required(VERSION 3.20)
+project(archs NONE)
+set(SGL_KERNEL_CUDA_FLAGS "-O3" "-gencode=arch=compute_90,code=sm_90" "-gencode=arch=compute_100a,code=sm_100a" "-gencode=arch=compute_120a,code=sm_120a" "--threads=4")
+{block}
+message(STATUS "FLAGS=${{SGL_KERNEL_CUDA_FLAGS}}")
+message(STATUS "LIBS=${{SGL_KERNEL_BUILD_SM90_LIBRARY}}/${{SGL_KERNEL_BUILD_SM100_LIBRARY}}/${{SGL_KERNEL_BUILD_FLASHMLA}}")
+"""
+
+
+@pytest.mark.parametrize(
+    ("archs", "flags", "libs"),
+    [
+        (None, "-O3;-gencode=arch=compute_90,code=sm_90;-gencode=arch=compute_100a,code=sm_100a;"
+         "-gencode=arch=compute_120a,code=sm_120a;--threads=4", "ON/ON/ON"),
+        ("12.0a", "-O3;--threads=4;-gencode=arch=compute_120a,code=sm_120a", "OFF/ON/OFF"),
+        ("9.0a;12.0a", "-O3;--threads=4;-gencode=arch=compute_90a,code=sm_90a;-gencode=arch=compute_120a,code=sm_120a",
+         "ON/ON/ON"),
+    ],
+)
+def test_fix5_cmake_block_picks_gencodes_and_libraries(tmp_path, archs, flags, libs):
+    defines = [] if archs is None else [f"-DSGL_KERNEL_CUDA_ARCHS={archs}"]
+    result = cmake_configure(tmp_path, ARCH_PROJECT.format(block=arch_block()), *defines)
+    assert result.returncode == 0, result.stderr
+    assert f"FLAGS={flags}\n" in result.stdout
+    assert f"LIBS={libs}\n" in result.stdout
+
+
+def test_fix5_cmake_block_rejects_a_malformed_architecture(tmp_path):
+    result = cmake_configure(tmp_path, ARCH_PROJECT.format(block=arch_block()), "-DSGL_KERNEL_CUDA_ARCHS=sm_120")
+    assert result.returncode != 0
+    assert "'sm_120' is not a CUDA capability" in " ".join(result.stderr.split())
+
+
+@pytest.fixture()
+def patched_load_utils(wheel_python_package, tmp_path):
+    """The wheel's load_utils.py with 0005's load_utils.py part applied, imported
+    as a plain module; `archs` writes the _build_archs.py a build would install."""
+    pytest.importorskip("torch", reason="load_utils.py imports torch: pip install torch (CPU is enough)")
+    copy = tmp_path / "tree"
+    shutil.copytree(wheel_python_package, copy)
+    result = apply(patch_named("0005").file("python/sgl_kernel/load_utils.py").text, copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    package_dir = copy / "python" / "sgl_kernel"
+
+    def load(archs: tuple[str, ...] | None):
+        build_archs = package_dir / "_build_archs.py"
+        if archs is not None:
+            build_archs.write_text(f"CUDA_ARCHS = {archs!r}\n")
+        elif build_archs.exists():
+            build_archs.unlink()
+        for name in [m for m in sys.modules if m == "sgl_kernel" or m.startswith("sgl_kernel.")]:
+            del sys.modules[name]
+        package = importlib.util.module_from_spec(importlib.machinery.ModuleSpec("sgl_kernel", None, is_package=True))
+        package.__path__ = [str(package_dir)]
+        sys.modules["sgl_kernel"] = package
+        return importlib.import_module("sgl_kernel.load_utils")
+
+    yield load
+    for name in [m for m in sys.modules if m == "sgl_kernel" or m.startswith("sgl_kernel.")]:
+        del sys.modules[name]
+
+
+def test_fix5_refuses_other_gpus_naming_the_built_architectures(patched_load_utils):
+    load_utils = patched_load_utils(("12.0a",))
+    load_utils._check_built_architectures(120)  # RTX PRO 6000 Blackwell
+    load_utils._check_built_architectures(None)  # no GPU: nothing to refuse
+    for capability in (90, 100, 121, 89):
+        with pytest.raises(ImportError) as excinfo:
+            load_utils._check_built_architectures(capability)
+        message = str(excinfo.value)
+        assert "built only for CUDA architectures 12.0a" in message
+        assert f"sm_{capability}" in message
+
+
+def test_fix5_compatibility_rules(patched_load_utils):
+    load_utils = patched_load_utils(("8.0", "9.0a"))
+    load_utils._check_built_architectures(80)
+    load_utils._check_built_architectures(86)  # sm_80 cubins run on 8.6
+    load_utils._check_built_architectures(90)
+    with pytest.raises(ImportError, match="8.0, 9.0a"):
+        load_utils._check_built_architectures(120)
+
+
+def test_fix5_upstream_build_is_not_checked(patched_load_utils):
+    load_utils = patched_load_utils(None)
+    for capability in (80, 90, 100, 120):
+        load_utils._check_built_architectures(capability)
