@@ -155,28 +155,33 @@ async def run_request(
     stamps: list[float] = []
     pieces: list[str] = []
     usage = None
+
+    def on_events(stamp: float, events: list) -> None:
+        # Runs inside the socket read callback: keep it lean (benchmarks/bench-client/).
+        nonlocal usage
+        carried = False
+        for event in events:
+            if "error" in event:
+                raise ProtocolError(f"error event in the stream: {str(event['error'])[:200]}")
+            if event.get("usage"):
+                usage = event["usage"]
+            for choice in event.get("choices") or ():
+                if chat:
+                    delta = choice.get("delta") or {}
+                    text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                else:
+                    text = choice.get("text")
+                if text:
+                    pieces.append(text)
+                    carried = True
+                    result.text_events += 1
+                if choice.get("finish_reason") is not None:
+                    result.finish_reason = choice["finish_reason"]
+        if carried:
+            stamps.append(stamp)
+
     try:
-        async for stamp, events in stream_events(endpoint, path, body):
-            carried = False
-            for event in events:
-                if "error" in event:
-                    raise ProtocolError(f"error event in the stream: {str(event['error'])[:200]}")
-                if event.get("usage"):
-                    usage = event["usage"]
-                for choice in event.get("choices") or ():
-                    if chat:
-                        delta = choice.get("delta") or {}
-                        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-                    else:
-                        text = choice.get("text")
-                    if text:
-                        pieces.append(text)
-                        carried = True
-                        result.text_events += 1
-                    if choice.get("finish_reason") is not None:
-                        result.finish_reason = choice["finish_reason"]
-            if carried:
-                stamps.append(stamp)
+        await stream_events(endpoint, path, body, on_events)
     except (HTTPStatusError, ProtocolError, OSError, asyncio.TimeoutError) as exc:
         result.error = describe_error(exc)
         return result

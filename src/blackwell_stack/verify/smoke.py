@@ -134,7 +134,9 @@ async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: An
     content: list[str] = []
     reasoning: list[str] = []
     saw_content = False
-    async for _, events in stream_events(endpoint, _path(prompt), body):
+
+    def on_events(_stamp: float, events: list) -> None:
+        nonlocal saw_content
         for event in events:
             if not isinstance(event, dict):
                 raise ProtocolError(f"stream event is not an object: {str(event)[:120]}")
@@ -151,6 +153,8 @@ async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: An
                     reasoning.append(r)
                 if choice.get("finish_reason") is not None:
                     answer.finish_reason = choice["finish_reason"]
+
+    await stream_events(endpoint, _path(prompt), body, on_events)
     answer.text = _joined("".join(content) if saw_content else None, "".join(reasoning) or None)
 
 
