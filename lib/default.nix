@@ -3,6 +3,7 @@
 {
   pins = import ./pins.nix;
   kernelSources = import ./kernel-sources.nix;
+  kernelRecipe = import ./kernel-recipe.nix;
   sglangService = import ./sglang-service.nix;
   nixpkgsConfig = import ../nix/nixpkgs-config.nix;
 }

@@ -1,0 +1,64 @@
+# The sgl-kernel recipe (pkgs/sgl-kernel/recipe.json) as CMake defines and
+# environment: builtins only, so tests evaluate it with a bare nix-instantiate
+# and compare it with blackwell_stack.kernel.recipe on the same JSON.
+#
+#   kr = import ./lib/kernel-recipe.nix;
+#   recipe = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/recipe.json);
+#   kr.cmakeFlags { inherit recipe; }            # [ "-DCMAKE_BUILD_TYPE=Release" ... ]
+#   kr.environment { inherit recipe; }           # { TORCH_CUDA_ARCH_LIST = "12.0a"; }
+#   kr.cmakeFlags { inherit recipe; archs = "10.0a;12.0a"; planned = { SGL_KERNEL_COMPILE_THREADS = 2; }; }
+#
+# The memory-safe job plan needs the builder's memory, known only at build
+# time: the derivation runs src/blackwell_stack/kernel/jobs.py (see its
+# docstring) and appends what it prints; `planned` here is for callers that
+# already have a plan.
+let
+  inherit (builtins) attrNames concatStringsSep elem filter head isList isString listToAttrs map match split toString;
+
+  trim = s:
+    let m = match "[[:space:]]*(.*[^[:space:]]|)[[:space:]]*" s;
+    in if m == null then s else head m;
+
+  # "12.0a" / "10.0a;12.0a" / [ "12.0a" ] -> [ "12.0a" ... ]
+  archList = archs:
+    filter (a: a != "")
+      (map trim (if isList archs then archs else filter isString (split "[;,]" archs)));
+
+  # The ;-joined SGL_KERNEL_CUDA_ARCHS value, or a throw naming the valid architectures.
+  checkArchs = recipe: archs:
+    let
+      wanted = archList archs;
+      unknown = filter (a: !(elem a recipe.supported_archs)) wanted;
+    in
+    if wanted == [ ] || unknown != [ ] then
+      throw "blackwell-stack: unknown CUDA architecture ${if unknown == [ ] then "(none given)" else concatStringsSep ", " unknown}; valid: ${concatStringsSep ", " recipe.supported_archs}"
+    else concatStringsSep ";" wanted;
+
+  setAll = names: value: listToAttrs (map (name: { inherit name value; }) names);
+
+  fromPlan = names: planned:
+    listToAttrs (map (name: { inherit name; value = toString planned.${name}; })
+      (filter (name: planned ? ${name}) names));
+in
+rec {
+  inherit archList checkArchs;
+
+  # { NAME = "VALUE"; }: the recipe's defines, the architecture list, then the plan.
+  defines = { recipe, archs ? recipe.arch, planned ? { } }:
+    let arch = checkArchs recipe archs;
+    in recipe.cmake_defines
+      // setAll recipe.arch_defines arch
+      // fromPlan recipe.planned_defines planned;
+
+  # [ "-DNAME=VALUE" ... ] sorted by name (attrNames order).
+  cmakeFlags = args:
+    let d = defines args;
+    in map (name: "-D${name}=${d.${name}}") (attrNames d);
+
+  # { TORCH_CUDA_ARCH_LIST = "12.0a"; ... } for the builder's environment.
+  environment = { recipe, archs ? recipe.arch, planned ? { } }:
+    let arch = checkArchs recipe archs;
+    in recipe.environment
+      // setAll recipe.arch_environment arch
+      // fromPlan recipe.planned_environment planned;
+}

@@ -1,0 +1,122 @@
+"""The sgl-kernel build recipe (pkgs/sgl-kernel/recipe.json) as CMake defines and environment.
+
+lib/kernel-recipe.nix computes the same from the same JSON; tests compare the
+two on the real recipe and on generated ones. Rules shared by both sides:
+- defines = cmake_defines, then every name in arch_defines set to the
+  architecture list, then the planned defines (nvcc threads) when a plan is given;
+- flags are `-DNAME=VALUE`, sorted by name;
+- environment = environment, then arch_environment set to the architecture
+  list, then the planned environment (jobs) when a plan is given;
+- an architecture outside supported_archs is refused, naming the valid ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.paths import data_path
+
+RECIPE_PARTS = ("pkgs", "sgl-kernel", "recipe.json")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def recipe_path() -> Path:
+    return data_path(*RECIPE_PARTS)
+
+
+def load(path: str | Path | None = None) -> dict:
+    path = Path(path) if path is not None else recipe_path()
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(path, None, None, "file is missing", "restore it from the repository") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(path, None, None, f"not valid JSON ({exc})", "fix the JSON syntax") from None
+    validate(data, path)
+    return data
+
+
+def validate(data: object, path: str | Path = "recipe.json") -> None:
+    """Raise DataError naming the field for anything lib/kernel-recipe.nix could not render."""
+    if not isinstance(data, dict):
+        raise DataError(path, None, None, "the recipe must be a JSON object")
+    for field in ("cmake_defines", "environment"):
+        table = data.get(field)
+        if not isinstance(table, dict):
+            raise DataError(path, None, field, "must be an object of NAME: \"VALUE\" strings")
+        for name, value in table.items():
+            if not _NAME.match(name):
+                raise DataError(path, name, field, "is not a CMake/environment variable name", "use letters, digits and _")
+            if not isinstance(value, str):
+                raise DataError(path, name, field, f"value {value!r} is not a string", 'write it as a string, e.g. "ON"')
+    for field in ("arch_defines", "arch_environment", "planned_defines", "planned_environment", "supported_archs"):
+        items = data.get(field)
+        if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+            raise DataError(path, None, field, "must be a list of non-empty strings")
+    for field in ("arch_defines", "arch_environment", "planned_defines", "planned_environment"):
+        for name in data[field]:
+            if not _NAME.match(name):
+                raise DataError(path, name, field, "is not a CMake/environment variable name")
+    arch = data.get("arch")
+    if not isinstance(arch, str) or not arch:
+        raise DataError(path, None, "arch", "must be a non-empty string such as \"12.0a\"")
+    mem = data.get("memory")
+    if not isinstance(mem, dict):
+        raise DataError(path, None, "memory", "must be an object")
+    for field, kind in (("per_nvcc_thread_peak_mib", int), ("headroom_mib", int), ("headroom_fraction", (int, float))):
+        value = mem.get(field)
+        if isinstance(value, bool) or not isinstance(value, kind) or value < 0:
+            raise DataError(path, "memory", field, f"must be a non-negative number, not {value!r}")
+    if mem["per_nvcc_thread_peak_mib"] == 0:
+        raise DataError(path, "memory", "per_nvcc_thread_peak_mib", "must be positive (a measured peak in MiB)")
+
+
+def arch_list(archs: str | Sequence[str]) -> list[str]:
+    """ "12.0a" / "10.0a;12.0a" / ["12.0a"] -> ["12.0a", ...]"""
+    if isinstance(archs, str):
+        archs = archs.replace(",", ";").split(";")
+    return [a.strip() for a in archs if a.strip()]
+
+
+def check_archs(recipe: Mapping, archs: str | Sequence[str]) -> str:
+    """The ;-joined list for SGL_KERNEL_CUDA_ARCHS, or a StackError listing the valid architectures."""
+    wanted = arch_list(archs)
+    valid = recipe["supported_archs"]
+    unknown = [a for a in wanted if a not in valid]
+    if not wanted or unknown:
+        raise StackError(
+            f"unknown CUDA architecture {', '.join(unknown) or '(none given)'}; valid: {', '.join(valid)}",
+            "pass --arch 12.0a for RTX PRO 6000 Blackwell (SM120); several as --arch 10.0a;12.0a",
+        )
+    return ";".join(wanted)
+
+
+def defines(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
+    arch = check_archs(recipe, archs if archs is not None else recipe["arch"])
+    out = dict(recipe["cmake_defines"])
+    out.update({name: arch for name in recipe["arch_defines"]})
+    if planned:
+        out.update({name: str(planned[name]) for name in recipe["planned_defines"] if name in planned})
+    return out
+
+
+def cmake_flags(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> list[str]:
+    return [f"-D{name}={value}" for name, value in sorted(defines(recipe, archs, planned).items())]
+
+
+def environment(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
+    arch = check_archs(recipe, archs if archs is not None else recipe["arch"])
+    out = dict(recipe["environment"])
+    out.update({name: arch for name in recipe["arch_environment"]})
+    if planned:
+        out.update({name: str(planned[name]) for name in recipe["planned_environment"] if name in planned})
+    return out
+
+
+def skbuild_config_settings(recipe: Mapping, archs=None, planned=None) -> list[str]:
+    """`pip wheel -C ...` / `python -m build -C...` arguments that pass the defines to scikit-build-core."""
+    return [f"cmake.define.{name}={value}" for name, value in sorted(defines(recipe, archs, planned).items())]
