@@ -1,0 +1,282 @@
+# SGLang 0.5.9 from its PyPI wheel, on the stack's runtime: the pinned torch
+# nightly (overlays/torch-nightly.nix), flashinfer 0.6.5 (flashinfer-python and
+# flashinfer-cubin, versions equal) and sgl-kernel 0.3.21 built from source
+# (pkgs/sgl-kernel). Wheels and hashes come from ./pins.json (PyPI's registry
+# sha256, checked by downloading), never typed here.
+#
+# The wheel's METADATA pins torch==2.9.1, torchaudio==2.9.1 and
+# flashinfer_python/flashinfer_cubin==0.6.3 (shared FACTS section 2); the known-
+# working deployment runs the nightly and flashinfer 0.6.5, so those pins are
+# relaxed with nixpkgs' pythonRelaxDeps (mk-python-derivation.nix adds
+# pythonRelaxDepsHook when the attribute is set; the hook rewrites
+# Requires-Dist in the wheel's METADATA before install, so
+# pythonRuntimeDepsCheck still checks every name). Other exact pins are
+# relaxed to what nixpkgs carries, as nixpkgs' own sglang package does.
+#
+# No source patch: the SM120 fix 0.5.9 lacks for this profile is sglang PR
+# #20047 (auto picks flashinfer_cudnn for FP4 GEMM on SM120); the profile passes
+# --fp4-gemm-backend flashinfer_cudnn explicitly and modules/rules.json refuses
+# the 0.5.9 default (flashinfer_cutlass), which covers it without patching the
+# wheel.
+{
+  lib,
+  buildPythonPackage,
+  fetchurl,
+
+  # sglang's Requires-Dist (sglang-0.5.9.dist-info/METADATA), in its order
+  ipython,
+  aiohttp,
+  apache-tvm-ffi,
+  anthropic,
+  blobfile,
+  build,
+  compressed-tensors,
+  datasets,
+  einops,
+  fastapi,
+  gguf,
+  hf-transfer,
+  huggingface-hub,
+  interegular,
+  llguidance,
+  modelscope,
+  msgspec,
+  ninja,
+  numpy,
+  nvidia-cutlass-dsl,
+  nvidia-ml-py,
+  openai-harmony,
+  openai,
+  orjson,
+  outlines,
+  packaging,
+  partial-json-parser,
+  pillow,
+  prometheus-client,
+  psutil,
+  pybase64,
+  pydantic,
+  python-multipart,
+  pyzmq,
+  quack-kernels,
+  requests,
+  scipy,
+  sentencepiece,
+  setproctitle,
+  sgl-kernel,
+  soundfile,
+  tiktoken,
+  timm,
+  torch-memory-saver,
+  torch,
+  torchao,
+  torchaudio,
+  torchcodec,
+  torchvision,
+  tqdm,
+  transformers,
+  uvicorn,
+  uvloop,
+  xgrammar,
+  smg-grpc-proto,
+  grpcio,
+  grpcio-reflection,
+  grpcio-health-checking,
+
+  # flashinfer-python's Requires-Dist (0.6.5)
+  click,
+  nvidia-cudnn-frontend,
+  tabulate,
+}:
+let
+  pins = lib.importJSON ./pins.json;
+
+  # The `any` (pure-Python) wheel of a pinned package, or a throw naming the
+  # one command that fills the pin.
+  pinnedWheel =
+    name:
+    let
+      pkg = pins.packages.${name} or (throw "blackwell-stack: pkgs/sglang/pins.json pins no ${name}. Add it with: ${pins.update_command}");
+      entry = pkg.wheels.any or (throw "blackwell-stack: pkgs/sglang/pins.json has no pure-Python wheel of ${name}. Fill it with: ${pins.update_command}");
+    in
+    if !(entry.verified or false) || entry.hash or null == null then
+      throw "blackwell-stack: the pin of ${name} in pkgs/sglang/pins.json is not verified (${entry.reason or "no reason given"}). Fill it with: ${pins.update_command}"
+    else
+      {
+        inherit (pkg) version;
+        src = fetchurl {
+          # The wheel's own file name: buildPythonPackage's wheel hooks match on it.
+          name = entry.filename;
+          inherit (entry) url hash;
+        };
+      };
+
+  flashinfer-cubin = buildPythonPackage {
+    pname = "flashinfer-cubin";
+    inherit (pinnedWheel "flashinfer-cubin") version src;
+    format = "wheel";
+    # Precompiled cubins (data files, no ELF objects): nothing to patch or strip.
+    dontStrip = true;
+    pythonImportsCheck = [ "flashinfer_cubin" ];
+    meta = {
+      description = "Precompiled flashinfer kernels (cubins), version-locked to flashinfer-python";
+      homepage = "https://github.com/flashinfer-ai/flashinfer";
+      license = lib.licenses.asl20;
+    };
+  };
+
+  flashinfer-python = buildPythonPackage {
+    pname = "flashinfer-python";
+    inherit (pinnedWheel "flashinfer-python") version src;
+    format = "wheel";
+    dependencies = [
+      apache-tvm-ffi
+      click
+      einops
+      ninja
+      numpy
+      nvidia-cudnn-frontend
+      nvidia-cutlass-dsl
+      nvidia-ml-py
+      packaging
+      requests
+      tabulate
+      torch
+      tqdm
+      flashinfer-cubin
+    ];
+    # flashinfer-python's METADATA does not name flashinfer-cubin; it looks the
+    # package up at run time and must find the same version (flashinfer-cubin
+    # and flashinfer-python versions equal: FACTS section 1).
+    pythonImportsCheck = [ "flashinfer" ];
+    passthru.cubin = flashinfer-cubin;
+    meta = {
+      description = "FlashInfer kernels for LLM serving (JIT front end)";
+      homepage = "https://github.com/flashinfer-ai/flashinfer";
+      license = lib.licenses.asl20;
+    };
+  };
+
+  sglangPin = pinnedWheel "sglang";
+in
+assert lib.assertMsg (flashinfer-python.version == flashinfer-cubin.version)
+  "blackwell-stack: flashinfer-python ${flashinfer-python.version} and flashinfer-cubin ${flashinfer-cubin.version} must be the same version (pkgs/sglang/pins.json)";
+buildPythonPackage {
+  pname = "sglang";
+  inherit (sglangPin) version src;
+  format = "wheel";
+
+  dependencies = [
+    ipython
+    aiohttp
+    apache-tvm-ffi
+    anthropic
+    blobfile
+    build
+    compressed-tensors
+    datasets
+    einops
+    fastapi
+    flashinfer-python
+    flashinfer-cubin
+    gguf
+    hf-transfer
+    huggingface-hub
+    interegular
+    llguidance
+    modelscope
+    msgspec
+    ninja
+    numpy
+    nvidia-cutlass-dsl
+    nvidia-ml-py
+    openai-harmony
+    openai
+    orjson
+    outlines
+    packaging
+    partial-json-parser
+    pillow
+    prometheus-client
+    psutil
+    pybase64
+    pydantic
+    python-multipart
+    pyzmq
+    quack-kernels
+    requests
+    scipy
+    sentencepiece
+    setproctitle
+    sgl-kernel
+    soundfile
+    tiktoken
+    timm
+    torch-memory-saver
+    torch
+    torchao
+    torchaudio
+    torchcodec
+    torchvision
+    tqdm
+    transformers
+    uvicorn
+    uvloop
+    xgrammar
+    smg-grpc-proto
+    grpcio
+    grpcio-reflection
+    grpcio-health-checking
+  ];
+
+  pythonRelaxDeps = [
+    # The stack's runtime (FACTS section 1): torch nightly 2.12.0.dev20260307,
+    # flashinfer 0.6.5 for the 0.6.3 the wheel names.
+    "torch"
+    "torchaudio"
+    "flashinfer_python"
+    "flashinfer_cubin"
+    # Exact pins of the wheel relaxed to nixpkgs' versions (as nixpkgs' own
+    # sglang package does for its release).
+    "apache-tvm-ffi"
+    "blobfile"
+    "llguidance"
+    "openai"
+    "openai-harmony"
+    "outlines"
+    "quack-kernels"
+    "soundfile"
+    "timm"
+    "torch_memory_saver"
+    "torchao"
+    "torchcodec"
+    "transformers"
+    "xgrammar"
+  ];
+
+  pythonRemoveDeps = [
+    # nixpkgs splits cuda-python; sglang uses cuda.bindings (as nixpkgs' sglang).
+    "cuda-python"
+    # A sampling profiler for debugging, not needed to serve (as nixpkgs' sglang).
+    "py-spy"
+    # Video decoding for video inputs; not packaged here, not used by text or image requests.
+    "decord2"
+  ];
+
+  # sgl-kernel must be the from-source build (FACTS section 2: the PyPI wheel
+  # cannot load on torch >= 2.10); METADATA's sgl-kernel==0.3.21 stays exact.
+  pythonImportsCheck = [ "sglang" ];
+
+  passthru = {
+    inherit flashinfer-python flashinfer-cubin sgl-kernel;
+    pins = pins;
+  };
+
+  meta = {
+    description = "SGLang ${sglangPin.version} (PyPI wheel) on the blackwell-stack runtime for SM120";
+    homepage = "https://github.com/sgl-project/sglang";
+    license = lib.licenses.asl20;
+    mainProgram = "sglang";
+    platforms = [ "x86_64-linux" ];
+  };
+}
