@@ -75,7 +75,8 @@ rec {
       fetcher = entry.fetcher or "fetchFromGitHub";
       submodules = entry.submodules or { };
     in
-    {
+    # Forced first, so that even `.variable` of an unknown or unverified pin throws.
+    builtins.seq entry {
       inherit name fetcher;
       variable = cmakeVariable name;
       args =

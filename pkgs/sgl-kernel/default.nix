@@ -33,6 +33,10 @@
   numactl,
   python,
   torch,
+
+  # The recipe as data; override to build for other GPUs or with another
+  # measured per-job memory peak (recipe.memory.per_nvcc_thread_peak_mib).
+  sglKernelRecipe ? lib.importJSON ./recipe.json,
 }:
 let
   sources = lib.importJSON ./sources.json;
@@ -44,7 +48,8 @@ let
   #     -> [ "-DSGL_KERNEL_ENABLE_FP4=ON" "-DSGL_KERNEL_CUDA_ARCHS=12.0a" ... ]
   #   (import ../../lib/kernel-recipe.nix).environment recipe   (optional)
   #     -> { TORCH_CUDA_ARCH_LIST = "12.0a"; ... }
-  recipe = lib.importJSON ./recipe.json;
+  recipe = sglKernelRecipe;
+  recipeFile = builtins.toFile "sgl-kernel-recipe.json" (builtins.toJSON recipe);
   kernelRecipe = import ../../lib/kernel-recipe.nix;
   recipeFlags = kernelRecipe.cmakeFlags recipe;
   recipeEnvironment = (kernelRecipe.environment or (_: { })) recipe;
@@ -169,6 +174,18 @@ let
     # pkgs/stdenv/generic/setup.sh).
     preConfigure = ''
       cmakeFlagsArray+=(${lib.escapeShellArgs cmakeFlags})
+
+      # Memory-safe parallelism, decided on the builder (only it knows its
+      # memory): jobs x nvcc threads from the recipe's measured per-job peak,
+      # MemAvailable and the cgroup limit. The one implementation of the
+      # rule, shared with `blackwell-stack kernel build`; it fails the build
+      # with the reason when not even one job fits.
+      jobPlan="$(python3 ${../../src/blackwell_stack/kernel/jobs.py} --recipe ${recipeFile} --cores "$NIX_BUILD_CORES" --format shell)"
+      echo "sgl-kernel job plan: $jobPlan"
+      eval "$jobPlan"
+      export CMAKE_BUILD_PARALLEL_LEVEL MAX_JOBS
+      cmakeFlagsArray+=("-DSGL_KERNEL_COMPILE_THREADS=$SGL_KERNEL_COMPILE_THREADS")
+
       mkdir -p "$NIX_BUILD_TOP/fetchcontent"
       ${writableCopies}
       prefixMap="-ffile-prefix-map=$NIX_BUILD_TOP=build ${lib.concatStringsSep " " prefixMaps}"
@@ -176,15 +193,9 @@ let
       cmakeFlagsArray+=("-DCMAKE_CUDA_FLAGS=$(printf -- '-Xcompiler=%s ' $prefixMap)")
     '';
 
-    # cmake's setup hook sets this for cmake builds; scikit-build-core's
-    # build does not (same as nixpkgs' sglang-kernel, which cites
-    # pkgs/by-name/cm/cmake/setup-hook.sh).
-    preBuild = ''
-      if [[ "''${enableParallelBuilding:-1}" -ne 0 ]]; then
-        export CMAKE_BUILD_PARALLEL_LEVEL="''${CMAKE_BUILD_PARALLEL_LEVEL:-$NIX_BUILD_CORES}"
-      fi
-    '';
-
+    # Reproducible wheel: stdenv exports SOURCE_DATE_EPOCH (1980-01-01), which
+    # scikit-build-core uses for the wheel's timestamps; build and source
+    # paths are mapped away above.
     env = recipeEnvironment // {
       # cannot find -lcuda: link against the driver stub (nixpkgs' sglang-kernel).
       NIX_LDFLAGS = "-L${lib.getOutput "stubs" cudaPackages.cuda_cudart}/lib/stubs";
