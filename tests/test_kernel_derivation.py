@@ -228,3 +228,19 @@ def test_derivation_applies_the_whole_series_in_order():
     assert 'sourceRoot = "source/sgl-kernel"' in text
     assert "dontUseCmakeConfigure = true" in text and "pyproject = true" in text
     assert 'requiredSystemFeatures = [ "cuda" ]' in text
+
+
+def test_the_recipe_flags_drive_the_dependency_set(nix):
+    """What default.nix computes from ./recipe.json through lib.kernelRecipe: the
+    SM120 recipe configures no FlashMLA, so its sources are neither fetched nor passed."""
+    got = nix.eval(
+        "let l = import ./lib;"
+        " recipe = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/recipe.json);"
+        " sources = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/sources.json);"
+        " flags = l.kernelRecipe.cmakeFlags { inherit recipe; };"
+        " archs = l.kernelSources.cudaArchsFromFlags flags;"
+        " in { inherit archs; needed = l.kernelSources.neededNames sources archs; }"
+    )
+    recipe = json.loads((PKG / "recipe.json").read_text())
+    assert got["archs"] == recipe["arch"].split(";")
+    assert got["needed"] == sorted(DECLARED_AT_V0_5_9 - {"repo-flashmla"})

@@ -42,17 +42,15 @@ let
   sources = lib.importJSON ./sources.json;
   kernelSources = import ../../lib/kernel-sources.nix;
 
-  # The recipe (part of issue 3, kept in ./recipe.json) renders to CMake
-  # flags through a builtins-only function:
-  #   (import ../../lib/kernel-recipe.nix).cmakeFlags recipe
-  #     -> [ "-DSGL_KERNEL_ENABLE_FP4=ON" "-DSGL_KERNEL_CUDA_ARCHS=12.0a" ... ]
-  #   (import ../../lib/kernel-recipe.nix).environment recipe   (optional)
-  #     -> { TORCH_CUDA_ARCH_LIST = "12.0a"; ... }
+  # The recipe renders to CMake flags and environment through builtins-only
+  # functions (the same ones tests compare with `blackwell-stack kernel recipe`):
+  #   cmakeFlags  -> [ "-DSGL_KERNEL_CUDA_ARCHS=12.0a" "-DSGL_KERNEL_ENABLE_FP4=ON" ... ]
+  #   environment -> { TORCH_CUDA_ARCH_LIST = "12.0a"; }
   recipe = sglKernelRecipe;
   recipeFile = builtins.toFile "sgl-kernel-recipe.json" (builtins.toJSON recipe);
   kernelRecipe = import ../../lib/kernel-recipe.nix;
-  recipeFlags = kernelRecipe.cmakeFlags recipe;
-  recipeEnvironment = (kernelRecipe.environment or (_: { })) recipe;
+  recipeFlags = kernelRecipe.cmakeFlags { inherit recipe; };
+  recipeEnvironment = kernelRecipe.environment { inherit recipe; };
 
   # Architectures the recipe asks for ([ ] = upstream's hard-coded list);
   # patch 0005 configures FlashMLA only for its own architectures, so its
