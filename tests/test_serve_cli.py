@@ -1,0 +1,176 @@
+"""`blackwell-stack serve render|check|run|flags show`, the plan section, the launcher."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from blackwell_stack.serve.plan import plan_section
+
+WORKING = [
+    "--quantization", "modelopt_fp4",
+    "--attention-backend", "triton",
+    "--moe-runner-backend", "flashinfer_cutlass",
+    "--fp4-gemm-backend", "flashinfer_cudnn",
+    "--disable-custom-all-reduce",
+    "--kv-cache-dtype", "bf16",
+    "--tensor-parallel-size", "8",
+]
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True, env=env)
+
+
+def test_render_prints_the_working_command():
+    result = cli("serve", "render")
+    assert result.returncode == 0, result.stderr
+    line = next(l for l in result.stdout.splitlines() if "sglang.launch_server" in l)
+    for word in WORKING:
+        assert f" {word}" in line
+    assert "SGLANG_ENABLE_JIT_DEEPGEMM=0" in line and "NCCL_P2P_LEVEL=4" in line
+
+
+def test_render_json_and_set():
+    result = cli("serve", "render", "--json", "--set", "tp-size=4", "--set", "kv-cache-dtype=null", "--", "--enable-metrics")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    argv = data["argv"]
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
+    assert "--kv-cache-dtype" not in argv
+    assert argv[-1] == "--enable-metrics"
+    fired = {v["id"] for v in data["verdicts"]}
+    assert {"tp-leaves-gpus-idle", "kv-cache-dtype-auto"} <= fired
+
+
+def test_check_passes_on_the_profile_and_lists_every_rule(repo):
+    result = cli("serve", "check", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    rules = json.loads((repo / "modules" / "rules.json").read_text())["rules"]
+    assert [v["id"] for v in data["verdicts"]] == [r["id"] for r in rules]
+    assert data["ok"] is True
+
+
+@pytest.mark.parametrize(
+    "args, rule",
+    [
+        (["--set", "attention-backend=fa3"], "sm120-attention-backend-without-kernels"),
+        (["--set", "moe-runner-backend=flashinfer_trtllm"], "sm120-moe-flashinfer-trtllm"),
+        (["--set", "disable-custom-all-reduce=false"], "custom-all-reduce-on-pcie"),
+        (["--", "--fp4-gemm-runner-backend", "flashinfer_cudnn"], "sglang-rejects-flag"),
+    ],
+)
+def test_check_fails_with_the_rule_and_exit_1(args, rule):
+    result = cli("serve", "check", *args)
+    assert result.returncode == 1
+    row = next(l for l in result.stdout.splitlines() if l.startswith(rule))
+    assert "FAIL" in row
+
+
+def test_check_misspelled_flag_suggests():
+    result = cli("serve", "check", "--", "--fp4-gemm-runner-backend", "flashinfer_cudnn")
+    assert "did you mean --fp4-gemm-backend?" in result.stdout
+
+
+def test_set_switch_needs_true_or_false():
+    result = cli("serve", "render", "--set", "disable-custom-all-reduce=maybe")
+    assert result.returncode == 2
+    assert "is a switch" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unknown_profile_is_bad_data():
+    result = cli("serve", "render", "--profile", "no-such-profile")
+    assert result.returncode == 3
+    assert "no such profile" in result.stderr and "qwen3.5-397b-a17b-nvfp4-sm120" in result.stderr
+
+
+def test_run_dry_run_prints_the_command():
+    result = cli("serve", "run", "--dry-run", "--python", "python3.12")
+    assert result.returncode == 0, result.stderr
+    assert "python3.12 -m sglang.launch_server --model-path Qwen/Qwen3.5-397B-A17B-NVFP4" in result.stdout
+
+
+def test_run_refuses_a_bad_configuration_before_exec():
+    result = cli("serve", "run", "--set", "kv-cache-dtype=fp8_e4m3")
+    assert result.returncode == 1
+    assert "fp8-kv-cache-without-calibrated-scales" in result.stderr
+
+
+def test_run_execs_python_with_the_argv():
+    # This Python has no sglang: the exec'd interpreter says so, which shows
+    # that run replaced itself with `python -m sglang.launch_server`.
+    result = cli("serve", "run", "--python", sys.executable)
+    assert result.returncode != 0
+    assert "No module named 'sglang'" in result.stderr
+
+
+def test_flags_show():
+    result = cli("serve", "flags", "show", "fp4-gemm-backend", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["--fp4-gemm-backend"]["dest"] == "fp4_gemm_runner_backend"
+    result = cli("serve", "flags", "show", "fp4-gemm-runner-backend")
+    assert result.returncode == 2 and "did you mean --fp4-gemm-backend?" in result.stderr
+
+
+def test_plan_section_shows_the_service_command():
+    section = plan_section()
+    items = {i.name: i for i in section.items}
+    assert "sglang.launch_server" in items["service command"].value
+    assert "--fp4-gemm-backend flashinfer_cudnn" in items["service command"].value
+    assert items["model"].verified is False and items["model"].note
+    assert "blackwell-stack serve check" in section.commands
+
+
+# --- the service's launcher (src/blackwell_stack/serve/launcher.py) ----------------------------
+
+@pytest.fixture()
+def launcher(repo):
+    spec = importlib.util.spec_from_file_location("sglang_launcher", repo / "src/blackwell_stack/serve/launcher.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_launcher_reads_the_credential(launcher, tmp_path, monkeypatch):
+    (tmp_path / "api-key").write_text("s3cret\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    assert launcher.read_key() == "s3cret"
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY")
+    assert launcher.read_key() is None
+
+
+def test_launcher_redacts_the_key_in_logs(launcher, caplog):
+    old = logging.getLogRecordFactory()
+    try:
+        launcher.redact_in_logs("s3cret")
+        with caplog.at_level(logging.INFO):
+            logging.getLogger("sglang").info("server_args=%s", "ServerArgs(api_key='s3cret')")
+        assert "s3cret" not in caplog.text and "<redacted>" in caplog.text
+    finally:
+        logging.setLogRecordFactory(old)
+
+
+def test_launcher_keeps_the_key_off_the_command_line(repo, tmp_path):
+    # The exec'd command line carries no key; argparse gets it inside the process.
+    (tmp_path / "api-key").write_text("s3cret")
+    script = repo / "src/blackwell_stack/serve/launcher.py"
+    probe = (
+        "import runpy, sys, runpy as r\n"
+        "def fake(name, run_name, alter_sys):\n"
+        "    print(open('/proc/self/cmdline','rb').read().count(b's3' + b'cret'), sys.argv[-2:])\n"
+        "r.run_module = fake\n"
+        f"sys.argv = [{str(script)!r}, '--port', '1']\n"
+        f"exec(compile(open({str(script)!r}).read(), 'launcher', 'exec'))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env={"CREDENTIALS_DIRECTORY": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0 ['--api-key', 's3cret']"
+    refused = subprocess.run([sys.executable, str(script), "--api-key", "x"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "apiKeyFile" in refused.stderr
