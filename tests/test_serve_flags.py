@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import subprocess
 import sys
@@ -82,6 +83,9 @@ def test_default_profile_is_accepted(extracted):
 def test_misspellings_are_rejected_with_a_suggestion(extracted, typo, meant):
     assert canonical(typo, extracted)[0] is None
     assert flags.suggest(typo, extracted) == meant
+    # The suggestion is computed with edit distance so that Nix can compute the same one;
+    # on these misspellings it agrees with difflib's closest match.
+    assert difflib.get_close_matches(typo, list(extracted["options"]), n=1) == [meant]
 
 
 def test_unique_prefix_is_accepted_like_argparse(extracted):
