@@ -34,7 +34,12 @@ FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY = 0x200000
 
-FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+# .nv_fatbin holds the code the CUDA runtime loads; __nv_relfatbin holds relocatable
+# device code kept for device linking (-rdc, e.g. NVSHMEM in libtorch_nvshmem.so),
+# which never runs as is and which `cuobjdump --list-elf` does not list either.
+LOADABLE_SECTION = ".nv_fatbin"
+RELOCATABLE_SECTION = "__nv_relfatbin"
+FATBIN_SECTIONS = (LOADABLE_SECTION, RELOCATABLE_SECTION)
 
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQ")  # the first 48 bytes of an entry header
@@ -99,11 +104,14 @@ def parse_fatbin(raw, label: str = "<fatbin>") -> list[FatbinEntry]:
     return entries
 
 
-def fatbin_entries(elf: ElfFile) -> list[FatbinEntry]:
-    """The cubins and PTX embedded in a host ELF (empty when it has no device code)."""
+def fatbin_entries(elf: ElfFile, section: str = LOADABLE_SECTION) -> list[FatbinEntry]:
+    """The cubins and PTX embedded in a host ELF (empty when it has no device code).
+
+    By default the loadable ones; section=RELOCATABLE_SECTION gives the device-link inputs.
+    """
     out: list[FatbinEntry] = []
     for sec in elf.sections:
-        if sec.name in FATBIN_SECTIONS:
+        if sec.name == section:
             out.extend(parse_fatbin(elf.section_bytes(sec), f"{elf.label} [{sec.name}]"))
     return out
 

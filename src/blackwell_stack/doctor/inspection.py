@@ -41,6 +41,7 @@ class ElfReport:
     ptx: list[str] = field(default_factory=list)
     compression: list[str] = field(default_factory=list)
     fatbin_entries: int = 0
+    relocatable: list[str] = field(default_factory=list)  # archs in __nv_relfatbin (device-link inputs only)
     build_id: str | None = None
     cuobjdump: dict | None = None  # {"cubin": [...], "ptx": [...], "agrees": bool}
     error: str | None = None
@@ -71,6 +72,7 @@ def report_from_elf(name: str, size: int, e: elf.ElfFile) -> ElfReport:
         ptx=summary["ptx"],
         compression=summary["compressed"],
         fatbin_entries=summary["entries"],
+        relocatable=fatbin.summarize(fatbin.fatbin_entries(e, fatbin.RELOCATABLE_SECTION))["cubin"],
         build_id=e.build_id,
     )
 

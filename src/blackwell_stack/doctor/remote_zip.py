@@ -11,9 +11,7 @@ sha256 and the member name, and checked by the zip's CRC-32 on the way in.
 
 from __future__ import annotations
 
-import fnmatch
 import io
-import json
 import os
 import tempfile
 import urllib.parse
@@ -22,12 +20,11 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from blackwell_stack import pypi
 from blackwell_stack.download import open_url
 from blackwell_stack.errors import NetworkError, StackError
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.progress import Progress
-
-PYPI_PROJECT_JSON = "https://pypi.org/pypi/{name}/json"
 
 
 @dataclass(frozen=True)
@@ -39,26 +36,13 @@ class RemoteFile:
 
 
 def pypi_file(name: str, version: str, pattern: str) -> RemoteFile:
-    """The one file of name==version whose filename matches pattern, from PyPI's project JSON.
+    """The one file of name==version whose filename matches pattern, with PyPI's sha256.
 
-    The project document (not /pypi/NAME/VERSION/json, which some mirrors do
-    not serve) lists every release; file URLs may be relative to it.
+    File URLs in PyPI's project document may be relative to it (on mirrors), so they are resolved.
     """
-    index = PYPI_PROJECT_JSON.format(name=name)
-    with open_url(index) as resp:
-        data = json.load(resp)
-    files = data.get("releases", {}).get(version)
-    if not files:
-        raise NetworkError(
-            f"PyPI has no release {name}=={version}",
-            f"check the version; PyPI lists {name} versions at {index}",
-        )
-    matches = [f for f in files if fnmatch.fnmatch(f["filename"], pattern) and not f.get("yanked")]
-    if len(matches) != 1:
-        names = ", ".join(f["filename"] for f in files)
-        raise StackError(f"{len(matches)} files of {name}=={version} match {pattern!r}; the release has: {names}")
-    f = matches[0]
-    return RemoteFile(f["filename"], urllib.parse.urljoin(index, f["url"]), f["digests"]["sha256"], f["size"])
+    f = pypi.pick(pypi.release_files(name, version), pattern)
+    base = f"{pypi.PYPI_JSON.rstrip('/')}/{name}/json"
+    return RemoteFile(f.filename, urllib.parse.urljoin(base, f.url), f.sha256, f.size)
 
 
 class HttpRangeFile(io.RawIOBase):
