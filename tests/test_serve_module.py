@@ -1,0 +1,59 @@
+"""modules/sglang.nix against its data: what can be checked without nixpkgs.
+
+The module itself is evaluated with nixpkgs.lib's evalModules in the session
+that wrote it (see the issue's closing note); here: the lib entry points it
+uses, and that every rule names an option the module declares.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.nix
+
+
+def test_lib_default_exposes_the_service_and_renders_the_profile(nix):
+    from blackwell_stack.serve import flags
+    from blackwell_stack.serve.profile import load_profile, load_rules
+    from blackwell_stack.serve.render import render
+
+    argv = nix.eval("(import ./lib).sglangService.render { }).argv".replace("(import", "((import", 1))
+    assert argv == render(load_profile(), flags.load_table(), load_rules()).argv
+
+
+def test_verdict_text_names_option_rule_and_source(nix):
+    text = nix.eval(
+        '(let s = (import ./lib).sglangService; in '
+        'map s.verdictText (s.render { overrides = { "kv-cache-dtype" = "fp8_e5m2"; }; }).errors)'
+    )
+    assert text == [
+        "services.sglang.kvCacheDtype: [fp8-kv-cache-without-calibrated-scales] --kv-cache-dtype fp8_e5m2: the checkpoint "
+        "has no calibrated k/v scales, so an FP8 KV cache falls back to scale 1.0 and silently degrades long-context "
+        "accuracy; use bf16 (source: FACTS section 1; sgl-cookbook PR #237; sglang #31224)"
+    ]
+
+
+def test_every_rule_names_a_declared_option(repo):
+    module = (repo / "modules" / "sglang.nix").read_text()
+    declared = set(re.findall(r"^\s{4}([A-Za-z0-9.]+) = mkOption", module, re.M))
+    declared |= {f"model.{m}" for m in re.findall(r"^\s{6}(id|revision|path) = mkOption", module, re.M)}
+    rules = json.loads((repo / "modules" / "rules.json").read_text())["rules"]
+    for rule in rules:
+        option = rule["option"].split(" ")[0]
+        assert option.startswith("services.sglang."), rule["id"]
+        assert option.removeprefix("services.sglang.") in declared, (rule["id"], option)
+
+
+def test_module_defaults_come_from_the_profile_and_the_flag_table(repo):
+    module = (repo / "modules" / "sglang.nix").read_text()
+    profile = json.loads((repo / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())
+    for flag in profile["flags"]:
+        assert f'"{flag}" = cfg.' in module, f"{flag} has no typed option"
+    for flag in ("--attention-backend", "--moe-runner-backend", "--fp4-gemm-backend", "--kv-cache-dtype", "--quantization"):
+        assert f'choicesOf "{flag}"' in module, f"{flag}: option type is not the flag table's enum"
+    # The smoke check (issue 6) is imported, after the readiness gate.
+    assert "./sglang-smoke.nix" in module and (repo / "modules" / "sglang-smoke.nix").is_file()
+    assert "ExecStartPost = lib.mkBefore" in module
