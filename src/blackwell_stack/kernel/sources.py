@@ -1,0 +1,191 @@
+"""sgl-kernel's source pins (pkgs/sgl-kernel/sources.json).
+
+Read and checked (errors name the file, entry and field), the same views as
+lib/kernel-sources.nix (which FetchContent dependencies a build configures, the
+CMake variable each is passed as, which pins are not verified), and `update`:
+the one command that fills pins, by prefetching each source the way
+fetchFromGitHub / fetchzip unpack it (`nix-prefetch-url --unpack`) on a
+machine that reaches github.com. Wired as `blackwell-stack pins update
+kernel-sources` by the pins area.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack import proc
+from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.hashes import hex_to_sri, is_sri
+from blackwell_stack.paths import data_path
+
+UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
+GITHUB = "https://github.com"
+_NIX_BASE32 = "0123456789abcdfghijklmnpqrsvwxyz"
+_REV = re.compile(r"^([0-9a-f]{40}|v\d+(\.\d+)+)$")
+_PIN_FIELDS = ("hash", "hash_source", "verified", "reason")
+
+
+def sources_path() -> Path:
+    return data_path("pkgs", "sgl-kernel", "sources.json")
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One pinned source: `where` is its id ("sglang", "fetchcontent.<name>",
+    "fetchcontent.<name>.submodules.<path>"), `entry` the JSON object itself."""
+
+    where: str
+    entry: dict[str, Any]
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.entry.get("verified")) and self.entry.get("hash") is not None
+
+    def archive_url(self, github: str = GITHUB) -> str:
+        """What fetchFromGitHub (GitHub's tarball of rev) or fetchzip (url) downloads."""
+        if self.entry.get("fetcher") == "fetchzip":
+            return self.entry["url"]
+        e = self.entry
+        return f"{github.rstrip('/')}/{e['owner']}/{e['repo']}/archive/{e['rev']}.tar.gz"
+
+
+def load(path: Path | None = None) -> dict[str, Any]:
+    """sources.json, checked; DataError names the entry and field that is wrong."""
+    path = Path(path) if path is not None else sources_path()
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(path, None, None, "missing", "restore it from the repository") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(path, None, None, f"not JSON ({exc})", "fix the syntax") from None
+    for key in ("schema_version", "update_command", "sglang", "fetchcontent"):
+        if key not in data:
+            raise DataError(path, None, key, "missing", "see the schema in pkgs/sgl-kernel/sources.json of the repository")
+    if data["schema_version"] != 1:
+        raise DataError(path, None, "schema_version", f"unsupported {data['schema_version']!r}", "this tool reads 1")
+    for pin in pins(data):
+        _check_pin(path, pin)
+    return data
+
+
+def _check_pin(path: Path, pin: Pin) -> None:
+    e = pin.entry
+    fetcher = e.get("fetcher", "fetchFromGitHub")
+    needed = ("url",) if fetcher == "fetchzip" else ("owner", "repo", "rev")
+    for field in needed + _PIN_FIELDS:
+        if field not in e:
+            raise DataError(path, pin.where, field, "missing", f"every pin has {', '.join(needed + _PIN_FIELDS)}")
+    if fetcher not in ("fetchFromGitHub", "fetchzip"):
+        raise DataError(path, pin.where, "fetcher", f"unknown fetcher {fetcher!r}", "use fetchFromGitHub or fetchzip")
+    if fetcher == "fetchFromGitHub" and not _REV.match(str(e["rev"])):
+        raise DataError(path, pin.where, "rev", f"{e['rev']!r} is neither a full commit nor a vX.Y tag",
+                        "pin a 40-hex commit (or a release tag)")
+    if e["hash"] is not None and not is_sri(e["hash"]):
+        raise DataError(path, pin.where, "hash", f"{e['hash']!r} is not an SRI sha256", f"run {UPDATE_COMMAND}")
+    if e["verified"] and (e["hash"] is None or not e["hash_source"]):
+        raise DataError(path, pin.where, "verified", "verified without a hash and its source",
+                        f"set verified to false with a reason, or run {UPDATE_COMMAND}")
+    if not e["verified"] and not e["reason"]:
+        raise DataError(path, pin.where, "reason", "an unverified pin must say why", "add a reason")
+
+
+def pins(data: dict[str, Any]) -> Iterator[Pin]:
+    yield Pin("sglang", data["sglang"])
+    for name in sorted(data["fetchcontent"]):
+        entry = data["fetchcontent"][name]
+        yield Pin(f"fetchcontent.{name}", entry)
+        for sub in sorted(entry.get("submodules") or {}):
+            yield Pin(f"fetchcontent.{name}.submodules.{sub}", entry["submodules"][sub])
+
+
+def fetchcontent_variable(name: str) -> str:
+    """FetchContent reads FETCHCONTENT_SOURCE_DIR_<string(TOUPPER name)>."""
+    return f"FETCHCONTENT_SOURCE_DIR_{name.upper()}"
+
+
+def needed_names(data: dict[str, Any], cuda_archs: Iterable[str]) -> list[str]:
+    """FetchContent names a build for cuda_archs configures ([] = upstream's list: all)."""
+    archs = list(cuda_archs)
+    out = []
+    for name in sorted(data["fetchcontent"]):
+        wanted = data["fetchcontent"][name].get("needed_for_archs")
+        if wanted is None or not archs or any(a in wanted for a in archs):
+            out.append(name)
+    return out
+
+
+def unverified(data: dict[str, Any]) -> list[str]:
+    """Ids of the pins that are not verified, in lib.kernelSources.unverified's order."""
+    return [pin.where for pin in pins(data) if not pin.verified]
+
+
+def nix32_to_sri(nix32: str) -> str:
+    """`nix-prefetch-url`'s base32 sha256 as an SRI string."""
+    nix32 = nix32.strip()
+    if len(nix32) != 52 or any(c not in _NIX_BASE32 for c in nix32):
+        raise StackError(f"not a nix base32 sha256: {nix32!r}")
+    data = bytearray(32)
+    for n, char in enumerate(reversed(nix32)):
+        digit = _NIX_BASE32.index(char)
+        b = n * 5
+        i, j = divmod(b, 8)
+        data[i] |= (digit << j) & 0xFF
+        if i + 1 < 32:
+            data[i + 1] |= digit >> (8 - j)
+        elif digit >> (8 - j):
+            raise StackError(f"not a nix base32 sha256 (overflow): {nix32!r}")
+    return hex_to_sri(bytes(data).hex())
+
+
+def prefetch(url: str) -> str:
+    """The NAR hash (SRI) of url unpacked, as fetchzip/fetchFromGitHub compute it."""
+    binary = proc.require("nix-prefetch-url", "install Nix (https://nixos.org/download) to prefetch sources")
+    result = proc.run([binary, "--unpack", "--type", "sha256", url], timeout=3600)
+    return nix32_to_sri(result.stdout.strip().splitlines()[-1])
+
+
+def update(
+    path: Path | None = None,
+    *,
+    refresh: bool = False,
+    only: Iterable[str] | None = None,
+    github: str = GITHUB,
+    today: datetime.date | None = None,
+) -> list[tuple[str, str]]:
+    """Fill unverified pins (every pin with refresh=True, or those named in `only`)
+    by prefetching them; writes sources.json atomically once all succeeded.
+    Returns [(id, hash)] of the pins it set."""
+    path = Path(path) if path is not None else sources_path()
+    data = load(path)
+    wanted = set(only) if only is not None else None
+    known = {pin.where for pin in pins(data)}
+    if wanted is not None and wanted - known:
+        raise StackError(
+            f"no such pin in {path}: {', '.join(sorted(wanted - known))}",
+            f"pins are: {', '.join(sorted(known))}",
+        )
+    day = (today or datetime.date.today()).isoformat()
+    done = []
+    for pin in pins(data):
+        chosen = pin.where in wanted if wanted is not None else (refresh or not pin.verified)
+        if not chosen:
+            continue
+        url = pin.archive_url(github)
+        sri = prefetch(url)
+        pin.entry.update(
+            hash=sri,
+            hash_source=f"computed with `nix-prefetch-url --unpack {url}` ({UPDATE_COMMAND}, {day})",
+            verified=True,
+            reason=None,
+        )
+        done.append((pin.where, sri))
+    if done:
+        atomic_write_json(path, data)
+    return done
