@@ -186,9 +186,12 @@ let
 
       mkdir -p "$NIX_BUILD_TOP/fetchcontent"
       ${writableCopies}
+      # Through the environment CMake initialises CMAKE_CXX_FLAGS and
+      # CMAKE_CUDA_FLAGS from: a -D value with spaces would be split by
+      # scikit-build-core's setup hook.
       prefixMap="-ffile-prefix-map=$NIX_BUILD_TOP=build ${lib.concatStringsSep " " prefixMaps}"
-      cmakeFlagsArray+=("-DCMAKE_CXX_FLAGS=$prefixMap")
-      cmakeFlagsArray+=("-DCMAKE_CUDA_FLAGS=$(printf -- '-Xcompiler=%s ' $prefixMap)")
+      export CXXFLAGS="''${CXXFLAGS:+$CXXFLAGS }$prefixMap"
+      export CUDAFLAGS="''${CUDAFLAGS:+$CUDAFLAGS }$(printf -- '-Xcompiler=%s ' $prefixMap)"
     '';
 
     # Reproducible wheel: stdenv exports SOURCE_DATE_EPOCH (1980-01-01), which
