@@ -297,6 +297,8 @@ def check_series(src: str | Path, patches: list[Patch] | None = None) -> SeriesR
 
 
 def conflict_message(r: HunkResult) -> str:
+    if r.line is None:
+        return f"{r.patch}: {r.file} hunk {r.hunk} ({r.header}) cannot apply: the file is missing from the checkout"
     diff = difflib.unified_diff(r.expected, r.upstream_now, "patch expects", "upstream has now", lineterm="", n=1)
     return (
         f"{r.patch}: {r.file} hunk {r.hunk} ({r.header}) does not apply; nearest text is at line {r.line}:\n"

@@ -1,8 +1,58 @@
-"""The sgl-kernel for SM120 section of `blackwell-stack plan`."""
+"""The sgl-kernel for SM120 section of `blackwell-stack plan`: source pin, patches, recipe, job plan."""
 
-from blackwell_stack.plan_model import PlanSection
+from __future__ import annotations
+
+from blackwell_stack.errors import StackError
+from blackwell_stack.kernel import build, compile_work, jobs, patchcheck, recipe
+from blackwell_stack.plan_model import PlanItem, PlanSection
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def plan_section() -> PlanSection:
-    # Placeholder until the kernel commands land.
-    return PlanSection(key="kernel", title="sgl-kernel for SM120")
+    sec = PlanSection(key="kernel", title="sgl-kernel for SM120")
+    sources = build.kernel_sources()
+    sg = sources["sglang"]
+    sec.items.append(PlanItem(
+        "sglang source (sourceRoot sgl-kernel)",
+        f"{sg['owner']}/{sg['repo']} {sg['tag']} ({sg['rev'][:12]}), sgl-kernel {sg['sgl_kernel_version']}",
+        sg.get("hash_source"), bool(sg.get("verified")), sg.get("reason"),
+    ))
+    for name, dep in sources.get("fetchcontent", {}).items():
+        where = f"{dep.get('owner')}/{dep.get('repo')}@{str(dep.get('rev'))[:12]}"
+        sec.items.append(PlanItem(f"FetchContent {name}", where, dep.get("hash_source"), bool(dep.get("verified")),
+                                  dep.get("reason") if not dep.get("verified") else None))
+    for patch in patchcheck.load_series():
+        sec.items.append(PlanItem(f"patch {patch.name[:4]}", _first_line(patch.description), str(patch.path.name)))
+    rec = recipe.load()
+    sec.items.append(PlanItem("recipe cmake flags", " ".join(recipe.cmake_flags(rec)), "pkgs/sgl-kernel/recipe.json"))
+    env = recipe.environment(rec)
+    sec.items.append(PlanItem("recipe environment", " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "-",
+                              "pkgs/sgl-kernel/recipe.json"))
+    mem = rec["memory"]
+    sec.items.append(PlanItem("memory per nvcc job thread", f"{mem['per_nvcc_thread_peak_mib']} MiB", mem["provenance"]))
+    try:
+        host = jobs.read_host()
+        jp = jobs.plan(cores=host.cores, available_mib=host.available_mib, rule=jobs.rule_from_recipe(rec),
+                       archs=jobs.arch_count(rec["arch"]))
+        hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s) here ({host.cores} cores, "
+                f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")
+    except (jobs.DoesNotFit, OSError) as exc:
+        hint = f"does not fit on this host: {getattr(exc, 'message', exc)}"
+    sec.items.append(PlanItem("job plan (decided again at build time)", hint, "src/blackwell_stack/kernel/jobs.py"))
+    try:
+        work = compile_work.compare()
+        sec.items.append(PlanItem("device compilations vs upstream",
+                                  f"{work.recipe_total} of {work.upstream_total} ({work.ratio_text()})",
+                                  "blackwell-stack kernel plan"))
+    except StackError as exc:
+        sec.items.append(PlanItem("device compilations vs upstream", "unknown", None, False, exc.message))
+    sec.commands += [
+        "blackwell-stack kernel patches check --src ./sglang",
+        "blackwell-stack kernel build --src ./sglang --out dist/",
+        "blackwell-stack kernel plan",
+        "nix build .#sgl-kernel-wheel",
+    ]
+    return sec

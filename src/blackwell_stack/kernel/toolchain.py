@@ -1,0 +1,177 @@
+"""The toolchain sgl-kernel needs, checked before anything is compiled.
+
+Each check runs the real tool (the build's Python, nvcc, cmake, ninja) and
+says what to do when it is wrong; `require_toolchain` reports every failure at
+once so that one run tells the whole story.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from blackwell_stack.errors import ToolchainError
+from blackwell_stack.paths import data_path
+
+MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
+NVCC_MAJOR = 13  # CUDA 13: the pinned torch is cu130; CUDA 12 nvcc cannot target its ABI
+TORCH_CUDA_MAJOR = "13"
+MIN_SCIKIT_BUILD_CORE = Version("0.10")  # sgl-kernel/pyproject.toml build-system.requires
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    found: str
+    fix: str | None = None
+
+    def line(self) -> str:
+        mark = "ok " if self.ok else "BAD"
+        text = f"[{mark}] {self.name}: {self.found}"
+        return text if self.ok or not self.fix else f"{text}\n        fix: {self.fix}"
+
+
+def pinned_torch() -> tuple[str, str, str]:
+    """(version, index_url, date) of the pinned torch nightly from pkgs/torch-nightly/pins.json."""
+    pins = json.loads(data_path("pkgs", "torch-nightly", "pins.json").read_text())
+    return pins["packages"]["torch"]["version"], pins["index_url"], pins.get("date", "")
+
+
+def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    except FileNotFoundError:
+        return 127, ""
+    except subprocess.TimeoutExpired:
+        return 124, ""
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+_TORCH_PROBE = (
+    "import json, torch; "
+    "v = None\n"
+    "try:\n"
+    " import scikit_build_core as s; v = s.__version__\n"
+    "except ImportError: pass\n"
+    "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'skbuild': v}))"
+)
+
+
+def check_torch(python: str) -> list[Check]:
+    version, index_url, _ = pinned_torch()
+    install = f"{python} -m pip install --pre 'torch=={version}' --index-url {index_url}"
+    code, out = _run([python, "-c", _TORCH_PROBE])
+    if code == 127:
+        return [Check("python", False, f"{python} not found", "pass --python with the venv's interpreter")]
+    if code != 0:
+        last = out.splitlines()[-1] if out else f"exit code {code}"
+        return [Check("torch", False, f"not importable by {python} ({last})", install)]
+    info = json.loads(out.splitlines()[-1])
+    checks = []
+    checks.append(
+        Check(
+            "torch",
+            info["torch"] == version,
+            f"{info['torch']}" + ("" if info["torch"] == version else f" (pinned: {version})"),
+            None if info["torch"] == version else f"install the pinned nightly: {install}",
+        )
+    )
+    cuda = info.get("cuda") or "none (CPU build)"
+    cuda_ok = str(cuda).split(".")[0] == TORCH_CUDA_MAJOR
+    checks.append(
+        Check(
+            "torch CUDA",
+            cuda_ok,
+            f"torch.version.cuda = {cuda}",
+            None if cuda_ok else f"torch must be a CUDA 13 build (+cu130): {install}",
+        )
+    )
+    sk = info.get("skbuild")
+    sk_ok = False
+    if sk:
+        try:
+            sk_ok = Version(sk) >= MIN_SCIKIT_BUILD_CORE
+        except InvalidVersion:
+            sk_ok = False
+    checks.append(
+        Check(
+            "scikit-build-core",
+            sk_ok,
+            sk or "not installed",
+            None if sk_ok else f"{python} -m pip install 'scikit-build-core>={MIN_SCIKIT_BUILD_CORE}' (builds run without isolation)",
+        )
+    )
+    return checks
+
+
+def nvcc_path() -> str | None:
+    """The nvcc CMake will use: $CUDACXX if set, else nvcc on PATH."""
+    return os.environ.get("CUDACXX") or shutil.which("nvcc")
+
+
+def parse_nvcc_version(text: str) -> Version | None:
+    m = re.search(r"release (\d+)\.(\d+)", text)
+    return Version(f"{m.group(1)}.{m.group(2)}") if m else None
+
+
+def check_nvcc() -> Check:
+    fix = "install the CUDA 13.0 toolkit and put its bin/ first on PATH (or set CUDACXX=/usr/local/cuda-13.0/bin/nvcc)"
+    path = nvcc_path()
+    if not path:
+        return Check("nvcc", False, "not found (no CUDACXX, no nvcc on PATH)", fix)
+    code, out = _run([path, "--version"])
+    version = parse_nvcc_version(out) if code == 0 else None
+    if version is None:
+        return Check("nvcc", False, f"{path} --version gave no release ({out[-200:] or code})", fix)
+    ok = version.major == NVCC_MAJOR
+    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix)
+
+
+def parse_cmake_version(text: str) -> Version | None:
+    m = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", text)
+    return Version(m.group(1)) if m else None
+
+
+def check_cmake() -> Check:
+    fix = f"install CMake >= {MIN_CMAKE} in the build environment: python -m pip install 'cmake>={MIN_CMAKE}'"
+    path = shutil.which("cmake")
+    if not path:
+        return Check("cmake", False, "not on PATH", fix)
+    code, out = _run([path, "--version"])
+    version = parse_cmake_version(out) if code == 0 else None
+    if version is None:
+        return Check("cmake", False, f"{path} --version gave no version", fix)
+    ok = version >= MIN_CMAKE
+    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix)
+
+
+def check_ninja() -> Check:
+    fix = "python -m pip install ninja (or apt-get install ninja-build)"
+    path = shutil.which("ninja")
+    if not path:
+        return Check("ninja", False, "not on PATH", fix)
+    code, out = _run([path, "--version"])
+    return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix)
+
+
+def check_all(python: str) -> list[Check]:
+    return [*check_torch(python), check_nvcc(), check_cmake(), check_ninja()]
+
+
+def require_toolchain(python: str) -> list[Check]:
+    checks = check_all(python)
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        raise ToolchainError(
+            "the toolchain cannot build sgl-kernel for the pinned stack; nothing was compiled:\n"
+            + "\n".join("  " + c.line() for c in checks),
+            "fix each [BAD] line above, then run the same command again",
+        )
+    return checks
