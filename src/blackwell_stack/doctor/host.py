@@ -20,10 +20,6 @@ from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 MIN_DRIVER_MAJOR = 580
 TARGET_CC = "12.0"
 TARGET_GPUS = 8
-# A sgl-kernel translation unit with CUTLASS templates peaks at several GiB in nvcc/cicc;
-# the seed's build host needed MAX_JOBS=20 to stop OOM kills (FACTS 1).
-GIB_PER_BUILD_JOB = 4
-MIN_BUILD_MEMORY_GIB = 16
 
 GPU_QUERY = "index,name,driver_version,compute_cap,memory.total,pci.bus_id"
 
@@ -232,19 +228,32 @@ def interconnect_check(facts: HostFacts) -> Check:
 
 
 def build_memory_checks(facts: HostFacts) -> list[Check]:
-    if facts.mem_total_kib is None:
-        return [Check("build", "memory for a kernel build", WARN, "unknown", "cannot read /proc/meminfo", None)]
-    total_gib = facts.mem_total_kib / (1 << 20)
+    """How many sgl-kernel compile jobs fit, by the kernel area's measured rule (kernel/jobs.py, recipe.json)."""
+    import json
+
+    from blackwell_stack.errors import StackError
+    from blackwell_stack.kernel import jobs
+    from blackwell_stack.paths import data_path
+
+    name = "memory for a kernel build"
     swap_gib = (facts.swap_total_kib or 0) / (1 << 20)
-    jobs = max(1, min(facts.cpus, int(total_gib // GIB_PER_BUILD_JOB)))
-    value = f"{total_gib:.0f} GiB RAM, {swap_gib:.0f} GiB swap, {facts.cpus} CPUs"
-    if total_gib < MIN_BUILD_MEMORY_GIB:
-        return [Check("build", "memory for a kernel build", FAIL, value,
-                      f"building sgl-kernel needs >= {MIN_BUILD_MEMORY_GIB} GiB RAM",
-                      "build on a bigger host, or use the prebuilt wheel from the binary cache")]
-    if jobs < facts.cpus or swap_gib == 0:
-        return [Check("build", "memory for a kernel build", WARN if jobs < facts.cpus else OK, value,
-                      f"about {GIB_PER_BUILD_JOB} GiB per compile job"
-                      + ("; no swap, so an overcommitted build is OOM-killed" if swap_gib == 0 else ""),
-                      f"cap parallel jobs: MAX_JOBS={jobs}")]
-    return [Check("build", "memory for a kernel build", OK, value, f"room for {jobs} parallel compile jobs")]
+    try:
+        recipe = json.loads(data_path("pkgs", "sgl-kernel", "recipe.json").read_text())
+        rule = jobs.rule_from_recipe(recipe)
+        build_host = jobs.read_host()
+    except (StackError, OSError, KeyError, ValueError) as exc:
+        return [Check("build", name, WARN, "unknown", f"cannot apply the build memory rule: {exc}",
+                      "run `blackwell-stack kernel build` from a checkout; it plans the jobs itself")]
+    avail_gib = build_host.available_mib / 1024
+    value = f"{avail_gib:.0f} GiB available, {swap_gib:.0f} GiB swap, {build_host.cores} CPUs"
+    per_job = f"{rule.per_thread_peak_mib / 1024:.1f} GiB per nvcc job (measured, pkgs/sgl-kernel/recipe.json)"
+    try:
+        p = jobs.plan(cores=build_host.cores, available_mib=build_host.available_mib, rule=rule)
+    except jobs.DoesNotFit as exc:
+        return [Check("build", name, FAIL, value, exc.message, exc.hint)]
+    swap_note = "; no swap, so an overcommitted build is OOM-killed" if swap_gib == 0 else ""
+    if p.jobs < build_host.cores:
+        return [Check("build", name, WARN, value,
+                      f"{p.jobs} of {build_host.cores} cores can compile at once: {per_job}{swap_note}",
+                      f"MAX_JOBS={p.jobs} (`blackwell-stack kernel build` caps it by itself)")]
+    return [Check("build", name, OK, value, f"all {build_host.cores} cores can compile at once: {per_job}")]

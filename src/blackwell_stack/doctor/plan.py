@@ -26,8 +26,8 @@ def plan_section() -> PlanSection:
         PlanItem("flashinfer", "flashinfer-python == flashinfer-cubin == 0.6.5", source="FACTS 1; flashinfer PR #2716"),
         PlanItem("sglang", "main 5297b02 + SM120 patches (its torch/flashinfer pins relaxed)", source="FACTS 1, 2"),
         PlanItem("memory for a kernel build",
-                 f">= {host.MIN_BUILD_MEMORY_GIB} GiB; MAX_JOBS <= RAM / {host.GIB_PER_BUILD_JOB} GiB when there is no swap",
-                 source="FACTS 1 (MAX_JOBS=20 after OOM kills)"),
+                 "one nvcc job per ~13.6 GiB available (swap not counted); MAX_JOBS capped to what fits",
+                 source="pkgs/sgl-kernel/recipe.json memory (measured); kernel/jobs.py; FACTS 1 (OOM kills)"),
     ]
     s.commands = [
         "blackwell-stack doctor --python /path/to/venv/bin/python",
