@@ -1,0 +1,149 @@
+"""The sgl-kernel recipe: lib/kernel-recipe.nix (real nix) and kernel.recipe give the same defines."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.kernel import recipe
+
+pytestmark = pytest.mark.nix
+
+REAL = recipe.load()
+
+_NIX_ALL = """
+let
+  kr = import ./lib/kernel-recipe.nix;
+  cases = builtins.fromJSON (builtins.readFile {path});
+in map (c:
+  let args = {{ recipe = c.recipe; }}
+    // (if c ? archs then {{ archs = c.archs; }} else {{ }})
+    // (if c ? planned then {{ planned = c.planned; }} else {{ }});
+  in {{ flags = kr.cmakeFlags args; env = kr.environment args; }}) cases
+"""
+
+
+def nix_render(nix, tmp_path, cases: list[dict]) -> list[dict]:
+    """One nix-instantiate for a whole batch of cases."""
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases))
+    return nix.eval(_NIX_ALL.format(path=path))
+
+
+def python_render(case: dict) -> dict:
+    archs, planned = case.get("archs"), case.get("planned")
+    return {
+        "flags": recipe.cmake_flags(case["recipe"], archs, planned),
+        "env": dict(sorted(recipe.environment(case["recipe"], archs, planned).items())),
+    }
+
+
+def test_real_recipe_same_on_both_sides(nix, tmp_path):
+    cases = [
+        {"recipe": REAL},
+        {"recipe": REAL, "archs": "10.0a;12.0a"},
+        {"recipe": REAL, "archs": ["9.0a", "12.0a"]},
+        {"recipe": REAL, "planned": {"SGL_KERNEL_COMPILE_THREADS": 2, "CMAKE_BUILD_PARALLEL_LEVEL": 3, "MAX_JOBS": 3}},
+    ]
+    got = nix_render(nix, tmp_path, cases)
+    assert got == [python_render(c) for c in cases]
+    # What the issue asks of the recipe, as the builder sees it.
+    flags = got[0]["flags"]
+    for expected in (
+        "-DSGL_KERNEL_ENABLE_FP4=ON",
+        "-DENABLE_BELOW_SM90=OFF",
+        "-DSGL_KERNEL_ENABLE_FA3=OFF",
+        "-DCMAKE_POLICY_VERSION_MINIMUM=3.5",
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DSGL_KERNEL_CUDA_ARCHS=12.0a",
+        "-DSGL_KERNEL_COMPILE_THREADS=1",
+    ):
+        assert expected in flags
+    assert got[0]["env"] == {"TORCH_CUDA_ARCH_LIST": "12.0a"}
+    assert "-DSGL_KERNEL_COMPILE_THREADS=2" in got[3]["flags"]
+    assert got[3]["env"]["MAX_JOBS"] == "3"
+
+
+def test_lib_default_exposes_kernel_recipe(nix):
+    assert nix.eval('(import ./lib).kernelRecipe.archList "10.0a; 12.0a"') == ["10.0a", "12.0a"]
+
+
+def test_unknown_arch_refused_alike(nix):
+    with pytest.raises(StackError) as exc:
+        recipe.cmake_flags(REAL, "7.5")
+    message = exc.value.message
+    assert "7.5" in message and "12.0a" in message
+    err = nix.eval_error(
+        "(import ./lib/kernel-recipe.nix).cmakeFlags { recipe = builtins.fromJSON "
+        '(builtins.readFile ./pkgs/sgl-kernel/recipe.json); archs = "7.5"; }'
+    )
+    assert message in err
+
+
+_names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,20}", fullmatch=True)
+_values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
+
+
+@st.composite
+def modified_case(draw) -> dict:
+    rec = copy.deepcopy(REAL)
+    rec["cmake_defines"].update(draw(st.dictionaries(_names, _values, max_size=5)))
+    for name in draw(st.lists(st.sampled_from(sorted(REAL["cmake_defines"])), max_size=3)):
+        rec["cmake_defines"].pop(name, None)
+    rec["environment"] = draw(st.dictionaries(_names, _values, max_size=3))
+    rec["arch_defines"] = draw(st.lists(_names, min_size=0, max_size=2)) + ["SGL_KERNEL_CUDA_ARCHS"]
+    rec["arch_environment"] = draw(st.lists(_names, max_size=2))
+    rec["planned_defines"] = draw(st.lists(_names, max_size=2)) + ["SGL_KERNEL_COMPILE_THREADS"]
+    rec["planned_environment"] = draw(st.lists(_names, max_size=2))
+    case = {"recipe": rec}
+    if draw(st.booleans()):
+        archs = draw(st.lists(st.sampled_from(REAL["supported_archs"]), min_size=1, max_size=3, unique=True))
+        case["archs"] = ";".join(archs) if draw(st.booleans()) else archs
+    if draw(st.booleans()):
+        names = rec["planned_defines"] + rec["planned_environment"]
+        case["planned"] = draw(st.dictionaries(st.sampled_from(names), st.integers(1, 256), max_size=4))
+    return case
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(modified_case(), min_size=1, max_size=8))
+def test_generated_recipes_same_on_both_sides(nix, tmp_path, cases):
+    for case in cases:
+        recipe.validate(case["recipe"])
+    assert nix_render(nix, tmp_path, cases) == [python_render(c) for c in cases]
+
+
+@pytest.mark.parametrize(
+    "field, value, named",
+    [
+        ("cmake_defines", {"SGL_KERNEL_ENABLE_FP4": True}, "SGL_KERNEL_ENABLE_FP4"),
+        ("cmake_defines", {"BAD NAME": "x"}, "BAD NAME"),
+        ("arch_defines", "SGL_KERNEL_CUDA_ARCHS", "arch_defines"),
+        ("memory", {"per_nvcc_thread_peak_mib": 0, "headroom_mib": 1, "headroom_fraction": 0.1}, "per_nvcc_thread_peak_mib"),
+    ],
+)
+def test_bad_recipe_named_by_field(tmp_path, field, value, named):
+    bad = copy.deepcopy(REAL)
+    bad[field] = value
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(DataError) as exc:
+        recipe.load(path)
+    assert str(path) in exc.value.message and named in exc.value.message
+
+
+def test_memory_figure_is_the_measured_one(repo):
+    """recipe.json's per-job figure is the largest single-target peak in the measurement results."""
+    results = json.loads((repo / "benchmarks/kernel-compile-memory/results.json").read_text())
+    single = [r for r in results["runs"] if r["gencode_archs"] == ["sm_120a"] and r["exit_code"] == 0]
+    assert {r["nvcc_threads"] for r in single} >= {1, 4}
+    assert REAL["memory"]["per_nvcc_thread_peak_mib"] == max(r["peak_tree_rss_mib"] for r in single)
+    # The rule charges each concurrent target that figure: an upper bound for the multi-target runs.
+    for r in results["runs"]:
+        concurrent = min(r["nvcc_threads"], len(r["gencode_archs"]))
+        assert r["peak_tree_rss_mib"] <= concurrent * REAL["memory"]["per_nvcc_thread_peak_mib"]
