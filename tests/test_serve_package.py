@@ -26,7 +26,7 @@ let
     assertMsg = c: m: c || throw m;
     licenses.asl20 = "asl20";
   };
-  args = builtins.mapAttrs (n: _: { pname = n; }) (builtins.functionArgs f) // {
+  args = builtins.mapAttrs (n: _: { pname = n; version = if n == "sgl-kernel" then "KERNEL_VERSION" else "0"; }) (builtins.functionArgs f) // {
     inherit lib;
     buildPythonPackage = a: a;
     fetchurl = a: a;
@@ -34,6 +34,7 @@ let
   drv = f args;
 in {
   inherit (drv) pname version pythonRelaxDeps pythonRemoveDeps src;
+  inherit (drv.passthru) stackReplacesPins;
   deps = map (d: d.pname) drv.dependencies;
   flashinfer = map (d: { inherit (d) pname version src; }) [ drv.passthru.flashinfer-python drv.passthru.flashinfer-cubin ];
 }
@@ -61,7 +62,7 @@ def requirements(wheel: Path, dist_info: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def wiring(nix):
-    return nix.eval(WIRING)
+    return nix.eval(WIRING.replace("KERNEL_VERSION", "0.3.21"))
 
 
 def test_pins_are_valid_verified_and_match_the_profile(repo):
@@ -95,17 +96,22 @@ def test_every_requirement_is_a_dependency_or_removed(wiring, pypi_file):
     reqs = requirements(wheel, "sglang-0.5.9.dist-info")
     deps = {norm(d) for d in wiring["deps"]}
     removed = {norm(d) for d in wiring["pythonRemoveDeps"]}
-    relaxed = {norm(d) for d in wiring["pythonRelaxDeps"]}
     missing = sorted(set(reqs) - deps - removed)
     assert missing == [], f"METADATA requirements with no dependency: {missing}"
-    # The pins the issue names are exact in the wheel and relaxed here.
-    assert reqs["torch"] == "==2.9.1" and "torch" in relaxed
-    assert reqs["flashinfer-python"] == "==0.6.3" and "flashinfer-python" in relaxed
-    assert reqs["flashinfer-cubin"] == "==0.6.3" and "flashinfer-cubin" in relaxed
-    # sgl-kernel stays exact: the from-source build is 0.3.21.
-    assert reqs["sgl-kernel"] == "==0.3.21" and "sgl-kernel" not in relaxed
-    # Every relaxed or removed name is really in METADATA (no stale entries).
-    assert relaxed <= set(reqs) and removed <= set(reqs)
+    assert removed <= set(reqs), "pythonRemoveDeps names a package METADATA does not require"
+    # Every constraint is relaxed (a name list would collide on prefixes: torch/torchaudio/...).
+    assert wiring["pythonRelaxDeps"] is True
+    # The exact pins the stack replaces really are in the wheel, at other versions.
+    assert [norm(n) for n in wiring["stackReplacesPins"]] == ["torch", "torchaudio", "flashinfer-python", "flashinfer-cubin"]
+    assert reqs["torch"] == "==2.9.1" and reqs["torchaudio"] == "==2.9.1"
+    assert reqs["flashinfer-python"] == "==0.6.3" and reqs["flashinfer-cubin"] == "==0.6.3"
+    # sgl-kernel must stay exact: the derivation asserts it (test below).
+    assert reqs["sgl-kernel"] == "==0.3.21"
+
+
+def test_a_kernel_of_another_version_is_refused(nix):
+    err = nix.eval_error(WIRING.replace("KERNEL_VERSION", "0.3.20"))
+    assert "requires sgl-kernel==0.3.21" in err and "0.3.20" in err
 
 
 def test_derivation_takes_wheels_from_the_pins(wiring, repo):
@@ -124,7 +130,7 @@ def test_unverified_pin_throws_with_the_fill_command(nix, repo, tmp_path):
     entry.update(hash=None, verified=False, reason="registry unreachable")
     (tmp_path / "pins.json").write_text(json.dumps(pins))
     (tmp_path / "default.nix").write_text((repo / "pkgs" / "sglang" / "default.nix").read_text())
-    expr = WIRING.replace("./pkgs/sglang/default.nix", str(tmp_path / "default.nix"))
+    expr = WIRING.replace("./pkgs/sglang/default.nix", str(tmp_path / "default.nix")).replace("KERNEL_VERSION", "0.3.21")
     err = nix.eval_error(expr)
     assert "not verified (registry unreachable)" in err
     assert pins["update_command"] in err

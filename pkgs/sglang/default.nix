@@ -10,8 +10,7 @@
 # relaxed with nixpkgs' pythonRelaxDeps (mk-python-derivation.nix adds
 # pythonRelaxDepsHook when the attribute is set; the hook rewrites
 # Requires-Dist in the wheel's METADATA before install, so
-# pythonRuntimeDepsCheck still checks every name). Other exact pins are
-# relaxed to what nixpkgs carries, as nixpkgs' own sglang package does.
+# pythonRuntimeDepsCheck still checks every name; see pythonRelaxDeps below).
 #
 # No source patch: the SM120 fix 0.5.9 lacks for this profile is sglang PR
 # #20047 (auto picks flashinfer_cudnn for FP4 GEMM on SM120); the profile passes
@@ -159,6 +158,10 @@ let
 
   sglangPin = pinnedWheel "sglang";
 in
+# With every constraint relaxed, keep the one that must stay exact: the wheel
+# requires sgl-kernel==0.3.21 (its METADATA; sglang issue #19501).
+assert lib.assertMsg (sgl-kernel.version == "0.3.21")
+  "blackwell-stack: sglang 0.5.9 requires sgl-kernel==0.3.21, the sgl-kernel derivation is ${sgl-kernel.version}";
 assert lib.assertMsg (flashinfer-python.version == flashinfer-cubin.version)
   "blackwell-stack: flashinfer-python ${flashinfer-python.version} and flashinfer-cubin ${flashinfer-cubin.version} must be the same version (pkgs/sglang/pins.json)";
 buildPythonPackage {
@@ -229,30 +232,16 @@ buildPythonPackage {
     grpcio-health-checking
   ];
 
-  pythonRelaxDeps = [
-    # The stack's runtime (FACTS section 1): torch nightly 2.12.0.dev20260307,
-    # flashinfer 0.6.5 for the 0.6.3 the wheel names.
-    "torch"
-    "torchaudio"
-    "flashinfer_python"
-    "flashinfer_cubin"
-    # Exact pins of the wheel relaxed to nixpkgs' versions (as nixpkgs' own
-    # sglang package does for its release).
-    "apache-tvm-ffi"
-    "blobfile"
-    "llguidance"
-    "openai"
-    "openai-harmony"
-    "outlines"
-    "quack-kernels"
-    "soundfile"
-    "timm"
-    "torch_memory_saver"
-    "torchao"
-    "torchcodec"
-    "transformers"
-    "xgrammar"
-  ];
+  # Every version constraint of the wheel is relaxed, names stay (so
+  # pythonRuntimeDepsCheck still requires each package). A list would be
+  # wrong here: the hook puts each name into a sed regex with no end anchor
+  # (s/(Requires-Dist: $dep...)[^;]*.../), so "torch" would also rewrite
+  # torchaudio, torchao, torchcodec, torchvision and torch_memory_saver into
+  # "torch", and "openai" would swallow openai-harmony. The pins that differ
+  # from the stack are torch==2.9.1, torchaudio==2.9.1 (nightly 2.12.0.dev)
+  # and flashinfer_python/flashinfer_cubin==0.6.3 (0.6.5); the other exact
+  # pins take nixpkgs' versions, as nixpkgs' own sglang package relaxes them.
+  pythonRelaxDeps = true;
 
   pythonRemoveDeps = [
     # nixpkgs splits cuda-python; sglang uses cuda.bindings (as nixpkgs' sglang).
@@ -263,13 +252,15 @@ buildPythonPackage {
     "decord2"
   ];
 
-  # sgl-kernel must be the from-source build (FACTS section 2: the PyPI wheel
-  # cannot load on torch >= 2.10); METADATA's sgl-kernel==0.3.21 stays exact.
+  # sgl-kernel is the from-source build (FACTS section 2: the PyPI wheel
+  # cannot load on torch >= 2.10); its version is asserted above.
   pythonImportsCheck = [ "sglang" ];
 
   passthru = {
     inherit flashinfer-python flashinfer-cubin sgl-kernel;
     pins = pins;
+    # The wheel's exact pins that the stack replaces (tests check them against METADATA).
+    stackReplacesPins = [ "torch" "torchaudio" "flashinfer_python" "flashinfer_cubin" ];
   };
 
   meta = {
