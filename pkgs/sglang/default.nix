@@ -144,6 +144,9 @@ let
       tqdm
       flashinfer-cubin
     ];
+    # Its constraints (apache-tvm-ffi <0.2, nvidia-cudnn-frontend >=1.13, ...)
+    # take nixpkgs' versions; the names are still checked.
+    pythonRelaxDeps = true;
     # flashinfer-python's METADATA does not name flashinfer-cubin; it looks the
     # package up at run time and must find the same version (flashinfer-cubin
     # and flashinfer-python versions equal: FACTS section 1).
