@@ -7,7 +7,7 @@
 # which implements the same steps in the same order.
 let
   inherit (builtins)
-    all any attrNames concatLists concatMap concatStringsSep elem elemAt filter foldl'
+    all any attrNames concatMap concatStringsSep elem elemAt filter foldl'
     fromJSON genList head isAttrs isBool isFloat isInt isList isString length
     mapAttrs match readFile removeAttrs replaceStrings sort split stringLength substring;
 
