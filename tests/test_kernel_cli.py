@@ -1,0 +1,255 @@
+"""`blackwell-stack kernel ...` on real files: patch dry runs, build refusals with real tools, plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from blackwell_stack.kernel import compile_work, patchcheck, recipe
+from blackwell_stack.kernel.plan import plan_section
+
+SERIES = patchcheck.load_series()
+
+
+def run_cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "blackwell_stack", "kernel", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def synthesize_base(patches) -> dict[str, str]:
+    """File texts on which the whole series applies in order, made of the hunks' own old text.
+
+    Each hunk whose old text is not there yet is appended (after a filler line)
+    to the base and to the running text, which then gets the hunk's new text.
+    """
+    base: dict[str, list[str]] = {}
+    current: dict[str, list[str]] = {}
+    for patch in patches:
+        for fp in patch.files:
+            if fp.old_path is None:
+                continue
+            b, c = base.setdefault(fp.path, []), current.setdefault(fp.path, [])
+            for h in fp.hunks:
+                at = patchcheck._find(c, h.old, len(c))
+                if at is None:
+                    filler = [f"# upstream text before {patch.name} hunk {h.index}"]
+                    b += filler + h.old
+                    c += filler + h.old
+                    at = len(c) - len(h.old)
+                c[at : at + len(h.old)] = h.new
+    return {path: "\n".join(lines) + "\n" for path, lines in base.items()}
+
+
+def make_tree(root: Path, texts: dict[str, str], version: str = "0.3.21") -> Path:
+    kdir = root / "sglang" / "sgl-kernel"
+    (kdir / "python" / "sgl_kernel").mkdir(parents=True)
+    for rel, text in {"CMakeLists.txt": "project(sgl-kernel)\n", **texts}.items():
+        (kdir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (kdir / rel).write_text(text)
+    (kdir / "pyproject.toml").write_text(f'[project]\nname = "sgl-kernel"\nversion = "{version}"\n')
+    return root / "sglang"
+
+
+def snapshot(tree: Path) -> dict[str, str]:
+    return {str(p.relative_to(tree)): p.read_text() for p in sorted(tree.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def clean_tree(tmp_path) -> Path:
+    return make_tree(tmp_path, synthesize_base(SERIES))
+
+
+def test_series_applicable_then_applied_then_idempotent(clean_tree):
+    report = patchcheck.check_series(clean_tree)
+    assert set(report.patch_states().values()) == {patchcheck.APPLICABLE}
+    assert len(report.hunks) == sum(len(fp.hunks) for p in SERIES for fp in p.files)
+    _, applied = patchcheck.apply_series(clean_tree)
+    assert applied == [p.name for p in SERIES]
+    after = patchcheck.check_series(clean_tree)
+    assert set(after.patch_states().values()) == {patchcheck.APPLIED}
+    before = snapshot(clean_tree)
+    assert patchcheck.apply_series(clean_tree)[1] == []  # already applied: skipped, nothing written
+    assert snapshot(clean_tree) == before
+
+
+def test_checkout_given_as_sgl_kernel_dir(clean_tree):
+    assert patchcheck.kernel_dir(clean_tree / "sgl-kernel") == patchcheck.kernel_dir(clean_tree)
+
+
+def test_patches_check_cli_reports_every_hunk(clean_tree):
+    result = run_cli("patches", "check", "--src", str(clean_tree))
+    assert result.returncode == 0, result.stderr
+    for patch in SERIES:
+        assert patch.name in result.stdout
+    data = json.loads(run_cli("patches", "check", "--src", str(clean_tree), "--json").stdout)
+    assert set(data["patches"].values()) == {"applicable"}
+
+
+def test_conflict_names_patch_file_hunk_and_upstream_text(clean_tree):
+    cmake = clean_tree / "sgl-kernel" / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace("cmake_policy(SET CMP0177 NEW)", "cmake_policy(SET CMP0177 OLD) # changed upstream"))
+    result = run_cli("patches", "check", "--src", str(clean_tree))
+    assert result.returncode == 1
+    assert "0001-cmake-guard-CMP0169-CMP0177-policies: CMakeLists.txt hunk 1" in result.stdout
+    assert "+cmake_policy(SET CMP0177 OLD) # changed upstream" in result.stdout  # what upstream has now
+    assert "-cmake_policy(SET CMP0177 NEW)" in result.stdout  # what the patch expects
+    # build refuses at the patch check, before the toolchain or anything else, and changes nothing
+    before = snapshot(clean_tree)
+    build = run_cli("build", "--src", str(clean_tree), "--dry-run")
+    assert build.returncode == 7 and "does not apply" in build.stderr and "0001" in build.stderr
+    assert snapshot(clean_tree) == before
+
+
+def test_half_applied_series_is_refused(clean_tree):
+    first = SERIES[0]
+    patchcheck.apply_series(clean_tree, [first])
+    second = [p for p in SERIES if any(fp.path == "CMakeLists.txt" for fp in p.files)][1]
+    patchcheck.apply_series(clean_tree, [second])
+    report = patchcheck.check_series(clean_tree)
+    states = report.patch_states()
+    assert states[first.name] == states[second.name] == patchcheck.APPLIED
+    assert patchcheck.APPLICABLE in states.values()
+    _, applied = patchcheck.apply_series(clean_tree)  # the rest is applied, the applied ones skipped
+    assert first.name not in applied and second.name not in applied
+    assert set(patchcheck.check_series(clean_tree).patch_states().values()) == {patchcheck.APPLIED}
+
+
+@pytest.mark.network
+def test_fix4_on_the_real_flash_attn_from_the_pypi_wheel(pypi_file, tmp_path):
+    wheel = pypi_file("sgl-kernel", "0.3.21", "*manylinux2014_x86_64.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        real = zf.read("sgl_kernel/flash_attn.py").decode()
+    tree = make_tree(tmp_path, {"python/sgl_kernel/flash_attn.py": real})
+    fix4 = [p for p in SERIES if p.name.startswith("0004")]
+    report = patchcheck.check_series(tree, fix4)
+    assert report.patch_states() == {fix4[0].name: patchcheck.APPLICABLE}
+    patchcheck.apply_series(tree, fix4)
+    patched = (tree / "sgl-kernel/python/sgl_kernel/flash_attn.py").read_text()
+    assert "flash_ops = None" in patched and patched != real
+    assert patchcheck.check_series(tree, fix4).patch_states() == {fix4[0].name: patchcheck.APPLIED}
+    # GNU patch agrees with the Python applier on the real file, where it is installed.
+    if shutil.which("patch"):
+        gnu = tmp_path / "gnu"
+        (gnu / "python/sgl_kernel").mkdir(parents=True)
+        (gnu / "python/sgl_kernel/flash_attn.py").write_text(real)
+        subprocess.run(["patch", "-p1", "-F0", "-s", "-i", str(fix4[0].path)], cwd=gnu, check=True)
+        assert (gnu / "python/sgl_kernel/flash_attn.py").read_text() == patched
+
+
+def _tool_path(tmp_path, *tools) -> str:
+    """A PATH holding only the named real tools (symlinks), so the checks see exactly those."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for tool in tools:
+        real = shutil.which(tool)
+        if real:
+            (bindir / tool).symlink_to(real)
+    return str(bindir)
+
+
+def _env(path: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "CUDACXX"}
+    env["PATH"] = path
+    return env
+
+
+def test_build_refuses_wrong_toolchain_before_compiling(clean_tree, tmp_path):
+    system_python = "/usr/bin/python3"
+    if not Path(system_python).exists() or subprocess.run([system_python, "-c", "import torch"], capture_output=True).returncode == 0:
+        pytest.skip("needs a real Python without torch at /usr/bin/python3")
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake is not installed")
+    cmake_version = subprocess.run([cmake, "--version"], capture_output=True, text=True).stdout.split()[2]
+    before = snapshot(clean_tree)
+    result = run_cli(
+        "build", "--src", str(clean_tree), "--python", system_python, "--out", str(tmp_path / "dist"),
+        env=_env(_tool_path(tmp_path, "cmake", "ninja", "nvcc")),
+    )
+    assert result.returncode == 6, result.stderr
+    err = result.stderr
+    assert "nothing was compiled" in err
+    assert "[BAD] torch: not importable" in err and "torch==2.12.0.dev20260307+cu130" in err
+    if tuple(int(x) for x in cmake_version.split(".")[:2]) < (3, 31):
+        assert f"[BAD] cmake: {tmp_path}/bin/cmake: {cmake_version} is too old (needs >= 3.31)" in err
+        assert "pip install 'cmake>=3.31'" in err
+    if shutil.which("nvcc"):
+        assert "[ok ] nvcc:" in err and "CUDA 13." in err  # this machine's real nvcc 13 passes
+    assert snapshot(clean_tree) == before  # no patch applied
+    assert not (tmp_path / "dist").exists()
+
+
+def test_build_refuses_missing_nvcc(clean_tree, tmp_path):
+    result = run_cli("build", "--src", str(clean_tree), "--dry-run", env=_env(_tool_path(tmp_path, "cmake", "ninja")))
+    assert result.returncode == 6
+    assert "[BAD] nvcc: not found (no CUDACXX, no nvcc on PATH)" in result.stderr
+    assert "CUDA 13.0 toolkit" in result.stderr
+
+
+def test_build_unknown_arch_lists_valid_ones(clean_tree):
+    result = run_cli("build", "--src", str(clean_tree), "--arch", "7.5", "--dry-run")
+    assert result.returncode == 2
+    assert "unknown CUDA architecture 7.5; valid: " + ", ".join(recipe.load()["supported_archs"]) in result.stderr
+
+
+def test_build_warns_on_other_version(tmp_path):
+    tree = make_tree(tmp_path, synthesize_base(SERIES), version="0.3.20")
+    result = run_cli("build", "--src", str(tree), "--dry-run", "--python", "/nonexistent/python")
+    assert "says sgl-kernel 0.3.20, the pin is 0.3.21" in result.stderr
+    assert result.returncode == 6  # and the toolchain still refuses (no such python)
+
+
+def test_build_refuses_a_directory_that_is_not_a_checkout(tmp_path):
+    result = run_cli("build", "--src", str(tmp_path), "--dry-run")
+    assert result.returncode == 2 and "neither an sglang checkout" in result.stderr
+
+
+def test_recipe_cli_json_matches_the_module():
+    data = json.loads(run_cli("recipe", "--json").stdout)
+    rec = recipe.load()
+    assert data["cmake_flags"] == recipe.cmake_flags(rec)
+    assert data["environment"] == {"TORCH_CUDA_ARCH_LIST": "12.0a"}
+    assert "cmake.define.SGL_KERNEL_CUDA_ARCHS=12.0a" in data["skbuild_config_settings"]
+
+
+def test_plan_meets_the_one_eighth_goal():
+    data = json.loads(run_cli("plan", "--json").stdout)
+    assert data["meets_goal"] and data["ratio"] <= 1 / 8
+    assert data["recipe_total"] > 0 and "compile-units.json" in data["sources"]
+    common = {t["target"]: t for t in data["upstream"]}["common_ops"]
+    assert common["variants"] == ["sm90", "sm100"] and len(common["archs"]) == 7
+
+
+def test_plan_from_a_checkout_parses_its_cmake_lists(tmp_path):
+    units = compile_work.load_data()["targets"]
+    cmake = "\n".join(
+        f"set({var}\n" + "\n".join(f'    "{s}"' for s in units[target]["sources"]) + "\n)"
+        for target, (rel, var) in compile_work.SOURCE_VARIABLES.items()
+        if rel == "CMakeLists.txt"
+    )
+    flashmla = 'set(FlashMLA_SOURCES\n' + "\n".join(f"    {s}" for s in units["flashmla_ops"]["sources"]) + "\n)\n"
+    tree = make_tree(tmp_path, {"CMakeLists.txt": cmake + "\n", "cmake/flashmla.cmake": flashmla})
+    from_src = json.loads(run_cli("plan", "--src", str(tree), "--json").stdout)
+    recorded = json.loads(run_cli("plan", "--json").stdout)
+    assert from_src["upstream_total"] == recorded["upstream_total"]
+    assert from_src["recipe_total"] == recorded["recipe_total"]
+    assert "parsed from" in from_src["sources"]
+
+
+def test_plan_section_shows_pin_patches_recipe_and_jobs():
+    sec = plan_section()
+    names = [i.name for i in sec.items]
+    assert names[0].startswith("sglang source")
+    assert "v0.5.9" in sec.items[0].value
+    assert sum(n.startswith("patch ") for n in names) == len(SERIES)
+    assert any(n == "recipe cmake flags" and "-DSGL_KERNEL_CUDA_ARCHS=12.0a" in i.value for n, i in zip(names, sec.items))
+    assert any(n.startswith("job plan") for n in names)
+    assert any(c.startswith("blackwell-stack kernel build") for c in sec.commands)
