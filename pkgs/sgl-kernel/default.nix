@@ -19,6 +19,7 @@
 # for pyproject builds (mk-python-derivation.nix, withDistOutput).
 {
   lib,
+  autoAddDriverRunpath,
   buildPythonPackage,
   fetchFromGitHub,
   fetchzip,
@@ -141,6 +142,9 @@ let
     );
 
     nativeBuildInputs = [
+      # libcuda.so.1 comes from the host's driver (/run/opengl-driver/lib),
+      # as for torch-bin (pkgs/development/python-modules/torch/bin/default.nix).
+      autoAddDriverRunpath
       cudaPackages.cuda_nvcc
     ];
 
