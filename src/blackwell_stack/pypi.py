@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,10 +50,26 @@ def release_files(name: str, version: str, *, index_json: str = PYPI_JSON) -> li
             "check the version",
         )
     return [
-        ReleaseFile(name, version, f["filename"], f["url"], f["digests"]["sha256"], f["size"], f["packagetype"])
+        ReleaseFile(name, version, f["filename"], file_url(url, f["url"]), f["digests"]["sha256"], f["size"], f["packagetype"])
         for f in files
         if not f.get("yanked")
     ]
+
+
+FILES_HOST = "https://files.pythonhosted.org/packages/"
+# Mirrors of pypi.org (bandersnatch-style) answer with URLs relative to the
+# JSON document, e.g. ../../packages/packages/97/b4/<digest>/<file>, under
+# which sits PyPI's own /packages/<hash path>. Pins record PyPI's canonical
+# file URL, so they hold on every machine; the sha256 check is the same.
+_MIRROR_PREFIX = "/packages/packages/"
+
+
+def file_url(document_url: str, url: str) -> str:
+    resolved = urllib.parse.urljoin(document_url, url)
+    path = urllib.parse.urlsplit(resolved).path
+    if path.startswith(_MIRROR_PREFIX):
+        return FILES_HOST + path[len(_MIRROR_PREFIX):]
+    return resolved
 
 
 def pick(files: list[ReleaseFile], pattern: str) -> ReleaseFile:
