@@ -27,9 +27,13 @@ TARGET_CUDA_MAJOR = 13
 class Environment:
     """The distributions visible to one interpreter."""
 
-    def __init__(self, python: str | None = None):
+    def __init__(self, python: str | None = None, *, paths: list[str] | None = None):
+        """The environment of `python` (asked for its sys.path), or of explicit site directories."""
         self.python = python or sys.executable
-        if python:
+        if paths is not None:
+            self.python = f"site directories {', '.join(paths)}"
+            self.version = sys.version.split()[0]
+        elif python:
             try:
                 r = subprocess.run(
                     [python, "-c", "import sys, json; print(json.dumps([sys.version.split()[0], sys.path]))"],
@@ -42,7 +46,7 @@ class Environment:
             self.version, paths = json.loads(r.stdout)
         else:
             self.version, paths = sys.version.split()[0], list(sys.path)
-        self.paths = [p for p in paths if p and Path(p).is_dir()]
+        self.paths = [str(p) for p in paths if p and Path(p).is_dir()]
         self.dists: dict[str, importlib.metadata.Distribution] = {}
         for d in importlib.metadata.distributions(path=self.paths):
             name = _normalize(d.metadata["Name"] or "")
