@@ -253,3 +253,75 @@ def test_plan_section_shows_pin_patches_recipe_and_jobs():
     assert any(n == "recipe cmake flags" and "-DSGL_KERNEL_CUDA_ARCHS=12.0a" in i.value for n, i in zip(names, sec.items))
     assert any(n.startswith("job plan") for n in names)
     assert any(c.startswith("blackwell-stack kernel build") for c in sec.commands)
+
+
+# --- the build runner on a real (tiny) scikit-build-core project --------------------------------
+
+_PROBE_CMAKE = """cmake_minimum_required(VERSION 3.15)
+project(probe LANGUAGES C)
+add_library(probe MODULE probe.c)
+file(WRITE "${CMAKE_BINARY_DIR}/seen.txt"
+  "archs=${SGL_KERNEL_CUDA_ARCHS} threads=${SGL_KERNEL_COMPILE_THREADS} fp4=${SGL_KERNEL_ENABLE_FP4} "
+  "env=$ENV{TORCH_CUDA_ARCH_LIST} jobs=$ENV{CMAKE_BUILD_PARALLEL_LEVEL}\\n")
+install(TARGETS probe LIBRARY DESTINATION sgl_kernel)
+install(FILES "${CMAKE_BINARY_DIR}/seen.txt" DESTINATION sgl_kernel)
+"""
+
+
+def _probe_project(root: Path, c_source: str) -> Path:
+    kdir = root / "sgl-kernel"
+    (kdir / "python" / "sgl_kernel").mkdir(parents=True)
+    (kdir / "CMakeLists.txt").write_text(_PROBE_CMAKE)
+    (kdir / "probe.c").write_text(c_source)
+    (kdir / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n'
+        '[tool.scikit-build]\nwheel.packages = []\nninja.make-fallback = false\n'
+    )
+    return kdir
+
+
+def _probe_plan(kdir: Path, out: Path):
+    from blackwell_stack.kernel import build, jobs
+
+    pytest.importorskip("scikit_build_core", reason="pip install scikit-build-core (a test dependency)")
+    if not (shutil.which("cmake") and shutil.which("ninja")):
+        pytest.skip("cmake and ninja are needed")
+    rec = recipe.load()
+    job_plan = jobs.plan(cores=2, available_mib=10**6, rule=jobs.rule_from_recipe(rec), archs=1)
+    planned = {**job_plan.environment(), **job_plan.defines()}
+    host = jobs.Host(2, 10**6, None, 0, "test")
+    source = build.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
+    command = build.wheel_command(sys.executable, kdir, out, recipe.skbuild_config_settings(rec, None, planned))
+    return build.BuildPlan(
+        source, "12.0a", job_plan, host, recipe.defines(rec, None, planned), recipe.environment(rec, None, planned),
+        command, out, out / "build.log", [], [], series=[],
+    )
+
+
+@pytest.mark.slow
+def test_build_runner_passes_the_recipe_to_scikit_build_core(tmp_path):
+    from blackwell_stack.kernel import build
+
+    kdir = _probe_project(tmp_path, "int probe(void) { return 120; }\n")
+    plan = _probe_plan(kdir, tmp_path / "dist")
+    wheel = build.run_build(plan)
+    assert wheel.name.startswith("sgl_kernel-0.3.21-") and wheel.suffix == ".whl"
+    with zipfile.ZipFile(wheel) as zf:
+        seen = zf.read("sgl_kernel/seen.txt").decode()
+    assert seen.strip() == f"archs=12.0a threads={plan.job_plan.threads} fp4=ON env=12.0a jobs={plan.job_plan.jobs}"
+    log = plan.log_path.read_text()
+    assert log.startswith("$ ") and "--no-build-isolation" in log and "[1/2]" in log  # ninja steps reach the log
+
+
+@pytest.mark.slow
+def test_build_failure_exits_7_with_the_log(tmp_path):
+    from blackwell_stack.errors import BuildError
+    from blackwell_stack.kernel import build
+
+    kdir = _probe_project(tmp_path, "int probe(void) { return 120 }\n")  # a real compile error
+    plan = _probe_plan(kdir, tmp_path / "dist")
+    with pytest.raises(BuildError) as exc:
+        build.run_build(plan)
+    assert exc.value.code == 7
+    assert str(plan.log_path) in exc.value.hint and "error" in exc.value.message

@@ -89,6 +89,7 @@ class BuildPlan:
     log_path: Path
     patches_to_apply: list[str]
     patches_applied: list[str]
+    series: list[patchcheck.Patch] | None = None  # None: patches/sgl-kernel
 
     def to_json(self) -> dict:
         return {
@@ -108,6 +109,16 @@ class BuildPlan:
             "command": self.command,
             "log": str(self.log_path),
         }
+
+
+def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings: list[str]) -> list[str]:
+    """pip wheel without build isolation (the venv's pinned torch is compiled against), defines as -C settings."""
+    return [
+        python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--verbose",
+        "--wheel-dir", str(out_dir),
+        *[f"--config-settings={s}" for s in config_settings],
+        str(kernel_dir),
+    ]
 
 
 def make_plan(
@@ -154,12 +165,7 @@ def make_plan(
     out_dir = Path(out_dir).resolve()
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     log_path = out_dir / f"sgl-kernel-build-{stamp}.log"
-    command = [
-        python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--verbose",
-        "--wheel-dir", str(out_dir),
-        *[f"--config-settings={s}" for s in recipe.skbuild_config_settings(rec, arch, planned)],
-        str(source.kernel_dir),
-    ]
+    command = wheel_command(python, source.kernel_dir, out_dir, recipe.skbuild_config_settings(rec, arch, planned))
     return BuildPlan(
         source, arch, job_plan, host, defines, env, command, out_dir, log_path,
         [n for n, s in states.items() if s == patchcheck.APPLICABLE],
@@ -170,7 +176,7 @@ def make_plan(
 def run_build(plan: BuildPlan, stream=None) -> Path:
     """Apply the patches, run the wheel build with a progress bar and a log; the wheel's path."""
     stream = stream or sys.stderr
-    _, applied = patchcheck.apply_series(plan.source.kernel_dir)
+    _, applied = patchcheck.apply_series(plan.source.kernel_dir, plan.series)
     for name in applied:
         print(f"applied {name}", file=stream)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
