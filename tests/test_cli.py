@@ -55,3 +55,9 @@ def test_stack_error_is_a_message_not_a_traceback(tmp_path):
     assert result.stderr.startswith("error: ")
     assert "Traceback" not in result.stderr
     assert main(["pins", "show"]) == 0
+
+
+def test_kernel_sources_update_is_wired_and_names_known_pins():
+    result = run_cli("pins", "update", "kernel-sources", "--only", "no-such-pin")
+    assert result.returncode == 2
+    assert "no such pin" in result.stderr and "fetchcontent.repo-cutlass" in result.stderr

@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     pypi.add_argument("--index-url", default=None, help="PyPI JSON API base (default: https://pypi.org/pypi)")
     pypi.set_defaults(func=cmd_update_pypi)
 
+    ks = usub.add_parser("kernel-sources", help="prefetch and hash sgl-kernel's source and FetchContent pins (needs Nix and GitHub)")
+    ks.add_argument("--refresh", action="store_true", help="re-hash every pin, not only the unverified ones")
+    ks.add_argument("--only", action="append", metavar="ID", help="hash only this pin (e.g. fetchcontent.repo-cutlass; repeatable)")
+    ks.add_argument("--file", type=Path, help="sources file (default: pkgs/sgl-kernel/sources.json)")
+    ks.set_defaults(func=cmd_update_kernel_sources)
+
     ven = psub.add_parser("vendor", help="check a kept wheel against its pin and add it to the Nix store")
     ven.add_argument("wheel", type=Path, metavar="FILE.whl")
     ven.add_argument("--file", type=Path, action="append", dest="files", help="pins file(s) to match against (default: all)")
@@ -92,6 +98,17 @@ def cmd_update_pypi(args: argparse.Namespace) -> int:
         index_json=args.index_url or pypi_api.PYPI_JSON,
     )
     _print_written(args.file, data)
+    return 0
+
+
+def cmd_update_kernel_sources(args: argparse.Namespace) -> int:
+    from blackwell_stack.kernel.sources import update
+
+    done = update(args.file, refresh=args.refresh, only=args.only)
+    if not done:
+        print("every kernel source pin is verified already (use --refresh to re-hash)")
+        return 0
+    output.table(["pin", "hash"], done)
     return 0
 
 
