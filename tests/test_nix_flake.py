@@ -204,3 +204,8 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
         if not pins["packages"][name]["wheels"][key]["verified"]
     ]
 
+
+
+def test_the_module_the_flake_exports_exists():
+    assert (REPO / "modules" / "sglang.nix").is_file(), "flake.nix's nixosModules.sglang imports ./modules/sglang.nix"
+
