@@ -10,6 +10,7 @@
   cudaPackages_13_0,
   cmake,
   ninja,
+  writeShellScriptBin,
   poetry2nix,
 }:
 let
@@ -29,6 +30,12 @@ let
       ps.pytest
     ];
   };
+
+  # `blackwell-stack` runs the checkout's src/ (PYTHONPATH, set below), so
+  # edits take effect without a rebuild.
+  cliFromCheckout = writeShellScriptBin "blackwell-stack" ''
+    exec ${pythonEnv}/bin/python -m blackwell_stack "$@"
+  '';
 in
 # sgl-kernel's CMakeLists sets policies CMP0169/CMP0177 that CMake < 3.30/3.31 rejects.
 assert lib.assertMsg (lib.versionAtLeast cmake.version "3.31")
@@ -36,6 +43,7 @@ assert lib.assertMsg (lib.versionAtLeast cmake.version "3.31")
 mkShell {
   packages = [
     pythonEnv
+    cliFromCheckout
     cudaPackages_13_0.cuda_nvcc
     cudaPackages_13_0.cuda_cudart
     cudaPackages_13_0.cuda_cccl
@@ -44,7 +52,7 @@ mkShell {
   ];
 
   shellHook = ''
-    # The CLI from this checkout, so edits take effect without a rebuild.
+    # The CLI from this checkout (src/ on PYTHONPATH).
     if [ -f "$PWD/flake.nix" ] && [ -d "$PWD/src/blackwell_stack" ]; then
       export PYTHONPATH="$PWD/src''${PYTHONPATH:+:$PYTHONPATH}"
     fi
