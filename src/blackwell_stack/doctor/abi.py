@@ -70,13 +70,21 @@ def _pypi_remote(spec: str) -> remote_zip.RemoteFile | None:
     )
 
 
-def _installed_dir(dist_name: str, package_dir: str) -> tuple[Path, str]:
+def _installed_dir(dist_name: str, package_dir: str, environment=None) -> tuple[Path, str]:
+    """Where an installed distribution's package lives: in `environment` (envcheck.Environment) or this Python."""
+    where = environment.python if environment is not None else _python()
     try:
-        dist = importlib.metadata.distribution(dist_name)
+        if environment is not None:
+            dist = environment.get(dist_name)
+            if dist is None:
+                raise importlib.metadata.PackageNotFoundError(dist_name)
+        else:
+            dist = importlib.metadata.distribution(dist_name)
     except importlib.metadata.PackageNotFoundError:
         raise StackError(
-            f"{dist_name} is not installed in this Python environment ({_python()})",
-            f"install it, or pass a wheel or directory with --{'torch' if dist_name == 'torch' else 'kernel'}",
+            f"{dist_name} is not installed in this Python environment ({where})",
+            f"install it, pass --python of the venv that has it, or pass a wheel or directory with "
+            f"--{'torch' if dist_name == 'torch' else 'kernel'}",
         ) from None
     path = Path(dist.locate_file(package_dir))
     if not path.is_dir():
@@ -111,7 +119,7 @@ def _add_elf(side: Side, name: str, e: elf.ElfFile, *, want: str) -> None:
             side.defined.setdefault(s.name, name.rsplit("/", 1)[-1])
 
 
-def load_kernel(spec: str) -> Side:
+def load_kernel(spec: str, environment=None) -> Side:
     """The kernel side: a wheel, a directory, a .so, `env` (installed sgl-kernel) or `pypi:sgl-kernel==V`."""
     remote = _pypi_remote(spec) if spec != ENV else None
     if remote is not None:
@@ -125,7 +133,7 @@ def load_kernel(spec: str) -> Side:
         spec = str(dest)
     version = None
     if spec == ENV:
-        path, version = _installed_dir("sgl-kernel", "sgl_kernel")
+        path, version = _installed_dir("sgl-kernel", "sgl_kernel", environment)
         spec = str(path)
     # The same per-library reports as `inspect`, read in parallel.
     report = inspection.inspect_path(spec, reader="own")
@@ -146,14 +154,14 @@ def load_kernel(spec: str) -> Side:
     return side
 
 
-def load_torch(spec: str, kernel: Side) -> Side:
+def load_torch(spec: str, kernel: Side, environment=None) -> Side:
     """The torch side: a wheel, a torch/lib directory, `env`, or `pypi:torch==V` (range-read, cached)."""
     remote = _pypi_remote(spec) if spec != ENV else None
     if remote is not None:
         return _load_remote_torch(remote, kernel)
     version = None
     if spec == ENV:
-        path, version = _installed_dir("torch", "torch/lib")
+        path, version = _installed_dir("torch", "torch/lib", environment)
         source = wheelzip.DirSource(path)
     else:
         source = wheelzip.open_source(spec)
@@ -250,9 +258,10 @@ def signature_difference(wanted: str, present: str) -> str | None:
     return "; ".join(diffs) or None
 
 
-def check(kernel_spec: str = ENV, torch_spec: str = ENV) -> dict:
-    kernel = load_kernel(kernel_spec)
-    torch = load_torch(torch_spec, kernel)
+def check(kernel_spec: str = ENV, torch_spec: str = ENV, *, environment=None) -> dict:
+    """Compare a kernel and a torch; `env` means installed in `environment` (default: this Python)."""
+    kernel = load_kernel(kernel_spec, environment)
+    torch = load_torch(torch_spec, kernel, environment)
     return compare(kernel, torch)
 
 

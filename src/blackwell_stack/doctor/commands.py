@@ -85,6 +85,9 @@ def print_inspect(report: dict) -> None:
     libs = ", ".join(report["torch_libraries"]) or "none"
     print(f"torch:        {report['torch_symbols']} symbols from {libs}")
     print(f"fatbin check: {'cuobjdump ' + report['cuobjdump'] if report['cuobjdump'] else 'own reader only'}")
+    for f in report["files"]:
+        if f.get("relocatable"):
+            print(f"relocatable:  {f['name']}: {', '.join(f['relocatable'])} (device-link inputs, never loaded as is)")
     for e in report["errors"]:
         print(f"error: {e['name']}: {e['error']}")
     for n in report["notes"]:
@@ -134,7 +137,8 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 def run_abi(args: argparse.Namespace) -> int:
-    result = abi.check(args.kernel, args.torch)
+    environment = envcheck.Environment(args.python) if args.python else None
+    result = abi.check(args.kernel, args.torch, environment=environment)
     if args.abi_json or args.json:
         output.dump_json(result)
     else:
