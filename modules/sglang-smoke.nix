@@ -93,7 +93,12 @@ in
 
   config = lib.mkIf (cfg.enable && smoke.enable) {
     systemd.services.sglang.serviceConfig.ExecStartPost = lib.mkAfter [
-      "${lib.getExe' smoke.package "blackwell-stack"} ${utils.escapeSystemdExecArgs smokeArgs}"
+      (
+        "${lib.getExe' smoke.package "blackwell-stack"} ${utils.escapeSystemdExecArgs smokeArgs}"
+        # The key that sglang.nix hands over with LoadCredential=api-key:...; %d is the
+        # unit's credentials directory (systemd.unit(5)), so it must stay unescaped.
+        + lib.optionalString (cfg.apiKeyFile != null) " --api-key-file %d/api-key"
+      )
     ];
   };
 }

@@ -152,3 +152,15 @@ def test_bench_compares_with_an_explicit_baseline(served, capsys, tmp_path):
     assert main(argv) == 1
     printed = capsys.readouterr().out
     assert "impossible" in printed and "below" in printed
+
+
+def test_api_key_file_is_sent_and_bad_files_are_refused(served, capsys, tmp_path):
+    url, models = served
+    key = tmp_path / "api-key"
+    key.write_text("secret\n")
+    code = main(["smoke", url, "--model", models["bang"], "--max-tokens", "48", "--api-key-file", str(key), "--json"])
+    assert code == 1 and json.loads(capsys.readouterr().out)["verdicts"][0]["check"] == "char-run"
+    key.write_text("")
+    assert main(["smoke", url, "--api-key-file", str(key)]) == 2
+    assert main(["bench", url, "--api-key-file", str(tmp_path / "missing")]) == 2
+    assert "hint:" in capsys.readouterr().err

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
     p.add_argument("--max-tokens", type=int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
     p.add_argument("--timeout", type=float, default=smoke_mod.DEFAULT_TIMEOUT_S, help="seconds per request (default %(default)s)")
-    p.add_argument("--api-key", help="bearer token, if the server wants one")
+    _api_key_args(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_smoke)
 
@@ -65,9 +65,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
-    b.add_argument("--api-key", help="bearer token, if the server wants one")
+    _api_key_args(b)
     b.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     b.set_defaults(func=cmd_bench)
+
+
+def _api_key_args(parser: argparse.ArgumentParser) -> None:
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--api-key", help="bearer token, if the server wants one (visible in the process list)")
+    keys.add_argument("--api-key-file", help="file holding the bearer token (a systemd credential, for example)")
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    if not args.api_key_file:
+        return args.api_key
+    try:
+        key = Path(args.api_key_file).read_text().strip()
+    except OSError as exc:
+        raise StackError(f"cannot read --api-key-file {args.api_key_file}: {exc.strerror}", "pass a readable file that holds the key") from None
+    if not key:
+        raise StackError(f"--api-key-file {args.api_key_file} is empty", "write the server's API key into that file")
+    return key
 
 
 async def _model(endpoint: Endpoint, model: str | None) -> str:
@@ -89,7 +107,7 @@ async def _model(endpoint: Endpoint, model: str | None) -> str:
 def cmd_smoke(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise StackError("--max-tokens must be at least 1", "for example --max-tokens 128")
-    endpoint = Endpoint.parse(args.url, args.api_key)
+    endpoint = Endpoint.parse(args.url, _api_key(args))
 
     async def go():
         model = await _model(endpoint, args.model)
@@ -156,7 +174,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup_requests=args.warmup,
     )
     bench_mod.validate(config)
-    endpoint = Endpoint.parse(args.url, args.api_key)
+    endpoint = Endpoint.parse(args.url, _api_key(args))
     counter = TokenizerCounter(args.tokenizer) if args.tokenizer else None
     if args.baseline and args.baseline.lower() != "none":
         baseline_mod.load(args.baseline)  # fail on a bad file before the sweep, not after
