@@ -49,7 +49,8 @@ def torch_site(version: str, root: Path) -> Path:
     remote = remote_zip.pypi_file("torch", version, f"torch-{version}-cp312-cp312-manylinux_2_28_x86_64.whl")
     site = root / f"torch-{version}-site"
     with remote_zip.RemoteWheel(remote) as wheel:
-        for member in [f"torch-{version}.dist-info/METADATA", "torch/version.py"] + [f"torch/lib/{n}" for n in TORCH_LIBS]:
+        members = [f"torch-{version}.dist-info/METADATA", "torch/version.py"] + [f"torch/lib/{n}" for n in TORCH_LIBS]
+        for member in members:
             _place(wheel.fetch_member(member), site / member)
     return site
 

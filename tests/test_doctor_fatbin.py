@@ -12,7 +12,12 @@ from blackwell_stack.doctor import cuobjdump, elf, fatbin, inspection
 
 NVCC_CANDIDATES = ("/usr/local/cuda-13.0/bin/nvcc", "/usr/local/cuda/bin/nvcc")
 
-KERNEL = "__global__ void scale(float *x, float a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n"
+KERNEL = (
+    "__global__ void scale(float *x, float a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] *= a;\n"
+    "}\n"
+)
 
 
 def _nvcc() -> str:

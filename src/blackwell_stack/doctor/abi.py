@@ -171,7 +171,7 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
             source = wheelzip.DirSource(source.path / "lib")
     side = Side(label=source.label, version=version)
     if source.kind == "wheel":
-        dist = inspection._distribution(source)
+        dist = inspection.distribution_of(source)
         side.version = dist.get("version") if dist else None
     names = [m.name for m in source.elf_members if m.name.rsplit("/", 1)[-1] in linkage.TORCH_LIBRARIES]
     if not names:

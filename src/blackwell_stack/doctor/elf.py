@@ -253,7 +253,9 @@ def parse(data, label: str = "<buffer>") -> ElfFile:
              e_shnum, e_shstrndx) = struct.unpack_from(end + "HHIIIIIHHHHHH", data, 16)
             sh_fmt = end + "IIIIIIIIII"
     except struct.error:
-        raise BadElfError(f"{label}: the ELF header is truncated", "the file is incomplete; download it again") from None
+        raise BadElfError(
+            f"{label}: the ELF header is truncated", "the file is incomplete; download it again"
+        ) from None
     elf.elf_type, elf.machine, elf.flags = e_type, e_machine, e_flags
     if e_shoff == 0:
         return elf  # no section table (stripped to program headers only)

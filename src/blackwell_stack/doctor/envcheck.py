@@ -40,7 +40,9 @@ class Environment:
                     capture_output=True, text=True, timeout=60,
                 )
             except OSError as exc:
-                raise StackError(f"cannot run {python}: {exc.strerror or exc}", "pass the path of a python binary") from None
+                raise StackError(
+                    f"cannot run {python}: {exc.strerror or exc}", "pass the path of a python binary"
+                ) from None
             if r.returncode != 0:
                 raise StackError(f"{python} failed: {r.stderr.strip()[-300:]}", "pass the path of a working python")
             self.version, paths = json.loads(r.stdout)

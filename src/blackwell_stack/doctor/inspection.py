@@ -150,7 +150,7 @@ def summarize(source, results: list[dict], binary: str | None) -> dict:
     disagree = [r["name"] for r in ok if r["cuobjdump"] and r["cuobjdump"].get("agrees") is False]
     if disagree:
         notes.append(f"the fatbin reader and cuobjdump disagree on: {', '.join(disagree)}")
-    dist = _distribution(source)
+    dist = distribution_of(source)
     return {
         "path": source.label,
         "kind": source.kind,
@@ -169,7 +169,7 @@ def summarize(source, results: list[dict], binary: str | None) -> dict:
     }
 
 
-def _distribution(source) -> dict | None:
+def distribution_of(source) -> dict | None:
     """Name and version from the wheel's METADATA, when there is one."""
     meta_name = next((n for n in source.names if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
     if meta_name is None:
