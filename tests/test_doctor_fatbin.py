@@ -10,6 +10,8 @@ import pytest
 
 from blackwell_stack.doctor import cuobjdump, elf, fatbin, inspection
 
+pytestmark = pytest.mark.cuda
+
 NVCC_CANDIDATES = ("/usr/local/cuda-13.0/bin/nvcc", "/usr/local/cuda/bin/nvcc")
 
 KERNEL = (
