@@ -141,7 +141,9 @@ def test_memory_figure_is_the_measured_one(repo):
     """recipe.json's per-job figure is the largest single-target peak in the measurement results."""
     results = json.loads((repo / "benchmarks/kernel-compile-memory/results.json").read_text())
     single = [r for r in results["runs"] if r["gencode_archs"] == ["sm_120a"] and r["exit_code"] == 0]
-    assert {r["nvcc_threads"] for r in single} >= {1, 4}
+    fp4_gemm = [r for r in single if "nvfp4_scaled_mm_kernels.cu" in r["translation_unit"]]
+    assert {r["nvcc_threads"] for r in fp4_gemm} >= {1, 4}  # --threads does not change a one-target peak
+    assert max(r["peak_tree_rss_mib"] for r in fp4_gemm) - min(r["peak_tree_rss_mib"] for r in fp4_gemm) < 64
     assert REAL["memory"]["per_nvcc_thread_peak_mib"] == max(r["peak_tree_rss_mib"] for r in single)
     # The rule charges each concurrent target that figure: an upper bound for the multi-target runs.
     for r in results["runs"]:
