@@ -61,7 +61,7 @@ def check_source(src: str | Path) -> SourceCheck:
     version = pyproject_version(kdir)
     rev = None
     try:
-        r = subprocess.run(["git", "-C", str(kdir), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(["git", "-C", str(kdir), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30, check=False)
         rev = r.stdout.strip() if r.returncode == 0 else None
     except (FileNotFoundError, subprocess.TimeoutExpired):
         rev = None

@@ -40,7 +40,7 @@ def _strip_comments(text: str) -> str:
 
 def cmake_set(text: str, name: str) -> list[str] | None:
     """Items of the first `set(NAME item ...)` in CMake text (quotes removed), or None if absent."""
-    m = re.search(r"\bset\s*\(\s*" + re.escape(name) + r"\b(.*?)\)", _strip_comments(text), re.S)
+    m = re.search(r"\bset\s*\(\s*" + re.escape(name) + r"\b(.*?)\)", _strip_comments(text), re.DOTALL)
     if not m:
         return None
     return [item.strip('"') for item in re.findall(r'"[^"]*"|\S+', m.group(1))]

@@ -163,10 +163,10 @@ def _find(lines: list[str], block: list[str], near: int) -> int | None:
         return max(0, min(near, len(lines)))
     n, first = len(block), block[0]
     best = None
-    for start in range(0, len(lines) - n + 1):
-        if lines[start] == first and lines[start : start + n] == block:
-            if best is None or abs(start - near) < abs(best - near):
-                best = start
+    for start in range(len(lines) - n + 1):
+        matches = lines[start] == first and lines[start : start + n] == block
+        if matches and (best is None or abs(start - near) < abs(best - near)):
+            best = start
     return best
 
 
@@ -174,7 +174,7 @@ def _nearest_text(lines: list[str], block: list[str], near: int) -> tuple[int, l
     """Where the tree looks most like `block` (most equal lines at the same offsets), ties nearest `near`."""
     n = max(1, len(block))
     best_start, best_score = max(0, min(near, max(0, len(lines) - n))), -1
-    for start in range(0, max(1, len(lines) - n + 1)):
+    for start in range(max(1, len(lines) - n + 1)):
         window = lines[start : start + n]
         score = sum(1 for a, b in zip(window, block) if a == b)
         if score > best_score or (score == best_score and abs(start - near) < abs(best_start - near)):

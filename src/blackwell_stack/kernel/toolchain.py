@@ -46,7 +46,7 @@ def pinned_torch() -> tuple[str, str, str]:
 
 def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
     except FileNotFoundError:
         return 127, ""
     except subprocess.TimeoutExpired:
