@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
@@ -134,14 +135,23 @@ def check_nvcc() -> Check:
     return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix)
 
 
+def build_tool(name: str, python: str | None) -> str | None:
+    """cmake/ninja as scikit-build-core will find them: beside the venv's Python first, then on PATH."""
+    if python:
+        beside = Path(python).parent / name
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside)
+    return shutil.which(name)
+
+
 def parse_cmake_version(text: str) -> Version | None:
     m = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", text)
     return Version(m.group(1)) if m else None
 
 
-def check_cmake() -> Check:
+def check_cmake(python: str | None = None) -> Check:
     fix = f"install CMake >= {MIN_CMAKE} in the build environment: python -m pip install 'cmake>={MIN_CMAKE}'"
-    path = shutil.which("cmake")
+    path = build_tool("cmake", python)
     if not path:
         return Check("cmake", False, "not on PATH", fix)
     code, out = _run([path, "--version"])
@@ -152,9 +162,9 @@ def check_cmake() -> Check:
     return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix)
 
 
-def check_ninja() -> Check:
+def check_ninja(python: str | None = None) -> Check:
     fix = "python -m pip install ninja (or apt-get install ninja-build)"
-    path = shutil.which("ninja")
+    path = build_tool("ninja", python)
     if not path:
         return Check("ninja", False, "not on PATH", fix)
     code, out = _run([path, "--version"])
@@ -162,7 +172,7 @@ def check_ninja() -> Check:
 
 
 def check_all(python: str) -> list[Check]:
-    return [*check_torch(python), check_nvcc(), check_cmake(), check_ninja()]
+    return [*check_torch(python), check_nvcc(), check_cmake(python), check_ninja(python)]
 
 
 def require_toolchain(python: str) -> list[Check]:
