@@ -341,3 +341,49 @@ def test_cmake_beside_the_venv_python_wins_over_path(tmp_path):
     assert toolchain.build_tool("cmake", str(venv_bin / "python")) == str(venv_bin / "cmake")
     assert toolchain.build_tool("cmake", str(tmp_path / "elsewhere" / "python")) == real
     assert str(venv_bin / "cmake") in toolchain.check_cmake(str(venv_bin / "python")).found
+
+
+# --- the unified-diff parser and hunk matcher against difflib's own diffs -------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def edited_file(draw):
+    """Unique lines (no ambiguous matches), an edited copy, and lines to shift the old file by."""
+    old = [f"line {n}" for n in draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=60, unique=True))]
+    new, fresh = [], iter(range(10**6 + 1, 10**7))
+    for line in old:
+        action = draw(st.sampled_from(["keep", "keep", "keep", "drop", "change", "insert"]))
+        if action == "keep":
+            new.append(line)
+        elif action == "change":
+            new.append(f"changed {next(fresh)}")
+        elif action == "insert":
+            new += [line, f"added {next(fresh)}"]
+    shift = [f"shift {n}" for n in range(draw(st.integers(0, 5)))]
+    return old, new, shift
+
+
+@settings(max_examples=150, deadline=None)
+@given(edited_file())
+def test_difflib_diffs_check_and_apply_like_patch(tmp_path_factory, case):
+    import difflib
+
+    old, new, shift = case
+    if old == new:
+        return
+    tmp = tmp_path_factory.mktemp("diff")
+    body = list(difflib.unified_diff(old, new, "a/f.txt", "b/f.txt", lineterm="", n=3))
+    (tmp / "0001-x.patch").write_text("an edit\n\n" + "\n".join(body) + "\n")
+    patch = patchcheck.parse_patch(tmp / "0001-x.patch")
+    assert patch.description == "an edit"
+    fp = patch.files[0]
+    old_text = "\n".join(shift + old) + "\n"
+    results, after = patchcheck.check_file(patch, fp, old_text)
+    assert {r.state for r in results} == {patchcheck.APPLICABLE}
+    assert after == "\n".join(shift + new) + "\n"
+    assert all(r.offset == len(shift) for r in results)
+    again, unchanged = patchcheck.check_file(patch, fp, after)
+    assert {r.state for r in again} == {patchcheck.APPLIED} and unchanged == after

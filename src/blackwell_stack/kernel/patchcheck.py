@@ -184,12 +184,26 @@ def _nearest_text(lines: list[str], block: list[str], near: int) -> tuple[int, l
 
 def _classify(lines: list[str], hunk: Hunk, delta: int) -> tuple[str, int | None]:
     """State of one hunk in `lines`, and the 0-based start where its old (applicable) or new (applied) text is."""
-    near_old = hunk.old_start - 1 + delta
-    near_new = hunk.new_start - 1
+    near_old = max(0, hunk.old_start - 1 + delta)
+    near_new = max(0, hunk.new_start - 1)
+    # An empty block (a hunk that deletes everything it touches, or inserts into an empty file)
+    # matches anywhere, so it is no evidence: decide by the other block alone.
+    if not hunk.new:
+        at_old = _find(lines, hunk.old, near_old)
+        return (APPLICABLE, at_old) if at_old is not None else (APPLIED, min(near_new, len(lines)))
+    if not hunk.old:
+        at_new = _find(lines, hunk.new, near_new)
+        return (APPLIED, at_new) if at_new is not None else (APPLICABLE, min(near_old, len(lines)))
     at_old = _find(lines, hunk.old, near_old) if hunk.old != hunk.new else None
     at_new = _find(lines, hunk.new, near_new)
     if at_old is not None and at_new is not None:
-        # Both texts exist (a pure insertion whose context also occurs elsewhere): trust the nearer.
+        # Both texts exist. One inside the other is one text seen twice: a deletion's new text
+        # (its context) sits inside its old text, an insertion's old text inside its new one.
+        if at_old <= at_new and at_new + len(hunk.new) <= at_old + len(hunk.old):
+            return APPLICABLE, at_old
+        if at_new <= at_old and at_old + len(hunk.old) <= at_new + len(hunk.new):
+            return APPLIED, at_new
+        # Otherwise the texts are in different places: trust the one nearer the hunk's line.
         if abs(at_new - near_new) <= abs(at_old - near_old):
             return APPLIED, at_new
         return APPLICABLE, at_old
@@ -222,23 +236,25 @@ def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[Hunk
         ], None
     trailing_newline = text.endswith("\n")
     lines = text.splitlines()
-    delta = 0  # how far applied hunks moved later line numbers, as patch tracks it
+    delta = 0  # where the next hunk's old text is expected, relative to its old line number
+    grown = 0  # lines the hunks before this one added (or removed) in `lines`
     for h in fp.hunks:
         state, at = _classify(lines, h, delta)
         if state == APPLICABLE:
-            offset = at - (h.old_start - 1 + delta)
+            # Reported like GNU patch: the distance from the hunk's line in the original file.
+            offset = at - (h.old_start - 1) - grown
             lines[at : at + len(h.old)] = h.new
             results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, offset))
         elif state == APPLIED:
             results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, at - (h.new_start - 1)))
-        if at is not None:
-            # Later hunks' old line numbers now sit this far from where the old file had them.
-            delta = at - (h.old_start - 1) + len(h.new) - len(h.old)
         else:
             start, now = _nearest_text(lines, h.old, h.old_start - 1 + delta)
             results.append(
                 HunkResult(patch.name, fp.path, h.index, h.header, state, start + 1, upstream_now=now, expected=h.old)
             )
+        if at is not None:
+            grown += len(h.new) - len(h.old)
+            delta = at - (h.old_start - 1) + len(h.new) - len(h.old)
     if fp.new_path is None:  # deletion
         return results, None
     return results, "\n".join(lines) + ("\n" if trailing_newline or not lines else "")
