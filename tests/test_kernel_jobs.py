@@ -137,3 +137,18 @@ def test_script_refuses_with_exit_6_when_nothing_fits(repo):
     assert result.returncode == 6
     assert "not enough memory to compile sgl-kernel" in result.stderr and "hint:" in result.stderr
     assert result.stdout == ""
+
+
+def test_cgroup_v1_parent_limit_applies(tmp_path):
+    proc, cg = _proc_tree(
+        tmp_path, "MemTotal: 65536000 kB\nMemAvailable: 60000000 kB\n", "4:memory:/builds/one\n1:cpu:/\n"
+    )
+    one = tmp_path / "cgroup" / "memory" / "builds" / "one"
+    one.mkdir(parents=True)
+    (one / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1 "no limit"
+    (one / "memory.usage_in_bytes").write_text(str(1024**3) + "\n")
+    (one.parent / "memory.limit_in_bytes").write_text(str(32 * 1024**3) + "\n")
+    (one.parent / "memory.usage_in_bytes").write_text(str(2 * 1024**3) + "\n")
+    host = jobs.read_host(proc, cg, cores=4)
+    assert host.cgroup_free_mib == 30 * 1024 and host.available_mib == 30 * 1024
+    assert "cgroup v1" in host.source and "builds" in host.source

@@ -166,8 +166,18 @@ def _read_int(path: str) -> int | None:
     return int(text)
 
 
+def _walk_up(rel: str):
+    """"a/b/c" -> "a/b/c", "a/b", "a", "" (a cgroup and every parent; each parent's limit applies too)."""
+    rel = rel.strip("/")
+    while True:
+        yield rel
+        if not rel:
+            return
+        rel = os.path.dirname(rel)
+
+
 def _cgroup_free_mib(proc_root: str, cgroup_root: str) -> tuple[int | None, str]:
-    """memory.max - memory.current of the tightest limited cgroup on the way up (v2), or v1's limit."""
+    """Limit minus usage of the tightest limited cgroup on the way up (v2 memory.max, v1 limit_in_bytes)."""
     try:
         with open(os.path.join(proc_root, "self", "cgroup")) as fh:
             lines = fh.read().splitlines()
@@ -179,26 +189,20 @@ def _cgroup_free_mib(proc_root: str, cgroup_root: str) -> tuple[int | None, str]
         hierarchy, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
         if hierarchy == "0" and controllers == "":  # cgroup v2
-            rel = path.strip("/")
-            while True:
-                base = os.path.join(cgroup_root, rel) if rel else cgroup_root
-                limit = _read_int(os.path.join(base, "memory.max"))
-                usage = _read_int(os.path.join(base, "memory.current"))
-                if limit is not None:
-                    free = max(0, limit - (usage or 0)) // (1 << 20)
-                    if best is None or free < best:
-                        best, where = free, f"cgroup v2 {base}"
-                if not rel:
-                    break
-                rel = os.path.dirname(rel)
+            root, limit_file, usage_file, version = cgroup_root, "memory.max", "memory.current", "v2"
         elif "memory" in controllers.split(","):  # cgroup v1
-            base = os.path.join(cgroup_root, "memory", path.strip("/"))
-            limit = _read_int(os.path.join(base, "memory.limit_in_bytes"))
-            usage = _read_int(os.path.join(base, "memory.usage_in_bytes"))
-            if limit is not None and limit < (1 << 60):  # v1 says "no limit" with a huge number
-                free = max(0, limit - (usage or 0)) // (1 << 20)
-                if best is None or free < best:
-                    best, where = free, f"cgroup v1 {base}"
+            root, limit_file, usage_file, version = os.path.join(cgroup_root, "memory"), "memory.limit_in_bytes", "memory.usage_in_bytes", "v1"
+        else:
+            continue
+        for rel in _walk_up(path):
+            base = os.path.join(root, rel) if rel else root
+            limit = _read_int(os.path.join(base, limit_file))
+            if limit is None or limit >= (1 << 60):  # "max", or v1's "no limit" (a huge number)
+                continue
+            usage = _read_int(os.path.join(base, usage_file)) or 0
+            free = max(0, limit - usage) // (1 << 20)
+            if best is None or free < best:
+                best, where = free, f"cgroup {version} {base}"
     return best, where
 
 
