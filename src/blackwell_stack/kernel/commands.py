@@ -23,12 +23,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     patches = ksub.add_parser("patches", help="the sgl-kernel patch series")
     psub = patches.add_subparsers(dest="patches_command", metavar="SUBCOMMAND")
     psub.required = True
-    p = psub.add_parser("check", help="dry-run the series against a checkout, hunk by hunk")
+    p = psub.add_parser(
+        "check",
+        help="dry-run the series against a checkout, hunk by hunk",
+        epilog="exit codes: 0 every patch applied or applicable; 1 a hunk conflicts or a patch is half applied; 2 bad --src",
+    )
     p.add_argument("--src", required=True, help="sglang checkout or its sgl-kernel directory")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_patches_check)
 
-    p = ksub.add_parser("build", help="build the sgl-kernel wheel from a checkout with the recipe (no Nix)")
+    p = ksub.add_parser(
+        "build",
+        help="build the sgl-kernel wheel from a checkout with the recipe (no Nix)",
+        epilog="exit codes: 0 built (or planned, with --dry-run); 2 bad --src or --arch; 6 toolchain wrong or "
+        "not enough memory for one job (refused before compiling); 7 the patch series does not apply, or the build failed "
+        "(the log's path is printed)",
+    )
     p.add_argument("--src", required=True, help="sglang checkout (tag v0.5.9) or its sgl-kernel directory")
     p.add_argument("--arch", default=None, help="target architectures, e.g. 12.0a or 10.0a;12.0a (default: the recipe's)")
     p.add_argument("--out", default="dist", help="directory for the wheel and the build log (default: dist/)")
