@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from blackwell_stack.errors import HashMismatch, NetworkError
+from blackwell_stack.fileio import atomic_file
 from blackwell_stack.progress import Progress
 
-USER_AGENT = "blackwell-stack/0.1 (+https://github.com/)"
+USER_AGENT = "blackwell-stack/0.1"
 
 
 def open_url(url: str, *, timeout: float = 60, headers: dict[str, str] | None = None):
@@ -33,17 +32,14 @@ def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, 
     given, only when it matches; otherwise nothing is written.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open_url(url) as resp:
-            total = resp.headers.get("Content-Length")
-            with Progress(label or dest.name, int(total) if total else None) as bar:
-                while block := resp.read(1 << 20):
-                    out.write(block)
-                    h.update(block)
-                    bar.advance(len(block))
+    with atomic_file(dest, suffix=".part") as out, open_url(url) as resp:
+        total = resp.headers.get("Content-Length")
+        with Progress(label or dest.name, int(total) if total else None) as bar:
+            while block := resp.read(1 << 20):
+                out.write(block)
+                h.update(block)
+                bar.advance(len(block))
         digest = h.hexdigest()
         if expected_sha256 and digest != expected_sha256:
             raise HashMismatch(
@@ -51,11 +47,4 @@ def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, 
                 "the upstream file changed or the download is corrupt; nothing was written. "
                 "Check the source, then re-pin it on purpose if the change is expected",
             )
-        os.replace(tmp, dest)
-        return digest
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    return digest
