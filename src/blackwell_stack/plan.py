@@ -13,6 +13,8 @@ from blackwell_stack import output
 from blackwell_stack.plan_model import PlanSection
 
 PLAN_VERSION = 1
+# Table cells longer than this are cut in the human output; --json has them whole.
+CELL_WIDTH = 72
 
 # Order of the sections in the plan; each module has plan_section().
 SECTION_MODULES = (
@@ -59,9 +61,11 @@ def run(args: argparse.Namespace) -> int:
             output.table(
                 ["item", "value", "source", "verified"],
                 [[i["name"], i["value"], i["source"], i["verified"]] for i in sec["items"]],
+                max_width=CELL_WIDTH,
             )
         for cmd in sec["commands"]:
             print(f"  $ {cmd}")
+    print("\n(long cells are cut; `blackwell-stack plan --json` has every value and source whole)")
     output.heading("Unverified")
     if not plan["unverified"]:
         print("every pin is verified")

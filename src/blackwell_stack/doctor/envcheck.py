@@ -225,7 +225,7 @@ def _sglang_check(env: Environment) -> Check:
     sg = env.get("sglang")
     if sg is None:
         return Check("python", "sglang", WARN, "not installed", "sglang is not installed here",
-                     "install the pinned sglang (main 5297b02 + SM120 patches)")
+                     "install the pinned sglang (pkgs/sglang/pins.json: `blackwell-stack serve run` needs it; `nix build .#sglang-env` gives it)")
     notes = []
     for req in sg.requires or []:
         m = re.match(r"^\s*(sgl[-_]kernel|torch|flashinfer[-_]python)\s*==\s*([^\s;,]+)\s*(;.*)?$", req)

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 from blackwell_stack.doctor import envcheck, host
+from blackwell_stack.kernel import recipe as kernel_recipe
+from blackwell_stack.paths import data_path
+from blackwell_stack.pins.store import load_pins
 from blackwell_stack.plan_model import PlanItem, PlanSection
+
+
+def _pinned_versions() -> dict[str, str]:
+    """Versions the runtime pins (pkgs/sglang/pins.json): sglang, flashinfer-python, flashinfer-cubin."""
+    pins = load_pins(data_path("pkgs", "sglang", "pins.json"))
+    return {name: pkg["version"] for name, pkg in pins.packages.items()}
 
 
 def plan_section() -> PlanSection:
     torch_pin = envcheck.pinned_torch()
+    runtime = _pinned_versions()
+    job_peak_mib = kernel_recipe.load()["memory"]["per_nvcc_thread_peak_mib"]
     s = PlanSection(key="doctor", title="Host checks (doctor)")
     s.items = [
         PlanItem("NVIDIA driver", f">= {host.MIN_DRIVER_MAJOR} (CUDA 13); reference host 590.48.01",
@@ -23,10 +34,12 @@ def plan_section() -> PlanSection:
                  source="doctor abi (dynamic symbol tables); the PyPI sgl-kernel 0.3.21 fails this on torch >= 2.10"),
         PlanItem("sgl-kernel architectures", "sgl_kernel/sm100/common_ops carries sm_120a cubins",
                  source="inspect (fatbin headers, checked against cuobjdump)"),
-        PlanItem("flashinfer", "flashinfer-python == flashinfer-cubin == 0.6.5", source="FACTS 1; flashinfer PR #2716"),
-        PlanItem("sglang", "main 5297b02 + SM120 patches (its torch/flashinfer pins relaxed)", source="FACTS 1, 2"),
+        PlanItem("flashinfer", f"flashinfer-python == flashinfer-cubin == {runtime['flashinfer-python']}",
+                 source="pkgs/sglang/pins.json; FACTS 1; flashinfer PR #2716"),
+        PlanItem("sglang", f"{runtime['sglang']} (its torch/flashinfer pins relaxed to the stack's)",
+                 source="pkgs/sglang/pins.json"),
         PlanItem("memory for a kernel build",
-                 "one nvcc job per ~13.6 GiB available (swap not counted); MAX_JOBS capped to what fits",
+                 f"one nvcc job per {job_peak_mib} MiB available (swap not counted); MAX_JOBS capped to what fits",
                  source="pkgs/sgl-kernel/recipe.json memory (measured); kernel/jobs.py; FACTS 1 (OOM kills)"),
     ]
     s.commands = [

@@ -19,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     show = psub.add_parser("show", help="every pin of the stack in one table")
     show.add_argument("--json", action="store_true")
+    show.add_argument("--wide", action="store_true", help="do not cut long cells")
     show.set_defaults(func=cmd_show)
 
     upd = psub.add_parser("update", help="resolve, download and hash pins")
@@ -63,7 +64,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     output.table(
         ["what", "version", "hash", "verified", "source"],
         [[r.what, r.version, r.hash, r.verified, r.hash_source if r.verified else f"UNVERIFIED: {r.reason}"] for r in rows],
+        max_width=None if args.wide else 60,
     )
+    if not args.wide:
+        print("\n(long cells are cut: --wide or --json shows them whole)")
     missing = [r for r in rows if not r.verified]
     if missing:
         print(f"\n{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
