@@ -23,6 +23,16 @@ let
   choicesOf = flag: types.enum table.flags.${flag}.choices;
   profileValue = flag: cfg.profile.flags.${flag}.value or table.flags.${flag}.default;
 
+  # An option for one SGLang flag whose default is the profile's value.
+  profileFlagOption =
+    flag:
+    { type, example, description }:
+    mkOption {
+      inherit type example description;
+      default = profileValue flag;
+      defaultText = literalExpression ''config.services.sglang.profile.flags."${flag}".value'';
+    };
+
   # The module's typed options, as flag settings on top of the profile (a null
   # value removes the flag; false renders nothing for a switch).
   overrides = {
@@ -137,34 +147,26 @@ in
       };
     };
 
-    tensorParallelSize = mkOption {
+    tensorParallelSize = profileFlagOption "--tensor-parallel-size" {
       type = types.ints.positive;
-      default = profileValue "--tensor-parallel-size";
-      defaultText = literalExpression ''config.services.sglang.profile.flags."--tensor-parallel-size".value'';
       example = 8;
       description = "Tensor parallel size (`--tensor-parallel-size`); larger than the GPUs of all nodes is an error.";
     };
 
-    quantization = mkOption {
+    quantization = profileFlagOption "--quantization" {
       type = types.nullOr (choicesOf "--quantization");
-      default = profileValue "--quantization";
-      defaultText = literalExpression ''config.services.sglang.profile.flags."--quantization".value'';
       example = "modelopt_fp4";
       description = "`--quantization`; `modelopt_fp4` for the NVFP4 (ModelOpt) checkpoint.";
     };
 
-    attentionBackend = mkOption {
+    attentionBackend = profileFlagOption "--attention-backend" {
       type = types.nullOr (choicesOf "--attention-backend");
-      default = profileValue "--attention-backend";
-      defaultText = literalExpression ''config.services.sglang.profile.flags."--attention-backend".value'';
       example = "triton";
       description = "`--attention-backend`. On SM120 `fa3` (sm_90a only), `trtllm_mha` (SM100 only) and the MLA backends are refused.";
     };
 
-    moeRunnerBackend = mkOption {
+    moeRunnerBackend = profileFlagOption "--moe-runner-backend" {
       type = choicesOf "--moe-runner-backend";
-      default = profileValue "--moe-runner-backend";
-      defaultText = literalExpression ''config.services.sglang.profile.flags."--moe-runner-backend".value'';
       example = "flashinfer_cutlass";
       description = "`--moe-runner-backend`. On SM120 `flashinfer_trtllm` (SM100 only) and `flashinfer_cutedsl` (NaN) are refused.";
     };
@@ -181,10 +183,8 @@ in
       '';
     };
 
-    kvCacheDtype = mkOption {
+    kvCacheDtype = profileFlagOption "--kv-cache-dtype" {
       type = choicesOf "--kv-cache-dtype";
-      default = profileValue "--kv-cache-dtype";
-      defaultText = literalExpression ''config.services.sglang.profile.flags."--kv-cache-dtype".value'';
       example = "bf16";
       description = "`--kv-cache-dtype`. FP8 without calibrated k/v scales is refused (silent long-context degradation).";
     };
