@@ -38,7 +38,7 @@ def test_verdict_text_names_option_rule_and_source(nix):
 
 def test_every_rule_names_a_declared_option(repo):
     module = (repo / "modules" / "sglang.nix").read_text()
-    declared = set(re.findall(r"^\s{4}([A-Za-z0-9.]+) = mkOption", module, re.M))
+    declared = set(re.findall(r"^\s{4}([A-Za-z0-9.]+) = (?:mkOption|profileFlagOption )", module, re.M))
     declared |= {f"model.{m}" for m in re.findall(r"^\s{6}(id|revision|path) = mkOption", module, re.M)}
     rules = json.loads((repo / "modules" / "rules.json").read_text())["rules"]
     for rule in rules:
