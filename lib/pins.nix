@@ -13,15 +13,18 @@ in
 rec {
   inherit pythonKey;
 
-  # The wheel pin of `package` for `system` and `pythonVersion` ("3.12"), as
+  # The wheel pin of `package` for `system` and `pythonVersion` ("3.12") (or
+  # its pure-Python "any" wheel), as
   # { pname, version, name, url, hash } ready for fetchurl; throws with the
   # command that fills the pin when it is missing or unverified.
   wheel = { pins, file ? "pins.json" }: package: system: pythonVersion:
     let
-      key = "${system}-${pythonKey pythonVersion}";
+      wanted = "${system}-${pythonKey pythonVersion}";
       pkg = pins.packages.${package} or (throw "blackwell-stack: ${file} has no package ${package}");
+      # A pure-Python wheel is pinned once, under "any", for every system.
+      key = if pkg.wheels ? ${wanted} then wanted else "any";
       entry = pkg.wheels.${key} or (throw
-        "blackwell-stack: ${file} pins no ${package} wheel for ${key} (pinned: ${builtins.concatStringsSep ", " (builtins.attrNames pkg.wheels)}). Add it with: ${pins.update_command}");
+        "blackwell-stack: ${file} pins no ${package} wheel for ${wanted} (pinned: ${builtins.concatStringsSep ", " (builtins.attrNames pkg.wheels)}). Add it with: ${pins.update_command}");
       usable = entry.verified or false && entry.hash or null != null && entry.url or null != null;
     in
     if !usable then

@@ -103,3 +103,16 @@ def test_verified_pin_gives_the_same_fetchurl_arguments(nix, tmp_path):
     )
     assert got == wheel_pin(load_pins(path), name, "x86_64-linux", "3.12")
     assert got == {"pname": name, "version": version, "name": release.filename, "url": url, "hash": sri}
+
+
+@pytest.mark.parametrize("package", ["sglang", "flashinfer-python", "flashinfer-cubin"])
+def test_pure_python_wheels_resolve_through_the_any_key_on_both_sides(nix, package, monkeypatch):
+    """pkgs/sglang/pins.json pins pure wheels under "any"; lib.pins and the store pick them for any system."""
+    monkeypatch.chdir(REPO)
+    pins = load_pins("pkgs/sglang/pins.json")
+    expr = (
+        '(import ./lib/pins.nix).wheel { pins = builtins.fromJSON (builtins.readFile ./pkgs/sglang/pins.json); '
+        f'file = "pkgs/sglang/pins.json"; }} "{package}" "x86_64-linux" "3.12"'
+    )
+    assert nix.eval(expr) == wheel_pin(pins, package, "x86_64-linux", "3.12")
+    assert wheel_pin(pins, package, "aarch64-linux", "3.13")["name"].endswith("-none-any.whl")

@@ -28,6 +28,8 @@ let
   };
   args = builtins.mapAttrs (n: _: { pname = n; version = if n == "sgl-kernel" then "KERNEL_VERSION" else "0"; }) (builtins.functionArgs f) // {
     inherit lib;
+    stdenv.hostPlatform.system = "x86_64-linux";
+    python.pythonVersion = "3.12";
     buildPythonPackage = a: a;
     fetchurl = a: a;
   };
@@ -128,9 +130,14 @@ def test_unverified_pin_throws_with_the_fill_command(nix, repo, tmp_path):
     pins = json.loads((repo / "pkgs" / "sglang" / "pins.json").read_text())
     entry = pins["packages"]["sglang"]["wheels"]["any"]
     entry.update(hash=None, verified=False, reason="registry unreachable")
-    (tmp_path / "pins.json").write_text(json.dumps(pins))
-    (tmp_path / "default.nix").write_text((repo / "pkgs" / "sglang" / "default.nix").read_text())
-    expr = WIRING.replace("./pkgs/sglang/default.nix", str(tmp_path / "default.nix")).replace("KERNEL_VERSION", "0.3.21")
+    # A copy of the derivation beside the edited pins, with the lib/ it imports.
+    pkg_dir = tmp_path / "pkgs" / "sglang"
+    pkg_dir.mkdir(parents=True)
+    (pkg_dir / "pins.json").write_text(json.dumps(pins))
+    (pkg_dir / "default.nix").write_text((repo / "pkgs" / "sglang" / "default.nix").read_text())
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "pins.nix").write_text((repo / "lib" / "pins.nix").read_text())
+    expr = WIRING.replace("./pkgs/sglang/default.nix", str(pkg_dir / "default.nix")).replace("KERNEL_VERSION", "0.3.21")
     err = nix.eval_error(expr)
     assert "not verified (registry unreachable)" in err
     assert pins["update_command"] in err

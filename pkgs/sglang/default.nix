@@ -19,6 +19,8 @@
 # wheel.
 {
   lib,
+  stdenv,
+  python,
   buildPythonPackage,
   fetchurl,
 
@@ -90,25 +92,21 @@
 let
   pins = lib.importJSON ./pins.json;
 
-  # The `any` (pure-Python) wheel of a pinned package, or a throw naming the
-  # one command that fills the pin.
+  # A pinned wheel (fetchurl'd under its own file name, which the wheel hooks
+  # match on), or a throw naming the one command that fills the pin.
+  wheelPin = (import ../../lib/pins.nix).wheel {
+    inherit pins;
+    file = "pkgs/sglang/pins.json";
+  };
   pinnedWheel =
     name:
     let
-      pkg = pins.packages.${name} or (throw "blackwell-stack: pkgs/sglang/pins.json pins no ${name}. Add it with: ${pins.update_command}");
-      entry = pkg.wheels.any or (throw "blackwell-stack: pkgs/sglang/pins.json has no pure-Python wheel of ${name}. Fill it with: ${pins.update_command}");
+      pin = wheelPin name stdenv.hostPlatform.system python.pythonVersion;
     in
-    if !(entry.verified or false) || entry.hash or null == null then
-      throw "blackwell-stack: the pin of ${name} in pkgs/sglang/pins.json is not verified (${entry.reason or "no reason given"}). Fill it with: ${pins.update_command}"
-    else
-      {
-        inherit (pkg) version;
-        src = fetchurl {
-          # The wheel's own file name: buildPythonPackage's wheel hooks match on it.
-          name = entry.filename;
-          inherit (entry) url hash;
-        };
-      };
+    {
+      inherit (pin) version;
+      src = fetchurl { inherit (pin) name url hash; };
+    };
 
   flashinfer-cubin = buildPythonPackage {
     pname = "flashinfer-cubin";

@@ -126,7 +126,8 @@ def _validate_entry(path, where: str, entry: Any, version: str | None) -> None:
 
 
 def wheel_pin(pins: PinsFile, package: str, system: str, python_version: str) -> dict[str, str]:
-    """The fetchurl arguments of a verified wheel pin; the same answer as lib/pins.nix `wheel`.
+    """The fetchurl arguments of a verified wheel pin (the system's, else the pure "any" one);
+    the same answer as lib/pins.nix `wheel`.
 
     Raises StackError naming the command that fills the pin when it is missing
     or unverified.
@@ -134,12 +135,14 @@ def wheel_pin(pins: PinsFile, package: str, system: str, python_version: str) ->
     pkg = pins.packages.get(package)
     if pkg is None:
         raise StackError(f"blackwell-stack: {pins.path} has no package {package}")
-    key = wheel_key(system, python_version)
+    wanted = wheel_key(system, python_version)
+    # A pure-Python wheel is pinned once, under "any", for every system.
+    key = wanted if wanted in pkg["wheels"] else ANY_KEY
     entry = pkg["wheels"].get(key)
     if entry is None:
         pinned = ", ".join(sorted(pkg["wheels"]))
         raise StackError(
-            f"blackwell-stack: {pins.path} pins no {package} wheel for {key} (pinned: {pinned})",
+            f"blackwell-stack: {pins.path} pins no {package} wheel for {wanted} (pinned: {pinned})",
             f"add it with: {pins.update_command}",
         )
     if not (entry["verified"] and entry["hash"] and entry["url"]):
