@@ -121,6 +121,23 @@ def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings:
     ]
 
 
+def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None,
+                  max_jobs: int | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
+    """This host's memory-safe build jobs for the recipe (the rule of kernel/jobs.py)."""
+    host = jobs.read_host()
+    try:
+        plan = jobs.plan(
+            cores=host.cores,
+            available_mib=host.available_mib,
+            rule=jobs.rule_from_recipe(rec, job_peak_mib),
+            archs=jobs.arch_count(arch),
+            jobs=max_jobs,
+        )
+    except jobs.DoesNotFit as exc:
+        raise ToolchainError(exc.message, exc.hint) from None
+    return host, plan
+
+
 def make_plan(
     src: str | Path,
     *,
@@ -148,17 +165,7 @@ def make_plan(
         )
     states = report.patch_states()
     toolchain.require_toolchain(python)
-    host = jobs.read_host()
-    try:
-        job_plan = jobs.plan(
-            cores=host.cores,
-            available_mib=host.available_mib,
-            rule=jobs.rule_from_recipe(rec, job_peak_mib),
-            archs=jobs.arch_count(arch),
-            jobs=max_jobs,
-        )
-    except jobs.DoesNotFit as exc:
-        raise ToolchainError(exc.message, exc.hint) from None
+    host, job_plan = host_job_plan(rec, arch, job_peak_mib=job_peak_mib, max_jobs=max_jobs)
     planned = {**job_plan.environment(), **job_plan.defines()}
     defines = recipe.defines(rec, arch, planned)
     env = recipe.environment(rec, arch, planned)

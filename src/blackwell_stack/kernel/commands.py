@@ -7,7 +7,7 @@ import sys
 
 from blackwell_stack import output
 from blackwell_stack.errors import ExitCode, ToolchainError
-from blackwell_stack.kernel import build, compile_work, jobs, patchcheck, recipe
+from blackwell_stack.kernel import build, compile_work, patchcheck, recipe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,21 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_plan)
 
 
-def host_job_plan(rec: dict, archs: str | None = None, job_peak_mib: int | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
-    host = jobs.read_host()
-    arch = recipe.check_archs(rec, archs or rec["arch"])
-    try:
-        plan = jobs.plan(
-            cores=host.cores,
-            available_mib=host.available_mib,
-            rule=jobs.rule_from_recipe(rec, job_peak_mib),
-            archs=jobs.arch_count(arch),
-        )
-    except jobs.DoesNotFit as exc:
-        raise ToolchainError(exc.message, exc.hint) from None
-    return host, plan
-
-
 def cmd_recipe(args: argparse.Namespace) -> int:
     rec = recipe.load()
     arch = recipe.check_archs(rec, args.arch or rec["arch"])
@@ -84,7 +69,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
         "memory": rec["memory"],
     }
     try:
-        host, plan = host_job_plan(rec, arch)
+        host, plan = build.host_job_plan(rec, arch)
         data["job_plan_here"] = {"jobs": plan.jobs, "nvcc_threads": plan.threads, "planned_peak_mib": plan.planned_peak_mib,
                                  "available_mib": host.available_mib, "note": plan.note}
     except ToolchainError as exc:

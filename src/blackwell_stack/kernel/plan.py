@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.kernel import build, compile_work, jobs, patchcheck, recipe
+from blackwell_stack.kernel import build, compile_work, patchcheck, recipe
 from blackwell_stack.plan_model import PlanItem, PlanSection
 
 
@@ -34,12 +34,10 @@ def plan_section() -> PlanSection:
     mem = rec["memory"]
     sec.items.append(PlanItem("memory per nvcc job thread", f"{mem['per_nvcc_thread_peak_mib']} MiB", mem["provenance"]))
     try:
-        host = jobs.read_host()
-        jp = jobs.plan(cores=host.cores, available_mib=host.available_mib, rule=jobs.rule_from_recipe(rec),
-                       archs=jobs.arch_count(rec["arch"]))
+        host, jp = build.host_job_plan(rec, rec["arch"])
         hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s) here ({host.cores} cores, "
                 f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")
-    except (jobs.DoesNotFit, OSError) as exc:
+    except (StackError, OSError) as exc:
         hint = f"does not fit on this host: {getattr(exc, 'message', exc)}"
     sec.items.append(PlanItem("job plan (decided again at build time)", hint, "src/blackwell_stack/kernel/jobs.py"))
     try:

@@ -95,13 +95,26 @@ def check_archs(recipe: Mapping, archs: str | Sequence[str]) -> str:
     return ";".join(wanted)
 
 
-def defines(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
+def _layered(recipe: Mapping, kind: str, archs, planned: Mapping[str, str] | None) -> dict[str, str]:
+    """The recipe's fixed `kind` settings, then the target architectures, then the planned job counts.
+
+    kind "cmake" reads cmake_defines/arch_defines/planned_defines; "env" the
+    environment/arch_environment/planned_environment tables.
+    """
+    fixed, arch_names, planned_names = {
+        "cmake": ("cmake_defines", "arch_defines", "planned_defines"),
+        "env": ("environment", "arch_environment", "planned_environment"),
+    }[kind]
     arch = check_archs(recipe, archs if archs is not None else recipe["arch"])
-    out = dict(recipe["cmake_defines"])
-    out.update({name: arch for name in recipe["arch_defines"]})
+    out = dict(recipe[fixed])
+    out.update({name: arch for name in recipe[arch_names]})
     if planned:
-        out.update({name: str(planned[name]) for name in recipe["planned_defines"] if name in planned})
+        out.update({name: str(planned[name]) for name in recipe[planned_names] if name in planned})
     return out
+
+
+def defines(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
+    return _layered(recipe, "cmake", archs, planned)
 
 
 def cmake_flags(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> list[str]:
@@ -109,12 +122,7 @@ def cmake_flags(recipe: Mapping, archs: str | Sequence[str] | None = None, plann
 
 
 def environment(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
-    arch = check_archs(recipe, archs if archs is not None else recipe["arch"])
-    out = dict(recipe["environment"])
-    out.update({name: arch for name in recipe["arch_environment"]})
-    if planned:
-        out.update({name: str(planned[name]) for name in recipe["planned_environment"] if name in planned})
-    return out
+    return _layered(recipe, "env", archs, planned)
 
 
 def skbuild_config_settings(recipe: Mapping, archs=None, planned=None) -> list[str]:
