@@ -122,3 +122,14 @@ def test_sglang_0_5_23_reads_v2_as_modelopt_mixed(sglang_0_5_23):
     assert "quant_algo == 'MIXED_PRECISION'" in parse and "'modelopt_mixed'" in parse
     quant = sglang_0_5_23("sglang/srt/layers/quantization/modelopt_quant.py")
     assert 'if hf_quant_config.get("quant_method", "") == "modelopt_mixed":\n            return "modelopt_mixed"' in quant
+
+
+def test_the_current_profiles_runtime_is_what_sglang_0_5_23_requires(sglang_0_5_23):
+    from blackwell_stack.serve.profile import load_profile
+
+    requires = [line.split(":", 1)[1].strip() for line in sglang_0_5_23("sglang-0.5.23.dist-info/METADATA").splitlines()
+                if line.startswith("Requires-Dist:")]
+    assert {"flashinfer_python[cu13]==0.7.2", "sglang-kernel==0.4.10", "torch==2.14.1"} <= set(requires)
+    for name in ("qwen3.5-397b-a17b-nvfp4-sm120-current", "qwen3.5-397b-a17b-nvfp4-v2-sm120-current"):
+        runtime = load_profile(name).runtime()
+        assert (runtime.sglang, runtime.flashinfer) == ("0.5.23", "0.7.2")

@@ -35,8 +35,6 @@ from blackwell_stack.serve import versions
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 FLAGS_DIR = ("modules", "sglang-flags")
-# The SGLang of the seed stacks: the table used until a stack passes its own version.
-DEFAULT_SGLANG_VERSION = "0.5.9"
 GENERATOR = "blackwell-stack serve flags extract --wheel {wheel} --output modules/sglang-flags/{version}.json"
 # The wheel a table is extracted from: the pure wheel where there is one (0.5.9),
 # else the CPython 3.12 x86_64 one that the stacks install (0.5.23 ships only platform wheels).
