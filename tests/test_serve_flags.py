@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from blackwell_stack import pypi
-from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.errors import StackError
 from blackwell_stack.serve import flags
 from blackwell_stack.serve.profile import available_profiles, load_profile
 from blackwell_stack.serve.render import canonical

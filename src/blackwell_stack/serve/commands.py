@@ -126,7 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if unverified:
             heading("profile entries not verified for this stack")
             table(["flag or variable", "why"], unverified)
-        print(f"\n{len(errors)} error(s), {len(service.fired('warning'))} warning(s), {len(unverified)} unverified profile entr(y/ies)")
+        print(f"\n{len(errors)} error(s), {len(service.fired('warning'))} warning(s), {len(unverified)} unverified profile entries")
     return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
 
 
