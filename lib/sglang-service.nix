@@ -1,15 +1,20 @@
 # The SGLang service as pure functions over JSON data (builtins only): the
 # profile (modules/profiles/*.json), the rules (modules/rules.json) and the
-# pinned SGLang's flag table (modules/sglang-flags.json, extracted from the
-# sglang 0.5.9 wheel). `render` gives the argv, the environment and every
-# rule's verdict; modules/sglang.nix uses it for ExecStart and assertions,
-# and tests compare it with blackwell_stack.serve (render.py, rules.py),
-# which implements the same steps in the same order.
+# flag table of the runtime's SGLang version (modules/sglang-flags/<version>.json,
+# extracted from that sglang wheel). `render` gives the argv, the environment
+# and every rule's verdict for a runtime (the SGLang and flashinfer versions:
+# the profile's runtime block unless a stack passes its own); modules/sglang.nix
+# uses it for ExecStart and assertions, and tests compare it with
+# blackwell_stack.serve (render.py, rules.py), which implements the same steps
+# in the same order.
 let
   inherit (builtins)
     all any attrNames concatMap concatStringsSep elem elemAt filter foldl'
     fromJSON genList head isAttrs isBool isFloat isInt isList isString length
-    mapAttrs match readFile removeAttrs replaceStrings sort split stringLength substring;
+    listToAttrs mapAttrs match readDir readFile removeAttrs replaceStrings sort split
+    stringLength substring;
+
+  versions = import ./versions.nix;
 
   readJSON = path: fromJSON (readFile path);
 
@@ -133,12 +138,25 @@ let
           value = settings.${name};
           takes = if table.flags ? ${name} then table.flags.${name}.takes_value
             else if isBool value then "none" else "one";
+          negations = if table.flags ? ${name} then table.flags.${name}.negations or [ ] else [ ];
         in
         if takes == "none" then
-          (if value == true then [ name ] else if value == false then [ ] else [ name ] ++ valueStrings value)
+          (if value == true then [ name ]
+           else if value == false then (if negations != [ ] then [ (head negations) ] else [ ])
+           else [ name ] ++ valueStrings value)
         else [ name ] ++ valueStrings value;
     in
     concatMap one names ++ extraArgs;
+
+  # Whether an option string argparse reads as `primary` is one of its --no-X
+  # spellings (argparse.BooleanOptionalAction; negated in render.py).
+  negated = table: option: primary:
+    let
+      negations = table.flags.${primary}.negations or [ ];
+      matches = filter (hasPrefix option) (attrNames table.options);
+    in
+    if table.options ? ${option} then elem option negations
+    else matches != [ ] && all (o: elem o negations) matches;
 
   # extraArgs read the way argparse reads them (parse_extra_args in render.py).
   parseExtraArgs = table: args:
@@ -167,7 +185,7 @@ let
               (if c.candidates != [ ] then acc // { ambiguous = acc.ambiguous ++ [ { inherit name; inherit (c) candidates; } ]; }
                else acc // { unknown = acc.unknown ++ [ name ]; })
           else if entry.takes_value == "none" then
-            go next ((setValue true) // (if hasEq then { stray = acc.stray ++ [ token ]; } else { }))
+            go next ((setValue (!(negated table name c.primary))) // (if hasEq then { stray = acc.stray ++ [ token ]; } else { }))
           else if hasEq then go next (setValue (typed entry inline))
           else if entry.takes_value == "many" then
             let
@@ -181,15 +199,21 @@ let
     in
     go 0 { values = { }; unknown = [ ]; ambiguous = [ ]; stray = [ ]; };
 
-  contextOf = { profile, settings, parsed, rules, table }:
+  contextOf = { profile, settings, parsed, rules, table, runtime }:
     let
-      flags = mapAttrs (_: e: e.default) table.flags // settings // parsed.values;
+      byPrimary = mapAttrs (_: e: e.default) table.flags // settings // parsed.values;
+      # Every alias reads its flag's value: a rule may name either spelling.
+      aliases = listToAttrs (concatMap
+        (name: map (alias: { name = alias; value = byPrimary.${name}; }) table.flags.${name}.aliases)
+        (attrNames table.flags));
+      flags = byPrimary // aliases;
       modelPath = flags."--model-path" or null;
     in
     {
       inherit flags;
-      inherit (profile) hardware runtime;
+      inherit (profile) hardware;
       model = profile.model // { local = isString modelPath && hasPrefix "/" modelPath; };
+      runtime = { sglang = runtime.sglang; flashinfer = runtime.flashinfer or null; };
       constants = rules.constants or { };
     };
 
@@ -221,7 +245,7 @@ let
     else if op == "ne" then a != b
     else if op == "gt" then isNumber a && isNumber b && a > b
     else if op == "lt" then isNumber a && isNumber b && a < b
-    else if op == "version_lt" then isString a && isString b && builtins.compareVersions a b < 0
+    else if op == "version_lt" then isString a && isString b && versions.compare a b < 0
     else throw "blackwell-stack: modules/rules.json: unknown condition ${op}";
 
   interpolate = ctx: message:
@@ -245,7 +269,7 @@ let
   unknownFlag = table: where: name:
     let hint = suggest table name; in
     "${where}: sglang ${table.sglang_version} has no flag ${name}"
-    + (if hint != null then "; did you mean ${hint}?" else "; see modules/sglang-flags.json");
+    + (if hint != null then "; did you mean ${hint}?" else "; see modules/sglang-flags/${table.sglang_version}.json");
 
   flagTableProblems = { settings, parsed, table }:
     let
@@ -269,56 +293,115 @@ let
       (name: let p = valueProblem name parsed.values.${name} table.flags.${name}; in if p == null then [ ] else [ "extraArgs: ${p}" ])
       (sort builtins.lessThan (attrNames parsed.values));
 
+  # Whether a rule holds for the runtime's versions (rules.applicability):
+  # "yes", "no" (outside the versions it holds for) or "unknown".
+  applicability = rule: runtime:
+    let
+      spec = rule.versions or { };
+      status = component:
+        let
+          held = spec.${component}.holds or [ ];
+          notHeld = spec.${component}.not or [ ];
+          version = runtime.${component} or null;
+        in
+        if !(isString version) then
+          { kind = "unknown"; text = "the ${component} version is not known (holds for ${component} ${versions.showRanges held})"; }
+        else if any (versions.inRange version) held then { kind = "yes"; }
+        else if any (versions.inRange version) notHeld then
+          { kind = "no"; text = "${component} ${version} (it holds for ${component} ${versions.showRanges held})"; }
+        else {
+          kind = "unknown";
+          text = "not checked for ${component} ${version} (holds for ${versions.showRanges held}; "
+            + "does not hold for ${versions.showRanges notHeld})";
+        };
+      statuses = map status (attrNames spec);
+      texts = kind: map (s: s.text) (filter (s: s.kind == kind) statuses);
+    in
+    if texts "no" != [ ] then { applies = "no"; note = "does not apply to " + concatStringsSep "; " (texts "no"); }
+    else if texts "unknown" != [ ] then { applies = "unknown"; note = concatStringsSep "; " (texts "unknown"); }
+    else { applies = "yes"; note = null; };
+
   evaluateRules = { rules, context, settings, parsed, table }:
     map
       (rule:
         let
-          messages =
-            if (rule.check or null) == "flag_table" then flagTableProblems { inherit settings parsed table; }
+          a = applicability rule context.runtime;
+          raw =
+            if a.applies == "no" then [ ]
+            else if (rule.check or null) == "flag_table" then flagTableProblems { inherit settings parsed table; }
             else if rule ? condition then
               (if holds context rule.condition then [ (interpolate context rule.message) ] else [ ])
             else throw "blackwell-stack: modules/rules.json: rule ${rule.id} has neither condition nor a known check";
+          # A rule of unknown truth for this version warns, never refuses.
+          unknownFired = a.applies == "unknown" && raw != [ ];
+          messages = if unknownFired then map (m: "(truth unknown: ${a.note}) ${m}") raw else raw;
         in
         {
-          inherit (rule) id severity;
+          inherit (rule) id;
+          severity = if unknownFired then "warning" else rule.severity;
           fired = messages != [ ];
           inherit messages;
           option = rule.option or null;
           source = rule.source or null;
           fix = rule.fix or null;
+          inherit (a) applies note;
         })
       rules.rules;
 
-  defaultFlagTable = readJSON ../modules/sglang-flags.json;
+  # One flag table per SGLang version: modules/sglang-flags/<version>.json.
+  flagTablesDir = ../modules/sglang-flags;
+  flagTableVersions = sort (a: b: versions.compare a b < 0)
+    (map (f: head (match "(.*)\.json" f)) (filter (f: match ".*\.json" f != null) (attrNames (readDir flagTablesDir))));
+  # The same command as flags.extract_command.
+  extractCommand = version:
+    "pip download sglang==${version} --no-deps --only-binary=:all: --python-version 3.12 "
+    + "--platform manylinux_2_34_x86_64 -d . && "
+    + "blackwell-stack serve flags extract --wheel sglang-${version}-*.whl --output modules/sglang-flags/${version}.json";
+  flagTableFor = version:
+    if elem version flagTableVersions then
+      let table = readJSON (flagTablesDir + "/${version}.json"); in
+      if table.sglang_version == version then table
+      else throw "blackwell-stack: modules/sglang-flags/${version}.json holds the flags of sglang ${table.sglang_version}; regenerate it: ${extractCommand version}"
+    else
+      throw ("blackwell-stack: no SGLang flag table for sglang ${toString version} in modules/sglang-flags "
+        + "(tables: ${concatStringsSep ", " flagTableVersions}); extract it from the sglang wheel: ${extractCommand (toString version)}");
+
   defaultRules = readJSON ../modules/rules.json;
   loadProfile = name: readJSON (../modules/profiles + "/${name}.json");
+  profileNames = map (f: head (match "(.*)\.json" f))
+    (filter (f: match ".*\.json" f != null) (attrNames (readDir ../modules/profiles)));
 in
 rec {
-  inherit canonical suggest levenshtein holds interpolate parseExtraArgs show;
+  inherit canonical suggest levenshtein holds interpolate parseExtraArgs show applicability versions;
+  inherit flagTableVersions flagTableFor extractCommand;
 
-  flagTable = defaultFlagTable;
   rules = defaultRules;
   defaultProfileName = "qwen3.5-397b-a17b-nvfp4-sm120";
-  profiles = { ${defaultProfileName} = loadProfile defaultProfileName; };
+  profiles = listToAttrs (map (name: { inherit name; value = loadProfile name; }) profileNames);
   defaultProfile = profiles.${defaultProfileName};
   inherit loadProfile;
+  # The flag table of the default profile's SGLang (until a stack passes its version).
+  flagTable = flagTableFor defaultProfile.runtime.sglang;
 
   # The whole configuration: argv, environment, the rule context and verdicts.
   # overrides: { "attention-backend" = "triton"; ... } (a null value removes a
   # flag); extraArgs: argv words appended last; env: variables on top of the
-  # profile's (null removes one).
+  # profile's (null removes one); runtime: { sglang; flashinfer; } the versions
+  # the rules hold against and whose flag table is used (a stack passes the
+  # versions of its lock; by default the profile's runtime block).
   render =
     { profile ? defaultProfile
+    , runtime ? profile.runtime
     , overrides ? { }
     , extraArgs ? [ ]
     , env ? { }
-    , table ? flagTable
+    , table ? flagTableFor runtime.sglang
     , rules ? defaultRules
     }:
     let
       settings = settingsOf { inherit profile overrides table; };
       parsed = parseExtraArgs table extraArgs;
-      context = contextOf { inherit profile settings parsed rules table; };
+      context = contextOf { inherit profile settings parsed rules table runtime; };
       verdicts = evaluateRules { inherit rules context settings parsed table; };
       fired = severity: filter (v: v.fired && v.severity == severity) verdicts;
     in

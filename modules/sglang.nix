@@ -4,7 +4,7 @@
 # The argv is rendered by lib/sglang-service.nix (`render`), the same function
 # the tests compare with `blackwell-stack serve render`; every rule of
 # modules/rules.json becomes an assertion (errors) or a warning, and choices
-# are enums taken from the pinned SGLang's flag table (modules/sglang-flags.json).
+# are enums taken from the default profile's SGLang flag table (modules/sglang-flags/<version>.json).
 {
   config,
   lib,

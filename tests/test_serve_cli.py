@@ -174,3 +174,17 @@ def test_launcher_keeps_the_key_off_the_command_line(repo, tmp_path):
     assert result.stdout.strip() == "0 ['--api-key', 's3cret']"
     refused = subprocess.run([sys.executable, str(script), "--api-key", "x"], capture_output=True, text=True)
     assert refused.returncode != 0 and "apiKeyFile" in refused.stderr
+
+
+def test_check_on_the_current_stack_lists_versions_and_unverified_entries():
+    result = cli("serve", "check", "--profile", "qwen3.5-397b-a17b-nvfp4-sm120-current", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["runtime"]["sglang"], data["runtime"]["flashinfer"]) == ("0.5.23", "0.7.2")
+    verdicts = {v["id"]: v for v in data["verdicts"]}
+    assert verdicts["sm120-trtllm-mha-refused-by-sglang"]["applies"] == "no"
+    assert {u["name"] for u in data["unverified"]} >= {"--attention-backend", "--fp4-gemm-backend"}
+    text = cli("serve", "check", "--profile", "qwen3.5-397b-a17b-nvfp4-sm120-current").stdout
+    assert "sglang 0.5.23, flashinfer 0.7.2" in text and "n/a" in text and "not verified for this stack" in text
+    argv = json.loads(cli("serve", "render", "--profile", "qwen3.5-397b-a17b-nvfp4-sm120-current", "--json").stdout)["argv"]
+    assert argv[argv.index("--tp-size") + 1] == "8"  # 0.5.23's primary spelling

@@ -1,4 +1,5 @@
-"""The flag table, extracted statically from the real sglang 0.5.9 wheel (PyPI, cached)."""
+"""The flag tables, one per SGLang version, extracted statically from the real sglang
+wheels (PyPI, cached): 0.5.9 (add_argument calls) and 0.5.23 (annotated dataclass fields)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,26 @@ import pytest
 from blackwell_stack import pypi
 from blackwell_stack.errors import StackError
 from blackwell_stack.serve import flags
-from blackwell_stack.serve.profile import load_profile
+from blackwell_stack.serve.profile import available_profiles, load_profile
 from blackwell_stack.serve.render import canonical
 
 pytestmark = pytest.mark.network
 
+WHEELS = {
+    "0.5.9": "sglang-0.5.9-py3-none-any.whl",
+    # 0.5.23 ships only platform wheels; the stacks install the CPython 3.12 x86_64 one.
+    "0.5.23": "sglang-0.5.23-cp312-cp312-manylinux_2_34_x86_64.whl",
+}
+
+
+@pytest.fixture(scope="module", params=sorted(WHEELS))
+def version(request):
+    return request.param
+
 
 @pytest.fixture(scope="module")
-def wheel(pypi_file):
-    return pypi_file("sglang", "0.5.9", "sglang-0.5.9-py3-none-any.whl")
+def wheel(pypi_file, version):
+    return pypi_file("sglang", version, WHEELS[version])
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +40,34 @@ def extracted(wheel):
     return flags.extract_wheel(wheel)
 
 
-def test_committed_table_is_what_the_wheel_gives(extracted, repo):
-    committed = json.loads((repo / "modules" / "sglang-flags.json").read_text())
+@pytest.fixture(scope="module")
+def v0_5_9(pypi_file):
+    return flags.extract_wheel(pypi_file("sglang", "0.5.9", WHEELS["0.5.9"]))
+
+
+@pytest.fixture(scope="module")
+def v0_5_23(pypi_file):
+    return flags.extract_wheel(pypi_file("sglang", "0.5.23", WHEELS["0.5.23"]))
+
+
+def test_committed_table_is_what_the_wheel_gives(extracted, version, repo):
+    committed = json.loads((repo / "modules" / "sglang-flags" / f"{version}.json").read_text())
     assert committed == extracted, "regenerate: " + committed["generator_command"]
+    assert committed["sglang_version"] == version
 
 
-def test_recorded_hash_is_pypis(extracted):
-    registry = pypi.pick(pypi.release_files("sglang", "0.5.9"), "sglang-0.5.9-py3-none-any.whl")
+def test_recorded_hash_is_pypis(extracted, version):
+    registry = pypi.pick(pypi.release_files("sglang", version), WHEELS[version])
     assert extracted["wheel"]["sha256"] == registry.sha256
     assert extracted["wheel"]["filename"] == registry.filename
 
 
-def test_known_flags_choices_and_defaults(extracted):
-    f = extracted["flags"]
+def test_every_committed_table_is_a_known_wheel(repo):
+    assert flags.available_versions() == sorted(WHEELS, key=lambda v: [int(x) for x in v.split(".")])
+
+
+def test_known_flags_choices_and_defaults_0_5_9(v0_5_9):
+    f = v0_5_9["flags"]
     # The flag is spelled --fp4-gemm-backend; its dest keeps the old name (PR #16534).
     assert f["--fp4-gemm-backend"]["dest"] == "fp4_gemm_runner_backend"
     assert f["--fp4-gemm-backend"]["choices"] == ["auto", "flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm"]
@@ -56,19 +83,56 @@ def test_known_flags_choices_and_defaults(extracted):
     assert "unquant" in f["--speculative-draft-model-quantization"]["choices"]
     # A custom Action whose __init__ defaults nargs=0 takes no value.
     assert f["--hybrid-kvcache-ratio"]["takes_value"] == "none"
+    # An integer product resolves (ServerArgs.speculative_ngram_capacity = 10 * 1000 * 1000).
+    assert f["--speculative-ngram-capacity"]["default"] == 10_000_000
     # What cannot be resolved statically is recorded, not guessed.
     assert f["--reasoning-parser"]["choices"] is None
     assert f["--reasoning-parser"]["choices_unresolved"] == "list(ReasoningParser.DetectorMap.keys())"
+    assert all(e["file"] == "sglang/srt/server_args.py" and e["negations"] == [] for e in f.values())
 
 
-def test_default_profile_is_accepted(extracted):
-    profile = load_profile()
-    for flag, spec in profile.data["flags"].items():
-        primary, _ = canonical(flag, extracted)
-        assert primary is not None, flag
-        choices = extracted["flags"][primary]["choices"]
-        if choices is not None:
-            assert spec["value"] in choices, (flag, spec["value"])
+def test_known_flags_choices_and_defaults_0_5_23(v0_5_23):
+    f = v0_5_23["flags"]
+    # Declared as fields: exec_.py `fp4_gemm_runner_backend: A[str, Arg(cli_name="--fp4-gemm-backend", ...)] = "auto"`.
+    e = f["--fp4-gemm-backend"]
+    assert (e["dest"], e["default"], e["file"]) == ("fp4_gemm_runner_backend", "auto", "sglang/srt/arg_groups/fields/exec_.py")
+    # The choices list lives in arg_groups/choices.py: resolved across modules. No b12x backend yet.
+    assert e["choices"] == ["auto", "flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_trtllm", "marlin"]
+    assert f["--moe-runner-backend"]["default"] == "auto"
+    assert {"fa3", "fa4", "trtllm_mha", "triton", "cutedsl_mla"} <= set(f["--attention-backend"]["choices"])
+    assert "cutlass_mla" not in f["--attention-backend"]["choices"]
+    assert "modelopt_mixed" in f["--quantization"]["choices"]
+    assert {"bf16", "nvfp4", "fp4_mx_block16"} <= set(f["--kv-cache-dtype"]["choices"])
+    # The primary spelling moved: --tp-size, with --tensor-parallel-size as alias (field tp_size).
+    assert "--tensor-parallel-size" not in f
+    assert f["--tp-size"]["aliases"] == ["--tensor-parallel-size"] and f["--tp-size"]["type"] == "int"
+    assert v0_5_23["options"]["--tensor-parallel-size"] == "--tp-size"
+    assert f["--dist-init-addr"]["aliases"] == ["--nccl-init-addr"]
+    # A field without a default is required; bool fields are store_true.
+    assert f["--model-path"]["required"] is True and f["--model-path"]["aliases"] == ["--model"]
+    assert f["--disable-custom-all-reduce"]["action"] == "store_true"
+    # argparse.BooleanOptionalAction adds --no-X, which stores False.
+    assert f["--enable-tf32-matmul"]["negations"] == ["--no-enable-tf32-matmul"]
+    assert v0_5_23["options"]["--no-enable-tf32-matmul"] == "--enable-tf32-matmul"
+    # server_args.py's own flags: a custom action imported from argparse_actions.py (nargs=0, default=False),
+    # and default=_declared_default(...) resolved from the field.
+    assert f["--disable-cuda-graph"]["takes_value"] == "none" and f["--disable-cuda-graph"]["default"] is False
+    assert f["--monokernel-backend"]["takes_value"] == "one" and f["--monokernel-backend"]["choices"] == ["amd"]
+    assert f["--reasoning-parser"]["default"] is None and f["--reasoning-parser"]["default_unresolved"] is None
+    assert f["--sampling-backend"]["choices_unresolved"] == "sampling_backend_choices"  # a local variable
+    assert f["--uvicorn-access-log-exclude-prefixes"]["default_unresolved"] == "msgspec.field(default_factory=list)"
+
+
+def test_every_profile_is_accepted_by_its_runtimes_table():
+    for name in available_profiles():
+        profile = load_profile(name)
+        table = flags.load_table(profile.runtime().sglang).data
+        for flag, spec in profile.data["flags"].items():
+            primary, _ = canonical(flag, table)
+            assert primary is not None, (name, flag)
+            choices = table["flags"][primary]["choices"]
+            if choices is not None:
+                assert spec["value"] in choices, (name, flag, spec["value"])
 
 
 @pytest.mark.parametrize(
@@ -89,19 +153,19 @@ def test_misspellings_are_rejected_with_a_suggestion(extracted, typo, meant):
 
 
 def test_unique_prefix_is_accepted_like_argparse(extracted):
-    assert canonical("--tp", extracted) == ("--tensor-parallel-size", [])
+    assert canonical("--tp", extracted)[0] in ("--tensor-parallel-size", "--tp-size")
     primary, candidates = canonical("--disable", extracted)
     assert primary is None and len(candidates) > 1
 
 
-def test_extract_command_regenerates_the_file(wheel, tmp_path, repo):
+def test_extract_command_regenerates_the_file(wheel, version, tmp_path, repo):
     out = tmp_path / "flags.json"
     result = subprocess.run(
         [sys.executable, "-m", "blackwell_stack", "serve", "flags", "extract", "--wheel", str(wheel), "--output", str(out)],
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(out.read_text()) == json.loads((repo / "modules" / "sglang-flags.json").read_text())
+    assert json.loads(out.read_text()) == json.loads((repo / "modules" / "sglang-flags" / f"{version}.json").read_text())
 
 
 def test_not_a_wheel_is_a_clear_error(tmp_path):

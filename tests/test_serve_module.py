@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.nix
+
+RULES = {r["id"]: r for r in json.loads((Path(__file__).resolve().parent.parent / "modules" / "rules.json").read_text())["rules"]}
 
 
 def test_lib_default_exposes_the_service_and_renders_the_profile(nix):
@@ -32,7 +35,7 @@ def test_verdict_text_names_option_rule_and_source(nix):
     assert text == [
         "services.sglang.kvCacheDtype: [fp8-kv-cache-without-calibrated-scales] --kv-cache-dtype fp8_e5m2: the checkpoint "
         "has no calibrated k/v scales, so an FP8 KV cache falls back to scale 1.0 and silently degrades long-context "
-        "accuracy; use bf16 (source: FACTS section 1; sgl-cookbook PR #237; sglang #31224)"
+        "accuracy; use bf16 (source: " + RULES["fp8-kv-cache-without-calibrated-scales"]["source"] + ")"
     ]
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.output import dump_json, heading, table
-from blackwell_stack.paths import data_path
 from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve.profile import DEFAULT_PROFILE, load_profile, load_rules
-from blackwell_stack.serve.render import Rendered, parse_set, render
-from blackwell_stack.serve.rules import Verdict, evaluate
+from blackwell_stack.serve.profile import DEFAULT_PROFILE, load_profile
+from blackwell_stack.serve.render import Rendered
+from blackwell_stack.serve.rules import Verdict
+from blackwell_stack.serve.service import Service, configure
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "extra_args", nargs="*", metavar="-- EXTRA_ARG",
             help="words appended after the profile's flags, like services.sglang.extraArgs (write them after --)",
         )
-        p.add_argument("--flags-table", type=Path, help="flag table JSON (default modules/sglang-flags.json)")
+        p.add_argument("--flags-table", type=Path,
+                       help="flag table JSON (default modules/sglang-flags/<the runtime's sglang version>.json)")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     p = serve_sub.add_parser("render", help="print the exact SGLang argv and environment")
@@ -54,22 +55,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
     e = flags_sub.add_parser("extract", help="extract the flag table from an sglang wheel (static, no import)")
-    e.add_argument("--wheel", type=Path, required=True, help="sglang-<version>-py3-none-any.whl")
-    e.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags.json)")
+    e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flagmod.WHEEL_HINT.format(version="<version>") + ")")
+    e.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags/<version>.json)")
     e.set_defaults(func=cmd_flags_extract)
     s = flags_sub.add_parser("show", help="look up flags in the committed table")
     s.add_argument("names", nargs="*", help="flags to show (default: all)")
+    s.add_argument("--sglang-version", help="whose table (default: the default profile's runtime)")
     s.add_argument("--flags-table", type=Path)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_flags_show)
 
 
+def _service(args: argparse.Namespace) -> Service:
+    return configure(args.profile, settings=args.settings, extra_args=args.extra_args, table_path=args.flags_table)
+
+
 def _render(args: argparse.Namespace) -> tuple[Rendered, list[Verdict]]:
-    table = flagmod.load_table(args.flags_table)
-    rules = load_rules()
-    profile = load_profile(args.profile)
-    rendered = render(profile, table, rules, parse_set(args.settings, table), args.extra_args)
-    return rendered, evaluate(rendered, rules, table.data)
+    service = _service(args)
+    return service.rendered, service.verdicts
 
 
 def command_line(rendered: Rendered, python: str = "python") -> str:
@@ -101,18 +104,29 @@ def _print_fired(verdicts: list[Verdict]) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    rendered, verdicts = _render(args)
-    errors = [v for v in verdicts if v.fired and v.severity == "error"]
+    service = _service(args)
+    rendered, verdicts = service.rendered, service.verdicts
+    errors = service.fired("error")
+    unverified = service.profile.unverified()
+    runtime = {**service.runtime.context(), "source": service.runtime.source}
     if args.json:
-        dump_json({"profile": rendered.profile, "ok": not errors, "verdicts": [v.to_json() for v in verdicts]})
+        dump_json({"profile": rendered.profile, "ok": not errors, "runtime": runtime,
+                   "verdicts": [v.to_json() for v in verdicts],
+                   "unverified": [{"name": n, "reason": r} for n, r in unverified]})
     else:
-        heading(f"rules ({rendered.profile})")
+        heading(f"rules ({rendered.profile}; sglang {runtime['sglang']}, flashinfer {runtime['flashinfer']})")
         rows = []
         for v in verdicts:
-            verdict = ("FAIL" if v.severity == "error" else "WARN") if v.fired else "ok"
-            rows.append((v.id, v.severity, verdict, "; ".join(v.messages) or "-"))
+            if v.fired:
+                verdict = "FAIL" if v.severity == "error" else "WARN"
+            else:
+                verdict = {"yes": "ok", "no": "n/a", "unknown": "ok (unchecked version)"}[v.applies]
+            rows.append((v.id, v.severity, verdict, "; ".join(v.messages) or v.note or "-"))
         table(["rule", "severity", "verdict", "detail"], rows)
-        print(f"\n{len(errors)} error(s), {sum(1 for v in verdicts if v.fired and v.severity == 'warning')} warning(s)")
+        if unverified:
+            heading("profile entries not verified for this stack")
+            table(["flag or variable", "why"], unverified)
+        print(f"\n{len(errors)} error(s), {len(service.fired('warning'))} warning(s), {len(unverified)} unverified profile entries")
     return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
 
 
@@ -141,14 +155,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_flags_extract(args: argparse.Namespace) -> int:
     data = flagmod.extract_wheel(args.wheel)
-    out = args.output or data_path(*flagmod.FLAGS_FILE)
+    out = args.output or flagmod.table_path(data["sglang_version"])
     atomic_write_json(out, data)
     print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
     return int(ExitCode.OK)
 
 
 def cmd_flags_show(args: argparse.Namespace) -> int:
-    t = flagmod.load_table(args.flags_table)
+    t = flagmod.load_table(args.sglang_version, args.flags_table)
     names = args.names or list(t.flags)
     rows, out = [], {}
     for name in names:

@@ -7,30 +7,46 @@ as module-level constants (`choices=ATTENTION_BACKEND_CHOICES`,
 `default=ServerArgs.kv_cache_dtype`) are resolved from the same file; what
 cannot be resolved statically is recorded as unresolved, never guessed.
 
-The table is committed as `modules/sglang-flags.json` (data, with the wheel's
-name and sha256) and regenerated with
-`blackwell-stack serve flags extract --wheel sglang-0.5.9-py3-none-any.whl`.
+From about 0.5.20 most flags are annotated dataclass fields instead; that
+layout is read by flags_fields.py, and both feed the same table.
+
+One table per SGLang version is committed as `modules/sglang-flags/<version>.json`
+(data, with the wheel's name and sha256); a stack selects its table by the
+version of SGLang it holds (`load_table(version)`, and `flagTableFor` in
+lib/sglang-service.nix). Regenerate one with
+`blackwell-stack serve flags extract --wheel <the sglang wheel>`.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.hashes import hex_to_sri, sha256_file
 from blackwell_stack.paths import data_path
+from blackwell_stack.serve import versions
 
 SERVER_ARGS = "sglang/srt/server_args.py"
-FLAGS_FILE = ("modules", "sglang-flags.json")
-GENERATOR = "blackwell-stack serve flags extract --wheel {wheel} --output modules/sglang-flags.json"
+FLAGS_DIR = ("modules", "sglang-flags")
+GENERATOR = "blackwell-stack serve flags extract --wheel {wheel} --output modules/sglang-flags/{version}.json"
+# The wheel a table is extracted from: the pure wheel where there is one (0.5.9),
+# else the CPython 3.12 x86_64 one that the stacks install (0.5.23 ships only platform wheels).
+WHEEL_HINT = "sglang-{version}-py3-none-any.whl or sglang-{version}-cp312-cp312-manylinux_2_34_x86_64.whl"
+SCHEMA_VERSION = 2
 
 # argparse actions that consume no value on the command line.
-_NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "count", "help", "version"}
+_NO_VALUE_ACTIONS = {
+    "store_true", "store_false", "store_const", "count", "help", "version",
+    "BooleanOptionalAction", "argparse.BooleanOptionalAction",
+}
+_BOOLEAN_OPTIONAL = {"BooleanOptionalAction", "argparse.BooleanOptionalAction"}
 
 
 class _Unresolved(Exception):
@@ -44,6 +60,9 @@ class _Module:
     constants: dict[str, Any]
     field_defaults: dict[str, dict[str, Any]]  # class name -> field -> literal default
     action_nargs: dict[str, Any]  # custom argparse.Action class -> its __init__ nargs default
+    action_defaults: dict[str, Any] = field(default_factory=dict)  # ... and its __init__ default=
+    # f("x") for functions whose value is known statically: name -> (found, value) of the argument
+    call_resolvers: dict[str, Callable[[str], tuple[bool, Any]]] = field(default_factory=dict)
 
 
 def _literal(node: ast.AST, module: _Module) -> Any:
@@ -65,21 +84,41 @@ def _literal(node: ast.AST, module: _Module) -> Any:
         value = _literal(node.operand, module)
         if isinstance(value, (int, float)):
             return -value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
         left, right = _literal(node.left, module), _literal(node.right, module)
-        if isinstance(left, list) and isinstance(right, list):
+        if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
             return left + right
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right)):
+            return left + right if isinstance(node.op, ast.Add) else left * right
     if isinstance(node, ast.Name) and node.id in module.constants:
         return module.constants[node.id]
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         fields = module.field_defaults.get(node.value.id)
         if fields is not None and node.attr in fields:
             return fields[node.attr]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in module.call_resolvers
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        found, value = module.call_resolvers[node.func.id](node.args[0].value)
+        if found:
+            return value
     raise _Unresolved(ast.unparse(node))
 
 
 def _scan_module(tree: ast.Module) -> _Module:
     module = _Module(constants={}, field_defaults={}, action_nargs={})
+    _scan_into(tree, module)
+    return module
+
+
+def _scan_into(tree: ast.Module, module: _Module) -> None:
+    """Record tree's module-level constants, class field defaults and custom actions' nargs in module."""
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             try:
@@ -99,13 +138,13 @@ def _scan_module(tree: ast.Module) -> _Module:
                     args = item.args
                     names = [a.arg for a in args.args]
                     defaults = dict(zip(names[len(names) - len(args.defaults) :], args.defaults))
-                    if "nargs" in defaults:
-                        try:
-                            module.action_nargs[stmt.name] = _literal(defaults["nargs"], module)
-                        except _Unresolved:
-                            pass
+                    for key, table in (("nargs", module.action_nargs), ("default", module.action_defaults)):
+                        if key in defaults:
+                            try:
+                                table[stmt.name] = _literal(defaults[key], module)
+                            except _Unresolved:
+                                pass
             module.field_defaults[stmt.name] = fields
-    return module
 
 
 def _is_add_argument(node: ast.AST) -> bool:
@@ -131,7 +170,14 @@ def _takes_value(action: str, nargs: Any) -> str:
     return "one"
 
 
-def _flag_entry(call: ast.Call, module: _Module) -> tuple[list[str], dict[str, Any]]:
+def _negations(action: str, options: list[str]) -> list[str]:
+    """The --no-X spellings argparse.BooleanOptionalAction adds for each --X (they store False)."""
+    if action not in _BOOLEAN_OPTIONAL:
+        return []
+    return ["--no-" + o[2:] for o in options if o.startswith("--")]
+
+
+def _flag_entry(call: ast.Call, module: _Module, filename: str = SERVER_ARGS) -> tuple[list[str], dict[str, Any]]:
     options = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     kw = {k.arg: k.value for k in call.keywords if k.arg}
     long_options = [o for o in options if o.startswith("--")]
@@ -144,7 +190,7 @@ def _flag_entry(call: ast.Call, module: _Module) -> tuple[list[str], dict[str, A
     if "action" in kw:
         node = kw["action"]
         if isinstance(node, ast.Constant):
-            action = node.value
+            action = str(node.value)
         else:
             action = ast.unparse(node)  # a custom Action class, e.g. DeprecatedAction
 
@@ -169,6 +215,8 @@ def _flag_entry(call: ast.Call, module: _Module) -> tuple[list[str], dict[str, A
         "default": None,
         "default_unresolved": None,
         "required": False,
+        "negations": _negations(action, [primary] + [o for o in options if o != primary]),
+        "file": filename,
         "line": call.lineno,
     }
     if "choices" in kw:
@@ -185,6 +233,8 @@ def _flag_entry(call: ast.Call, module: _Module) -> tuple[list[str], dict[str, A
         entry["default"] = False
     elif action == "store_false":
         entry["default"] = True
+    elif action in module.action_defaults:
+        entry["default"] = module.action_defaults[action]
     if "required" in kw:
         try:
             entry["required"] = bool(_literal(kw["required"], module))
@@ -193,59 +243,105 @@ def _flag_entry(call: ast.Call, module: _Module) -> tuple[list[str], dict[str, A
     return [primary] + entry["aliases"], entry
 
 
-def extract_source(source: str, filename: str = SERVER_ARGS) -> dict[str, Any]:
-    """The flag table of a server_args.py source text: {"flags": ..., "options": ...}."""
+def _parse(source: str, filename: str) -> ast.Module:
     try:
-        tree = ast.parse(source, filename=filename)
+        return ast.parse(source, filename=filename)
     except SyntaxError as exc:
         raise StackError(
             f"{filename} is not valid Python for this interpreter: {exc}",
             "extract with a Python at least as new as the one the wheel targets",
         ) from exc
-    module = _scan_module(tree)
+
+
+def _table(entries: list[tuple[list[str], dict[str, Any]]], filename: str) -> dict[str, Any]:
+    """{"flags", "options"} from (option strings, entry) in registration order; the first of a name wins."""
     flags: dict[str, dict[str, Any]] = {}
     options: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if not _is_add_argument(node):
-            continue
-        names, entry = _flag_entry(node, module)
+    for names, entry in entries:
         primary = names[0]
         if primary in flags:
             # Defined twice (e.g. by two parsers): keep the first, as argparse would refuse a second.
             continue
         flags[primary] = entry
-        for name in names:
+        for name in names + entry["negations"]:
             options.setdefault(name, primary)
     if not flags:
         raise StackError(
             f"{filename}: no parser.add_argument(...) calls found",
             "is this sglang/srt/server_args.py? The layout may have changed; check the wheel",
         )
-    ordered = dict(sorted(flags.items(), key=lambda kv: kv[1]["line"]))
-    return {"flags": ordered, "options": dict(sorted(options.items()))}
+    return {"flags": flags, "options": dict(sorted(options.items()))}
+
+
+def _add_argument_entries(tree: ast.Module, module: _Module, filename: str) -> list[tuple[list[str], dict[str, Any]]]:
+    """The parser.add_argument(...) calls of server_args.py, in source order."""
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_add_argument(n)), key=lambda n: n.lineno)
+    return [_flag_entry(n, module, filename) for n in calls]
+
+
+def extract_source(source: str, filename: str = SERVER_ARGS) -> dict[str, Any]:
+    """The flag table of a server_args.py source text whose flags are all add_argument calls."""
+    tree = _parse(source, filename)
+    return _table(_add_argument_entries(tree, _scan_module(tree), SERVER_ARGS), filename)
+
+
+def extract_files(read: Callable[[str], str | None], label: str) -> dict[str, Any]:
+    """The flag table of an SGLang source tree; read(path) gives a file's text or None.
+
+    Both layouts: add_argument calls in server_args.py (0.5.9), and annotated
+    dataclass fields registered by add_cli_args_from_dataclass before the few
+    remaining add_argument calls (flags_fields.py).
+    """
+    from blackwell_stack.serve import flags_fields
+
+    source = read(SERVER_ARGS)
+    if source is None:
+        raise StackError(f"{label}: no {SERVER_ARGS}", "pass the sglang wheel from PyPI")
+    filename = f"{label}:{SERVER_ARGS}"
+    tree = _parse(source, filename)
+    if not flags_fields.uses_fields_layout(tree):
+        return _table(_add_argument_entries(tree, _scan_module(tree), SERVER_ARGS), filename)
+    # Names server_args.py imports (choices lists, custom actions) resolve in their own modules.
+    modules = flags_fields._Modules(read)
+    module = modules.scan(flags_fields.SERVER_ARGS_MODULE)
+    field_entries = flags_fields.extract_fields(modules)
+    # server_args.py's own flags take `default=_declared_default("field")`.
+    defaults = flags_fields.field_defaults(modules)
+    module.call_resolvers["_declared_default"] = lambda name: (name in defaults, defaults.get(name))
+    return _table(field_entries + _add_argument_entries(tree, module, SERVER_ARGS), filename)
 
 
 def extract_wheel(wheel: Path) -> dict[str, Any]:
     """The flag table of an sglang wheel, with the wheel's name and hashes recorded."""
     wheel = Path(wheel)
     if not wheel.is_file():
-        raise StackError(f"{wheel}: no such file", "download it with `pip download sglang==0.5.9 --no-deps`")
+        raise StackError(f"{wheel}: no such file", "download it with `pip download sglang==<version> --no-deps`")
+    version = _wheel_version(wheel.name)
     try:
         with zipfile.ZipFile(wheel) as zf:
-            source = zf.read(SERVER_ARGS).decode()
-    except (zipfile.BadZipFile, KeyError) as exc:
+            members = set(zf.namelist())
+            if SERVER_ARGS not in members:
+                raise StackError(
+                    f"{wheel}: not an sglang wheel with {SERVER_ARGS}",
+                    "pass the sglang wheel from PyPI: " + WHEEL_HINT.format(version=version),
+                )
+
+            def read(path: str) -> str | None:
+                return zf.read(path).decode() if path in members else None
+
+            table = extract_files(read, wheel.name)
+    except zipfile.BadZipFile as exc:
         raise StackError(
             f"{wheel}: not an sglang wheel with {SERVER_ARGS} ({exc})",
-            "pass the sglang-<version>-py3-none-any.whl file from PyPI",
+            "pass the sglang wheel from PyPI: " + WHEEL_HINT.format(version=version),
         ) from exc
-    version = _wheel_version(wheel.name)
     digest = sha256_file(wheel)
-    table = extract_source(source, f"{wheel.name}:{SERVER_ARGS}")
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "description": (
             "Flags accepted by sglang's launch_server, extracted statically (ast) from "
-            f"{SERVER_ARGS} of the wheel below. Choices held in module-level lists can be "
+            f"{SERVER_ARGS} of the wheel below and the field classes it registers "
+            "(each flag's file and line). Choices held in module-level lists can be "
             "extended at run time by plugins (add_*_choices); the table holds what the wheel ships. "
             "Generated data: do not edit by hand."
         ),
@@ -257,7 +353,7 @@ def extract_wheel(wheel: Path) -> dict[str, Any]:
             "hash_source": "sha256 of the wheel file computed here; the extractor's test checks it against PyPI's registry sha256",
         },
         "source_file": SERVER_ARGS,
-        "generator_command": GENERATOR.format(wheel=wheel.name),
+        "generator_command": GENERATOR.format(wheel=wheel.name, version=version),
         **table,
     }
 
@@ -265,7 +361,7 @@ def extract_wheel(wheel: Path) -> dict[str, Any]:
 def _wheel_version(filename: str) -> str:
     parts = filename.split("-")
     if len(parts) < 3 or not filename.endswith(".whl"):
-        raise StackError(f"{filename}: not a wheel file name", "expected sglang-<version>-py3-none-any.whl")
+        raise StackError(f"{filename}: not a wheel file name", "expected " + WHEEL_HINT.format(version="<version>"))
     return parts[1]
 
 
@@ -296,17 +392,56 @@ class FlagTable:
         return suggest(option, self.data)
 
 
-def load_table(path: Path | None = None) -> FlagTable:
-    path = Path(path) if path else data_path(*FLAGS_FILE)
+def table_path(version: str) -> Path:
+    """Where the flag table of sglang `version` is committed."""
+    versions.parse(version)  # a version, not a path
+    return data_path(*FLAGS_DIR, f"{version}.json")
+
+
+def available_versions() -> list[str]:
+    """The SGLang versions that have a committed flag table, oldest first."""
+    found = [p.stem for p in data_path(*FLAGS_DIR).glob("*.json")]
+    return sorted(found, key=functools.cmp_to_key(versions.compare))
+
+
+def extract_command(version: str) -> str:
+    """The commands that make the flag table of sglang `version` (the message Nix gives too)."""
+    return (
+        f"pip download sglang=={version} --no-deps --only-binary=:all: --python-version 3.12 "
+        f"--platform manylinux_2_34_x86_64 -d . && "
+        + GENERATOR.format(wheel=f"sglang-{version}-*.whl", version=version)
+    )
+
+
+def load_table(version: str | None = None, path: Path | None = None) -> FlagTable:
+    """The flag table of sglang `version` (default: the default profile's), or of the file at `path`."""
+    if path is None:
+        if version is None:
+            from blackwell_stack.serve.profile import load_profile
+
+            version = load_profile().runtime().sglang
+        path = table_path(version)
+        if not path.is_file():
+            have = ", ".join(available_versions()) or "none"
+            raise DataError(
+                path, None, None, f"no SGLang flag table for sglang {version} (tables: {have})",
+                "extract it from the sglang wheel: " + extract_command(version),
+            )
+    path = Path(path)
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError as exc:
-        raise DataError(path, None, None, "the flag table is missing", "regenerate it: " + GENERATOR.format(wheel="sglang-0.5.9-py3-none-any.whl")) from exc
+        raise DataError(path, None, None, "no such flag table", "pass a table written by `blackwell-stack serve flags extract`") from exc
     except json.JSONDecodeError as exc:
         raise DataError(path, None, None, f"not valid JSON: {exc}") from exc
     for key in ("flags", "options", "sglang_version"):
         if key not in data:
             raise DataError(path, None, key, "missing", "regenerate the table with `blackwell-stack serve flags extract`")
+    if version is not None and data["sglang_version"] != version:
+        raise DataError(
+            path, None, "sglang_version", f"is {data['sglang_version']}, expected {version}",
+            "regenerate it: " + extract_command(version),
+        )
     return FlagTable(path, data)
 
 

@@ -1,7 +1,13 @@
 """The serving profile (modules/profiles/*.json): model, hardware, flags, env.
 
 Nix reads the same file (lib/sglang-service.nix); this module loads it and
-says exactly which entry and field are wrong when it is malformed.
+says exactly which entry and field are wrong when it is malformed. A profile
+names the stacks it is for; each of its flags and variables says whether it
+is verified (and by what) or why not, so that `plan` and `serve check` can
+show it.
+
+The rules hold against a Runtime (the SGLang and flashinfer versions). Until
+a stack supplies the versions of its lock, it is the profile's runtime block.
 """
 
 from __future__ import annotations
@@ -11,12 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack.errors import DataError
+from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.paths import data_path
+from blackwell_stack.serve import versions
 
 DEFAULT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120"
 PROFILES_DIR = ("modules", "profiles")
 RULES_FILE = ("modules", "rules.json")
+# The runtime components a rule may state versions for (Runtime's fields).
+RUNTIME_COMPONENTS = ("sglang", "flashinfer")
 
 _REQUIRED = {
     "model": ("id", "revision", "kv_cache_scales_calibrated", "uses_mla"),
@@ -24,6 +33,28 @@ _REQUIRED = {
     "runtime": ("sglang", "flashinfer"),
     "service": ("host", "port"),
 }
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The versions the rules hold against (a stack passes the versions of its lock)."""
+
+    sglang: str
+    flashinfer: str | None = None
+    source: str = "given by the caller"
+
+    def __post_init__(self) -> None:
+        for component in RUNTIME_COMPONENTS:
+            value = getattr(self, component)
+            if value is not None:
+                try:
+                    versions.parse(value)
+                except StackError as exc:
+                    raise StackError(f"runtime {component}: {exc.message}", exc.hint) from None
+
+    def context(self) -> dict[str, str | None]:
+        """What the rules see as `runtime` (lib/sglang-service.nix builds the same)."""
+        return {"sglang": self.sglang, "flashinfer": self.flashinfer}
 
 
 @dataclass(frozen=True)
@@ -35,11 +66,29 @@ class Profile:
     def name(self) -> str:
         return self.data["name"]
 
+    @property
+    def stacks(self) -> list[str]:
+        return list(self.data.get("stacks", []))
+
+    def runtime(self) -> Runtime:
+        """The profile's own runtime block: the default until a stack supplies its versions."""
+        block = self.data["runtime"]
+        return Runtime(block["sglang"], block.get("flashinfer"), f"profile {self.name} runtime ({block.get('source', 'no source')})")
+
     def flag_values(self) -> dict[str, Any]:
         return {flag: spec["value"] for flag, spec in self.data["flags"].items()}
 
     def env_values(self) -> dict[str, str]:
         return {name: spec["value"] for name, spec in self.data["env"].items()}
+
+    def unverified(self) -> list[tuple[str, str]]:
+        """(flag or variable, why it is unverified) for every entry not marked verified."""
+        out = []
+        for kind in ("flags", "env"):
+            for name, spec in sorted(self.data[kind].items()):
+                if spec.get("verified") is not True:
+                    out.append((name, spec.get("unverified_reason") or "not marked verified in the profile"))
+        return out
 
 
 def profile_path(name_or_path: str | None) -> Path:
@@ -82,18 +131,42 @@ def _validate(path: Path, data: Any) -> None:
                 raise DataError(path, section, field, "missing")
     if not isinstance(data["hardware"]["gpus"], int) or data["hardware"]["gpus"] < 1:
         raise DataError(path, "hardware", "gpus", f"must be a positive integer, got {data['hardware']['gpus']!r}")
+    stacks = data.get("stacks", [])
+    if not isinstance(stacks, list) or not all(isinstance(s, str) and s for s in stacks):
+        raise DataError(path, None, "stacks", f"must be a list of stack names, got {stacks!r}")
+    for component in RUNTIME_COMPONENTS:
+        value = data["runtime"].get(component)
+        if value is None and component != "sglang":
+            continue
+        try:
+            versions.parse(value)
+        except StackError as exc:
+            raise DataError(path, "runtime", component, exc.message, exc.hint) from None
     for flag, spec in data["flags"].items():
         if not flag.startswith("--"):
             raise DataError(path, f"flags.{flag}", None, "flag names start with --", f"write it as --{flag}")
         for field in ("value", "reason", "source"):
             if not isinstance(spec, dict) or field not in spec:
                 raise DataError(path, f"flags.{flag}", field, "missing", "every flag has a value, a reason and a source")
+        _check_verified(path, f"flags.{flag}", spec)
     for name, spec in data["env"].items():
         for field in ("value", "reason", "source"):
             if not isinstance(spec, dict) or field not in spec:
                 raise DataError(path, f"env.{name}", field, "missing", "every variable has a value, a reason and a source")
         if not isinstance(spec["value"], str):
             raise DataError(path, f"env.{name}", "value", "environment values are strings")
+        _check_verified(path, f"env.{name}", spec)
+
+
+def _check_verified(path: Path, entry: str, spec: dict[str, Any]) -> None:
+    verified = spec.get("verified")
+    if verified is None:
+        return
+    if not isinstance(verified, bool):
+        raise DataError(path, entry, "verified", f"must be true or false, got {verified!r}")
+    need = "verified_by" if verified else "unverified_reason"
+    if not isinstance(spec.get(need), str) or not spec[need]:
+        raise DataError(path, entry, need, "missing", "say how it was verified (verified_by), or why it is not (unverified_reason)")
 
 
 def load_rules(path: Path | None = None) -> dict[str, Any]:
@@ -114,7 +187,31 @@ def load_rules(path: Path | None = None) -> dict[str, Any]:
             raise DataError(path, rid, "severity", f"must be error or warning, got {rule['severity']!r}")
         if ("condition" in rule) == ("check" in rule):
             raise DataError(path, rid, "condition", "a rule has exactly one of condition or check")
+        _check_versions(path, rid, rule.get("versions"))
         if rid in seen:
             raise DataError(path, rid, "id", "duplicate rule id")
         seen.add(rid)
     return data
+
+
+def _check_versions(path: Path, rid: str, spec: Any) -> None:
+    """A rule's `versions`: per runtime component, the ranges it holds and does not hold for, never both."""
+    if not isinstance(spec, dict):
+        raise DataError(path, rid, "versions", "missing or not an object",
+                        'state the versions the rule holds for, e.g. {"sglang": {"holds": [{"min": "0.5.9", "max": "0.5.9"}]}}, '
+                        "or {} for a rule that no SGLang or flashinfer version changes")
+    for component, ranges in spec.items():
+        where = f"versions.{component}"
+        if component not in RUNTIME_COMPONENTS:
+            raise DataError(path, rid, where, f"unknown runtime component; use one of {', '.join(RUNTIME_COMPONENTS)}")
+        if not isinstance(ranges, dict) or set(ranges) - {"holds", "not"} or not ranges.get("holds"):
+            raise DataError(path, rid, where, 'must be {"holds": [ranges...], "not": [ranges...]} with at least one holds range')
+        for kind in ("holds", "not"):
+            for r in ranges.get(kind, []):
+                problem = versions.check_range(r)
+                if problem:
+                    raise DataError(path, rid, f"{where}.{kind}", problem)
+        for a in ranges["holds"]:
+            for b in ranges.get("not", []):
+                if versions.overlap(a, b):
+                    raise DataError(path, rid, where, f"{versions.show_range(a)} is both held and not held ({versions.show_range(b)})")

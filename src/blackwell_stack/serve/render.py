@@ -8,11 +8,16 @@ tests compare the two on the default profile and on generated ones:
    every key is put in the flag table's primary spelling, so `--tp-size`
    overrides `--tensor-parallel-size`; a null value removes a flag.
 2. argv: --model-path, --revision, then the other settings sorted by name;
-   true renders the bare flag, false/null nothing, a list one value each;
+   true renders the bare flag, false nothing (or --no-X for a flag that has
+   one, argparse.BooleanOptionalAction), null nothing, a list one value each;
    then extraArgs verbatim, last, so that a user's flag wins (argparse keeps
    the last value) and nothing of the profile is silently dropped.
 3. context for the rules: every flag at the pinned SGLang's default,
-   overlaid by the settings and by extraArgs parsed with the flag table.
+   overlaid by the settings and by extraArgs parsed with the flag table,
+   under its primary spelling and each alias (so a rule may name
+   --tensor-parallel-size whichever spelling a version makes primary); the
+   runtime's versions (the profile's runtime block unless the caller passes
+   the stack's).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blackwell_stack.serve.flags import FlagTable
-from blackwell_stack.serve.profile import Profile
+from blackwell_stack.serve.profile import Profile, Runtime
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
 _INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
@@ -89,6 +94,8 @@ def render_argv(settings: dict[str, Any], extra_args: list[str], table: dict[str
         if takes == "none":
             if value is True:
                 argv.append(name)
+            elif value is False and entry and entry.get("negations"):
+                argv.append(entry["negations"][0])
             elif value is not False:
                 argv += [name, *_value_strings(value)]  # the flag-table rule reports it
         else:
@@ -110,6 +117,15 @@ def _typed(value: str, entry: dict[str, Any]) -> Any:
     if entry.get("type") == "int" and _INT_RE.match(value):
         return int(value)
     return value
+
+
+def negated(option: str, primary: str, table: dict[str, Any]) -> bool:
+    """Whether an option string that argparse reads as `primary` is one of its --no-X spellings."""
+    negations = table["flags"][primary].get("negations") or []
+    if option in table["options"]:
+        return option in negations
+    matches = [o for o in table["options"] if o.startswith(option)]
+    return bool(matches) and all(o in negations for o in matches)
 
 
 def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs:
@@ -135,7 +151,7 @@ def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs
         entry = table["flags"][primary]
         takes = entry["takes_value"]
         if takes == "none":
-            parsed.values[primary] = True
+            parsed.values[primary] = not negated(name, primary, table)
             if eq:
                 parsed.stray.append(token)
         elif eq:
@@ -166,8 +182,13 @@ def defaults_of(table: dict[str, Any]) -> dict[str, Any]:
     return {name: entry["default"] for name, entry in table["flags"].items()}
 
 
-def context_of(profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, rules: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
-    flags = {**defaults_of(table), **settings, **parsed.values}
+def context_of(
+    profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, rules: dict[str, Any], table: dict[str, Any],
+    runtime: Runtime,
+) -> dict[str, Any]:
+    by_primary = {**defaults_of(table), **settings, **parsed.values}
+    aliases = {alias: by_primary[name] for name, entry in table["flags"].items() for alias in entry["aliases"]}
+    flags = {**by_primary, **aliases}
     model = dict(profile.data["model"])
     model_path = flags.get("--model-path")
     model["local"] = isinstance(model_path, str) and model_path.startswith("/")
@@ -175,7 +196,7 @@ def context_of(profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, r
         "flags": flags,
         "hardware": profile.data["hardware"],
         "model": model,
-        "runtime": profile.data["runtime"],
+        "runtime": runtime.context(),
         "constants": rules.get("constants", {}),
     }
 
@@ -198,7 +219,9 @@ def render(
     overrides: dict[str, Any] | None = None,
     extra_args: list[str] | None = None,
     env_overrides: dict[str, str | None] | None = None,
+    runtime: Runtime | None = None,
 ) -> Rendered:
+    """runtime: the versions the rules hold against (default: the profile's runtime block)."""
     table_data = table.data if isinstance(table, FlagTable) else table
     overrides = overrides or {}
     extra_args = list(extra_args or [])
@@ -215,7 +238,7 @@ def render(
         argv=render_argv(settings, extra_args, table_data),
         env=dict(sorted(env.items())),
         settings=settings,
-        context=context_of(profile, settings, parsed, rules, table_data),
+        context=context_of(profile, settings, parsed, rules, table_data, runtime or profile.runtime()),
         parsed=parsed,
         extra_args=extra_args,
     )

@@ -8,8 +8,17 @@ evaluates it with builtins only and gets the same verdicts (tests compare):
                | {"eq"|"ne"|"gt"|"lt"|"version_lt": [operand, operand]}
                | {"in": [operand, [literal...]]}
 
-A missing path reads as null; gt/lt/version_lt with a null or non-number
-operand are false. Messages interpolate `{path.to.value}`.
+A missing path reads as null; gt/lt with a null or non-number operand are
+false, as is version_lt with a non-string (versions.py orders the strings).
+Messages interpolate `{path.to.value}`.
+
+Every rule states the versions it holds for, per runtime component
+({"versions": {"sglang": {"holds": [ranges], "not": [ranges]}, ...}}; {} for a
+rule that no version changes). Against the runtime's versions a rule
+applies ("yes": its condition decides, at its severity), does not apply
+("no": it never fires), or its truth is unknown ("unknown": when its
+condition holds it fires as a warning that says which version was not
+checked, never as silence and never as an error).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from blackwell_stack.errors import DataError
+from blackwell_stack.serve import versions
 from blackwell_stack.serve.flags import suggest
 from blackwell_stack.serve.render import Rendered, canonical
 
@@ -30,12 +40,14 @@ _INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
 @dataclass
 class Verdict:
     id: str
-    severity: str
+    severity: str  # as evaluated: a rule of unknown truth fires as a warning
     fired: bool
     messages: list[str] = field(default_factory=list)
     option: str | None = None
     source: str | None = None
     fix: dict[str, Any] | None = None
+    applies: str = "yes"  # "yes", "no" (outside its versions) or "unknown"
+    note: str | None = None  # why it does not apply, or which version was not checked
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,15 +77,10 @@ def operand(node: Any, ctx: dict[str, Any]) -> Any:
     return node
 
 
-def _version_key(v: str) -> list[Any]:
-    # Numeric dotted versions only, as builtins.compareVersions orders them.
-    return [int(p) if p.isdigit() else p for p in re.split(r"[.\-]", v)]
-
-
 def version_lt(a: Any, b: Any) -> bool:
     if not isinstance(a, str) or not isinstance(b, str):
         return False
-    return _version_key(a) < _version_key(b)
+    return versions.compare(a, b) < 0
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -145,7 +152,7 @@ def _unknown(name: str, where: str, table: dict[str, Any]) -> str:
     hint = suggest(name, table)
     version = table.get("sglang_version", "?")
     text = f"{where}: sglang {version} has no flag {name}"
-    return text + (f"; did you mean {hint}?" if hint else "; see modules/sglang-flags.json")
+    return text + (f"; did you mean {hint}?" if hint else f"; see modules/sglang-flags/{version}.json")
 
 
 def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
@@ -176,24 +183,59 @@ def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
     return problems
 
 
+def applicability(rule: dict[str, Any], runtime: dict[str, Any]) -> tuple[str, str | None]:
+    """("yes" | "no" | "unknown", note) of a rule for the runtime's versions (lib/sglang-service.nix: applicability)."""
+    outside: list[str] = []
+    unknown: list[str] = []
+    for component in sorted(rule.get("versions", {})):
+        spec = rule["versions"][component]
+        held, not_held = spec.get("holds", []), spec.get("not", [])
+        version = runtime.get(component)
+        if not isinstance(version, str):
+            unknown.append(f"the {component} version is not known (holds for {component} {versions.show_ranges(held)})")
+        elif any(versions.in_range(version, r) for r in held):
+            continue
+        elif any(versions.in_range(version, r) for r in not_held):
+            outside.append(f"{component} {version} (it holds for {component} {versions.show_ranges(held)})")
+        else:
+            unknown.append(
+                f"not checked for {component} {version} (holds for {versions.show_ranges(held)}; "
+                f"does not hold for {versions.show_ranges(not_held)})"
+            )
+    if outside:
+        return "no", "does not apply to " + "; ".join(outside)
+    if unknown:
+        return "unknown", "; ".join(unknown)
+    return "yes", None
+
+
 def evaluate(rendered: Rendered, rules: dict[str, Any], table: dict[str, Any]) -> list[Verdict]:
     verdicts = []
     for rule in rules["rules"]:
-        if rule.get("check") == "flag_table":
+        applies, note = applicability(rule, rendered.context["runtime"])
+        if applies == "no":
+            messages: list[str] = []
+        elif rule.get("check") == "flag_table":
             messages = flag_table_problems(rendered, table)
         elif "condition" in rule:
             messages = [interpolate(rule["message"], rendered.context)] if holds(rule["condition"], rendered.context) else []
         else:
             raise DataError("modules/rules.json", rule["id"], "check", f"unknown check {rule.get('check')!r}")
+        severity = rule["severity"]
+        if applies == "unknown" and messages:
+            severity = "warning"
+            messages = [f"(truth unknown: {note}) {m}" for m in messages]
         verdicts.append(
             Verdict(
                 id=rule["id"],
-                severity=rule["severity"],
+                severity=severity,
                 fired=bool(messages),
                 messages=messages,
                 option=rule.get("option"),
                 source=rule.get("source"),
                 fix=rule.get("fix"),
+                applies=applies,
+                note=note,
             )
         )
     return verdicts
