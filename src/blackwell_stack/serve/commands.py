@@ -13,6 +13,7 @@ from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.paths import data_path
 from blackwell_stack.serve import flags as flagmod
+from blackwell_stack.serve import secrets
 from blackwell_stack.serve.profile import DEFAULT_PROFILE, load_profile, load_rules
 from blackwell_stack.serve.render import Rendered, parse_set, render
 from blackwell_stack.serve.rules import Verdict, evaluate
@@ -69,7 +70,7 @@ def _render(args: argparse.Namespace) -> tuple[Rendered, list[Verdict]]:
     rules = load_rules()
     profile = load_profile(args.profile)
     rendered = render(profile, table, rules, parse_set(args.settings, table), args.extra_args)
-    return rendered, evaluate(rendered, rules, table.data)
+    return rendered, [*evaluate(rendered, rules, table.data), secrets.verdict(rendered, table.data)]
 
 
 def command_line(rendered: Rendered, python: str = "python") -> str:
