@@ -89,7 +89,7 @@ def test_default_profile_renders_the_working_command(nix, tmp_path):
     assert_same(nix, [c], tmp_path)
     result = python_result(c)
     argv = result["argv"]
-    assert argv[:2] == ["--model-path", "Qwen/Qwen3.5-397B-A17B-NVFP4"]
+    assert argv[:2] == ["--model-path", "nvidia/Qwen3.5-397B-A17B-NVFP4"]
     pairs = {
         "--quantization": "modelopt_fp4",
         "--attention-backend": "triton",
@@ -250,7 +250,7 @@ def generated_case(draw):
         "model.kv_cache_scales_calibrated": draw(st.booleans()),
         "model.uses_mla": draw(st.booleans()),
         "model.revision": draw(st.sampled_from([None, "fedcba9876543210fedcba9876543210fedcba98"])),
-        "model.id": draw(st.sampled_from(["Qwen/Qwen3.5-397B-A17B-NVFP4", "/srv/models/qwen"])),
+        "model.id": draw(st.sampled_from(["nvidia/Qwen3.5-397B-A17B-NVFP4", "/srv/models/qwen"])),
         "runtime.flashinfer": draw(st.sampled_from(["0.6.3", "0.6.5", "0.6.10", "0.7.0"])),
     })
     if draw(st.booleans()):
