@@ -4,7 +4,7 @@
 # runs of "!", null content and the finish reason "NaN happened" while its
 # health endpoint said all was well (docs/nixos-module.md, "Failure policy").
 #
-# Imported by modules/sglang.nix (services.sglang: enable, host, port,
+# Imported by modules/sglang.nix (services.sglang: enable, serverUrl,
 # apiKeyFile). The check is an ExecStartPost placed with mkAfter, so it runs
 # after that module's readiness gate. A non-zero exit fails the start: systemd
 # stops the server with result `exit-code`, the smoke report stays in the
@@ -19,17 +19,6 @@
 let
   cfg = config.services.sglang;
   smoke = cfg.smokeTest;
-
-  # A server bound to every address is reached on loopback.
-  connectHost =
-    if cfg.host == "0.0.0.0" then
-      "127.0.0.1"
-    else if cfg.host == "::" then
-      "::1"
-    else
-      cfg.host;
-  urlHost = if lib.hasInfix ":" connectHost then "[${connectHost}]" else connectHost;
-  url = "http://${urlHost}:${toString cfg.port}";
 
   # `blackwell-stack smoke` sends each of its 4 prompts twice (stream and not,
   # verify/smoke.py PROMPTS) after one /v1/models request, each bounded by --timeout.
@@ -46,7 +35,7 @@ let
 
   smokeArgs = [
     "smoke"
-    url
+    cfg.serverUrl
     "--max-tokens"
     (toString smoke.maxTokens)
     "--timeout"

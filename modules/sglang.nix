@@ -99,6 +99,7 @@ let
   };
   python = "${cfg.finalPackage}/bin/python3";
 
+  # A server bound to every address is reached on loopback.
   connectHost =
     if cfg.host == "0.0.0.0" then
       "127.0.0.1"
@@ -106,7 +107,7 @@ let
       "::1"
     else
       cfg.host;
-  healthUrl = "http://${if lib.hasInfix ":" connectHost then "[${connectHost}]" else connectHost}:${toString cfg.port}/health";
+  healthUrl = "${cfg.serverUrl}/health";
 
   # A start (load, readiness gate, smoke test) ends within this budget, or
   # systemd stops it; the gates give up earlier with their reason.
@@ -475,6 +476,14 @@ in
       default = [ ];
       example = [ "sm120-fp4-gemm-cutlass-before-flashinfer-fix" ];
       description = "Rules whose errors become warnings (for a known-fixed runtime). Use sparingly.";
+    };
+
+    serverUrl = mkOption {
+      type = types.str;
+      readOnly = true;
+      internal = true;
+      default = "http://${if lib.hasInfix ":" connectHost then "[${connectHost}]" else connectHost}:${toString cfg.port}";
+      description = "Where the unit's gates reach the server (read-only).";
     };
 
     finalPackage = mkOption {
