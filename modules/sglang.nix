@@ -79,6 +79,14 @@ let
   dynamicUser = cfg.user == null;
   stateDirName = lib.removePrefix "/var/lib/" cfg.stateDir;
   stateDirUnderVarLib = lib.hasPrefix "/var/lib/" cfg.stateDir;
+  # The state directory is made 0700 and given to the service user: never a
+  # shared system directory (/srv, /var/lib itself), nothing ProtectHome hides.
+  isUnder = dirs: path: lib.any (d: path == d || lib.hasPrefix "${d}/" path) dirs;
+  hiddenDirs = [ "/home" "/root" "/run/user" ];
+  stateDirIsOwn =
+    lib.length (lib.filter (c: c != "") (lib.splitString "/" cfg.stateDir)) >= 2
+    && !(builtins.elem cfg.stateDir [ "/var/lib" "/var/cache" "/var/log" "/var/tmp" ])
+    && !(isUnder ([ "/nix" "/etc" "/usr" "/proc" "/sys" "/dev" ] ++ hiddenDirs) cfg.stateDir);
 
   isLoopbackHost = builtins.elem cfg.host [ "127.0.0.1" "::1" "localhost" ] || lib.hasPrefix "127." cfg.host;
   modelIsLocal = cfg.model.path != null || (cfg.finalEnvironment.HF_HUB_OFFLINE or null) == "1";
@@ -448,8 +456,9 @@ in
           Starts allowed (the first one included) within `StartLimitIntervalSec`, which
           the module sets to `burst` x (the whole start budget + `restart.delaySec`) so
           that a server crashing during every start is stopped after `burst` attempts
-          (`StartLimitBurst`). Only crashes restart (`Restart=on-abnormal`: a signal, a
-          start timeout, a watchdog); a clean non-zero exit or a failed gate does not.
+          (`StartLimitBurst`), as is one crashing `burst` times within that interval.
+          Only crashes restart (`Restart=on-abnormal`: a signal, a start timeout, a
+          watchdog); a clean non-zero exit or a failed gate does not.
         '';
       };
       delaySec = mkOption {
@@ -465,8 +474,8 @@ in
       description = ''
         Load `nvidia` and `nvidia_uvm` at boot and require the NVIDIA driver
         (`hardware.nvidia`) with the open kernel modules on Blackwell. The unit cannot
-        load kernel modules itself (`ProtectKernelModules`, `NoNewPrivileges` stop
-        nvidia-modprobe). Turn it off only to run a stand-in server without a GPU, as
+        load kernel modules itself (`ProtectKernelModules`; `NoNewPrivileges` keeps the
+        setuid nvidia-modprobe from gaining root). Turn it off only to run a stand-in server without a GPU, as
         the VM test does.
       '';
     };
@@ -572,9 +581,13 @@ in
             nnodes = ${toString cfg.nnodes}): clients and the other nodes would be cut off.'';
         }
         {
-          assertion =
-            cfg.model.path == null
-            || !(lib.any (d: cfg.model.path == d || lib.hasPrefix "${d}/" cfg.model.path) [ "/home" "/root" "/run/user" ]);
+          assertion = stateDirIsOwn;
+          message = ''
+            services.sglang.stateDir = ${cfg.stateDir} must be a directory of its own, such as /var/lib/sglang or
+            /srv/sglang: it is made 0700 for the service user, and /home, /root and /run/user are hidden from it.'';
+        }
+        {
+          assertion = cfg.model.path == null || !(isUnder hiddenDirs cfg.model.path);
           message = "services.sglang.model.path = ${toString cfg.model.path} is hidden from the service by ProtectHome; keep the checkpoint under /srv or /var/lib.";
         }
         {
@@ -598,8 +611,8 @@ in
         services.sglang.package carries no passthru.blackwellStack.versions, so the rules cannot be checked against
         the SGLang and flashinfer it holds; they are checked against the profile's runtime instead.'';
 
-    # The unit cannot load modules (ProtectKernelModules, NoNewPrivileges and
-    # RestrictSUIDSGID stop the setuid nvidia-modprobe), so CUDA's
+    # The unit cannot load modules (ProtectKernelModules; NoNewPrivileges keeps
+    # the setuid nvidia-modprobe that libcuda runs from gaining root), so CUDA's
     # /dev/nvidia-uvm must exist before it starts.
     boot.kernelModules = lib.mkIf cfg.requireNvidiaDriver [
       "nvidia"

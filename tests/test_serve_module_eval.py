@@ -277,6 +277,9 @@ def test_a_state_dir_outside_var_lib_needs_a_user_who_owns_it(nix, nixpkgs_lib, 
         "dynamic": host('services.sglang.stateDir = "/srv/sglang";'),
         "static": host('services.sglang.stateDir = "/srv/sglang";', 'services.sglang.user = "sglang";'),
         "static-var-lib": host('services.sglang.user = "llm"; services.sglang.group = "gpu";'),
+        "srv": host('services.sglang.stateDir = "/srv";', 'services.sglang.user = "sglang";'),
+        "var-lib": host('services.sglang.stateDir = "/var/lib";', 'services.sglang.user = "sglang";'),
+        "home": host('services.sglang.stateDir = "/home/alice/sglang";', 'services.sglang.user = "sglang";'),
     }, tmp_path)
     (message,) = failed(results["dynamic"], "outside /var/lib")
     assert "services.sglang.user" in message
@@ -288,6 +291,8 @@ def test_a_state_dir_outside_var_lib_needs_a_user_who_owns_it(nix, nixpkgs_lib, 
     assert static["tmpfiles"] == ["d /srv/sglang 0700 sglang sglang - -"]
     assert static["users"] == {"sglang": {"isSystemUser": True, "group": "sglang", "home": "/srv/sglang"}}
     assert static["groups"] == ["sglang"]
+    for name in ("srv", "var-lib", "home"):
+        assert failed(results[name], "must be a directory of its own"), name
     other = results["static-var-lib"]
     service = other["unit"]["serviceConfig"]
     assert (service["User"], service["Group"], service["StateDirectory"]) == ("llm", "gpu", "sglang")
