@@ -243,6 +243,38 @@ def test_the_smoke_test_refuses_a_key_in_its_arguments(nix, nixpkgs_lib, tmp_pat
     assert results["file"]["failedAssertions"] == []
 
 
+def test_the_smoke_guard_covers_what_the_smoke_parser_reads_as_a_key(nix, nixpkgs_lib, tmp_path):
+    """Every spelling that blackwell-stack's own parser reads as `smoke --api-key` is refused."""
+    import argparse
+    import contextlib
+    import io
+
+    from blackwell_stack.cli import build_parser
+
+    spellings = [["--api-key", "k"], ["--api-key=k"], ["--api-ke", "k"], ["--api", "k"], ["--a=k"],
+                 ["--api-key-file", "/run/keys/k"], ["--json"], ["--model", "m"]]
+    parser = build_parser()
+    smoke = f'services.sglang.smokeTest = {{ enable = true; package = standIn.package "cli" "{CC_PATH}" {{ }}; }};'
+    hosts = {str(i): host(smoke, f"services.sglang.smokeTest.extraArgs = {json.dumps(s).replace(',', ' ')};")
+             for i, s in enumerate(spellings)}
+    results = evaluate(nix, nixpkgs_lib, hosts, tmp_path)
+    keyed = []
+    for i, spelled in enumerate(spellings):
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                ns = parser.parse_args(["smoke", "http://127.0.0.1:30000", *spelled])
+            sets_key = ns.api_key is not None
+        except (SystemExit, argparse.ArgumentError):
+            sets_key = False  # e.g. --api: ambiguous with --api-key-file
+        refused = bool(failed(results[str(i)], "smokeTest.extraArgs"))
+        if sets_key:
+            keyed.append(spelled)
+            assert refused, spelled
+    assert keyed == [["--api-key", "k"], ["--api-key=k"]]
+    assert not failed(results["5"], "smokeTest.extraArgs")  # --api-key-file names a file
+    assert failed(results["2"], "smokeTest.extraArgs")  # --api-ke: refused too, though argparse finds it ambiguous
+
+
 def test_no_option_example_shows_a_key(nix, nixpkgs_lib):
     examples = nix.eval(
         f"let lib = import {nixpkgs_lib}; "
