@@ -641,8 +641,13 @@ in
       wants = [ "network-online.target" ];
       after = [ "network-online.target" ];
 
-      # ninja (flashinfer's JIT runs it from PATH) and the compiler.
-      path = [ cfg.finalPackage ] ++ lib.optional (cfg.runtime.cc != null) cfg.runtime.cc;
+      # ninja (flashinfer's JIT runs it from PATH), nvcc for JIT builds that look
+      # for it on PATH, and the compiler.
+      path = [
+        cfg.finalPackage
+      ]
+      ++ lib.optional (cfg.runtime.cudaHome != null) cfg.runtime.cudaHome
+      ++ lib.optional (cfg.runtime.cc != null) cfg.runtime.cc;
       environment = cfg.finalEnvironment;
 
       # A start that fails the same way every time (a crash while loading) is

@@ -34,7 +34,7 @@ def stack_package(env_path: str = ENV_PATH, versions: dict | None = None, with_p
     nix_versions = " ".join(f'{k} = "{v}";' for k, v in versions.items())
     return (
         f'standIn.package "sglang-env" "{env_path}" {{ passthru.blackwellStack = {{ stack = "stable"; '
-        f'versions = {{ {nix_versions} }}; cudaHome = "{CUDA_PATH}"; '
+        f'versions = {{ {nix_versions} }}; cudaHome = standIn.package "cuda-13.0" "{CUDA_PATH}" {{ }}; '
         f'cc = standIn.package "gcc-wrapper" "{CC_PATH}" {{ }}; }}; }}'
     )
 

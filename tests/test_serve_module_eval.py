@@ -69,7 +69,7 @@ def test_a_package_without_passthru_needs_cuda_home_and_cc(nix, nixpkgs_lib, tmp
     bare = stack_package(with_passthru=False)
     results = evaluate(nix, nixpkgs_lib, {
         "bare": host(package=bare),
-        "given": host(f'services.sglang.runtime = {{ cudaHome = "{CUDA_PATH}"; cc = standIn.package "cc" "{CC_PATH}" {{ }}; }};',
+        "given": host(f'services.sglang.runtime = {{ cudaHome = standIn.package "cuda" "{CUDA_PATH}" {{ }}; cc = standIn.package "cc" "{CC_PATH}" {{ }}; }};',
                       package=bare),
     }, tmp_path)
     (message,) = failed(results["bare"], "runtime.cudaHome and runtime.cc")
@@ -99,8 +99,8 @@ def test_environment_for_triton_flashinfer_and_the_caches(default_host):
     assert env["CUDA_HOME"] == CUDA_PATH
     for name in STATE_VARIABLES:
         assert env[name].startswith("/var/lib/sglang"), name
-    # ninja (flashinfer's JIT) comes from the env's bin/, the compiler from cc's.
-    assert unit["path"] == [ENV_PATH, CC_PATH]
+    # ninja (flashinfer's JIT) comes from the env's bin/, nvcc from the CUDA tree's, the compiler from cc's.
+    assert unit["path"] == [ENV_PATH, CUDA_PATH, CC_PATH]
     # The profile's variables are there, each with its reason in the profile.
     for name, spec in PROFILE["env"].items():
         assert env[name] == spec["value"]
