@@ -90,7 +90,17 @@
         default = pkgs.callPackage ./nix/dev-shell.nix { inherit poetry2nix; };
       });
 
-      checks = forAllSystems (pkgs: pkgs.callPackage ./nix/checks.nix { });
+      checks = forAllSystems (
+        pkgs:
+        pkgs.callPackage ./nix/checks.nix { }
+        // {
+          # services.sglang in NixOS VMs with stand-in servers, on a plain nixpkgs (needs KVM).
+          sglang-vm = import ./modules/tests/sglang-vm.nix {
+            pkgs = nixpkgs.legacyPackages.${pkgs.stdenv.hostPlatform.system};
+            inherit (self.packages.${pkgs.stdenv.hostPlatform.system}) blackwell-stack;
+          };
+        }
+      );
 
       formatter = forAllSystems (pkgs: pkgs.nixfmt-tree);
 

@@ -413,6 +413,25 @@ rec {
       warnings = fired "warning";
     };
 
+  # Flags whose value is a secret. In ExecStart it would be world-readable in the
+  # Nix store and in /proc/PID/cmdline; services.sglang.apiKeyFile and
+  # adminApiKeyFile hand it over as a systemd credential instead.
+  secretFlags = [ "--api-key" "--admin-api-key" ];
+
+  # The secret flags a rendered configuration carries, read the way argparse
+  # reads them (every allow_abbrev prefix, with or without `=value`, in the
+  # settings or in extraArgs), so no spelling walks around the check. An
+  # ambiguous abbreviation that could mean one counts too: argparse would
+  # refuse it, but its value would already be in the unit.
+  # Same as blackwell_stack.serve.secrets.secret_flags_in.
+  secretFlagsIn = { rendered, table ? flagTable }:
+    let
+      candidates = concatMap (a: a.candidates) rendered.parsed.ambiguous
+        ++ concatMap (n: (canonical table n).candidates) (attrNames rendered.settings);
+      ambiguousMeans = map (o: table.options.${o}) candidates;
+    in
+    filter (f: rendered.settings ? ${f} || rendered.parsed.values ? ${f} || elem f ambiguousMeans) secretFlags;
+
   # Text for a NixOS assertion/warning: the rule, what fired, and its source.
   verdictText = v: "${if v.option or null != null then v.option else "services.sglang"}: [${v.id}] "
     + concatStringsSep "; " v.messages + (if v.source != null then " (source: ${v.source})" else "");

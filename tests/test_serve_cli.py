@@ -53,7 +53,8 @@ def test_check_passes_on_the_profile_and_lists_every_rule(repo):
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     rules = json.loads((repo / "modules" / "rules.json").read_text())["rules"]
-    assert [v["id"] for v in data["verdicts"]] == [r["id"] for r in rules]
+    # The rules, then the secret-flag check (serve/secrets.py), which is not a rule one can ignore.
+    assert [v["id"] for v in data["verdicts"]] == [r["id"] for r in rules] + ["secret-flag-on-command-line"]
     assert data["ok"] is True
 
 
@@ -64,6 +65,8 @@ def test_check_passes_on_the_profile_and_lists_every_rule(repo):
         (["--set", "moe-runner-backend=flashinfer_trtllm"], "sm120-moe-flashinfer-trtllm"),
         (["--set", "disable-custom-all-reduce=false"], "custom-all-reduce-on-pcie"),
         (["--", "--fp4-gemm-runner-backend", "flashinfer_cudnn"], "sglang-rejects-flag"),
+        (["--", "--api-k", "sk-0123"], "secret-flag-on-command-line"),
+        (["--", "--admin-api=sk-0123"], "secret-flag-on-command-line"),
     ],
 )
 def test_check_fails_with_the_rule_and_exit_1(args, rule):
@@ -93,7 +96,7 @@ def test_unknown_profile_is_bad_data():
 def test_run_dry_run_prints_the_command():
     result = cli("serve", "run", "--dry-run", "--python", "python3.12")
     assert result.returncode == 0, result.stderr
-    assert "python3.12 -m sglang.launch_server --model-path Qwen/Qwen3.5-397B-A17B-NVFP4" in result.stdout
+    assert "python3.12 -m sglang.launch_server --model-path nvidia/Qwen3.5-397B-A17B-NVFP4" in result.stdout
 
 
 def test_run_refuses_a_bad_configuration_before_exec():
@@ -137,21 +140,23 @@ def launcher(repo):
     return module
 
 
-def test_launcher_reads_the_credential(launcher, tmp_path, monkeypatch):
+def test_launcher_reads_the_credentials(launcher, tmp_path, monkeypatch):
     (tmp_path / "api-key").write_text("s3cret\n")
+    (tmp_path / "admin-api-key").write_text("adm1n\n")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
-    assert launcher.read_key() == "s3cret"
+    assert launcher.read_credential("api-key") == "s3cret"
+    assert launcher.read_credential("admin-api-key") == "adm1n"
     monkeypatch.delenv("CREDENTIALS_DIRECTORY")
-    assert launcher.read_key() is None
+    assert launcher.read_credential("api-key") is None
 
 
 def test_launcher_redacts_the_key_in_logs(launcher, caplog):
     old = logging.getLogRecordFactory()
     try:
-        launcher.redact_in_logs("s3cret")
+        launcher.redact_in_logs(["s3cret", "adm1n"])
         with caplog.at_level(logging.INFO):
-            logging.getLogger("sglang").info("server_args=%s", "ServerArgs(api_key='s3cret')")
-        assert "s3cret" not in caplog.text and "<redacted>" in caplog.text
+            logging.getLogger("sglang").info("server_args=%s", "ServerArgs(api_key='s3cret', admin_api_key='adm1n')")
+        assert "s3cret" not in caplog.text and "adm1n" not in caplog.text and "<redacted>" in caplog.text
     finally:
         logging.setLogRecordFactory(old)
 

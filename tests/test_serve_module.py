@@ -1,8 +1,8 @@
-"""modules/sglang.nix against its data: what can be checked without nixpkgs.
+"""modules/sglang.nix against its data: the lib entry points it uses, and that
+every rule names an option the module declares.
 
-The module itself is evaluated with nixpkgs.lib's evalModules in the session
-that wrote it (see the issue's closing note); here: the lib entry points it
-uses, and that every rule names an option the module declares.
+The module itself is evaluated with nixpkgs.lib's evalModules in
+test_serve_module_eval.py, and its unit's commands are run in test_serve_unit_run.py.
 """
 
 from __future__ import annotations

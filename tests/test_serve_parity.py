@@ -110,7 +110,7 @@ def test_default_profile_renders_the_working_command(nix, tmp_path):
     assert_same(nix, [c], tmp_path)
     result = python_result(c)
     argv = result["argv"]
-    assert argv[:2] == ["--model-path", DEFAULT.data["model"]["id"]]
+    assert argv[:2] == ["--model-path", "nvidia/Qwen3.5-397B-A17B-NVFP4"]
     pairs = {
         "--quantization": "modelopt_fp4",
         "--attention-backend": "triton",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.serve import secrets
 from blackwell_stack.serve.flags import FlagTable, load_table
 from blackwell_stack.serve.profile import Profile, Runtime, load_profile, load_rules
 from blackwell_stack.serve.render import Rendered, parse_set, render
@@ -53,4 +54,5 @@ def configure(
     table = load_table(path=table_path) if table_path else load_table(rt.sglang)
     rules = load_rules()
     rendered = render(prof, table, rules, parse_set(settings or [], table), extra_args, env_overrides, runtime=rt)
-    return Service(prof, rt, table, rules, rendered, evaluate(rendered, rules, table.data))
+    verdicts = [*evaluate(rendered, rules, table.data), secrets.verdict(rendered, table.data)]
+    return Service(prof, rt, table, rules, rendered, verdicts)

@@ -10,7 +10,7 @@ from blackwell_stack.plan_model import PlanItem, PlanSection
 from blackwell_stack.verify import baseline
 
 PROFILE = ("modules", "profiles", "qwen3.5-397b-a17b-nvfp4-sm120.json")
-FALLBACK_MODEL = "Qwen/Qwen3.5-397B-A17B-NVFP4"
+FALLBACK_MODEL = "nvidia/Qwen3.5-397B-A17B-NVFP4"
 FALLBACK_PORT = 30000
 
 

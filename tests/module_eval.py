@@ -1,0 +1,108 @@
+"""Evaluating modules/sglang.nix with the real nixpkgs lib (tests/nixos/eval.nix).
+
+A host configuration is a NixOS module written as Nix text; `evaluate` runs
+them all in one nix-instantiate call and returns, per host, what eval.nix
+reports: failed assertions, warnings, the sglang unit (only when no assertion
+fails, as NixOS builds it), kernel modules, firewall ports, users, tmpfiles,
+any nixpkgs.* definition, and the module's read-only final* options.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from locked_nix_input import locked_tree
+
+REPO = Path(__file__).resolve().parent.parent
+PROFILE = json.loads((REPO / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())
+
+# Stand-in store paths: the module only interpolates them.
+ENV_PATH = "/nix/store/0000000000000000000000000000000a-sglang-env"
+CUDA_PATH = "/nix/store/0000000000000000000000000000000b-cuda-13.0"
+CC_PATH = "/nix/store/0000000000000000000000000000000c-gcc-wrapper"
+
+
+def stack_package(env_path: str = ENV_PATH, versions: dict | None = None, with_passthru: bool = True) -> str:
+    """A stack env as the flake's sglang-env is: passthru.blackwellStack, versions from the profile."""
+    if not with_passthru:
+        return f'standIn.package "python3-env" "{env_path}" {{ }}'
+    versions = versions or {"sglang": PROFILE["runtime"]["sglang"], "flashinfer": PROFILE["runtime"]["flashinfer"], "torch": "2.12.1"}
+    nix_versions = " ".join(f'{k} = "{v}";' for k, v in versions.items())
+    return (
+        f'standIn.package "sglang-env" "{env_path}" {{ passthru.blackwellStack = {{ stack = "stable"; '
+        f'versions = {{ {nix_versions} }}; cudaHome = standIn.package "cuda-13.0" "{CUDA_PATH}" {{ }}; '
+        f'cc = standIn.package "gcc-wrapper" "{CC_PATH}" {{ }}; }}; }}'
+    )
+
+
+def host(*settings: str, package: str | None = None, nvidia: bool = True) -> str:
+    """A host module: services.sglang enabled with a stack env, the NVIDIA data-center
+    driver with open modules (as the SM120 host has), then `settings` (Nix attribute
+    bindings, each its own module so that they merge as in a real configuration)."""
+    imports = " ".join(f"{{ {s} }}" for s in settings)
+    driver = "hardware.nvidia.datacenter.enable = lib.mkDefault true; hardware.nvidia.open = lib.mkDefault true;" if nvidia else ""
+    return f"""{{ standIn, lib, ... }}:
+{{
+  imports = [ {imports} ];
+  services.sglang.enable = true;
+  services.sglang.package = lib.mkDefault ({package or stack_package()});
+  {driver}
+}}
+"""
+
+
+@pytest.fixture(scope="session")
+def nixpkgs_lib(tmp_path_factory) -> Path:
+    """nixpkgs.lib's lib/ at the revision flake.lock locks as nixpkgs-lib (narHash checked)."""
+    return locked_tree("nixpkgs-lib", "nixpkgs.lib.bundle", tmp_path_factory.mktemp("nixpkgs-lib")) / "lib"
+
+
+def evaluate(nix, lib_dir: Path, hosts: dict[str, str], tmp_path: Path) -> dict[str, dict]:
+    """Each host's evaluation. --read-write-mode: the launcher and the readiness gate
+    (builtins.path) are added to the Nix store, so the unit's commands can be run."""
+    paths = {}
+    for name, text in hosts.items():
+        path = tmp_path / f"host-{name}.nix"
+        path.write_text(text)
+        paths[name] = path
+    attrs = " ".join(f'"{name}" = {path};' for name, path in paths.items())
+    expr = (
+        f"builtins.mapAttrs (_: config: import ./tests/nixos/eval.nix {{ libPath = {lib_dir}; inherit config; }}) "
+        f"{{ {attrs} }}"
+    )
+    result = subprocess.run([nix.binary, "--eval", "--strict", "--json", "--read-write-mode", "--expr", expr],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise AssertionError(f"evaluation failed:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout)
+
+
+def evaluate_one(nix, lib_dir: Path, text: str, tmp_path: Path) -> dict:
+    return evaluate(nix, lib_dir, {"host": text}, tmp_path)["host"]
+
+
+def exec_argv(line: str, credentials: str | None = None) -> list[str]:
+    """An Exec*= line split into argv the way systemd reads what the module writes:
+    JSON-quoted words (utils.escapeSystemdExecArgs) with %% and $$ for % and $, and
+    bare words (the smoke test's `--api-key-file %d/api-key`); %d is the credentials
+    directory (systemd.unit(5))."""
+    decoder = json.JSONDecoder()
+    argv, i = [], 0
+    while i < len(line):
+        if line[i] == " ":
+            i += 1
+            continue
+        if line[i] == '"':
+            word, i = decoder.raw_decode(line, i)
+        else:
+            end = line.find(" ", i)
+            end = len(line) if end < 0 else end
+            word, i = line[i:end], end
+            if credentials is not None:
+                word = word.replace("%d", credentials)
+        argv.append(word.replace("%%", "%").replace("$$", "$"))
+    return argv
