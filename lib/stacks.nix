@@ -9,6 +9,7 @@
 #   stacks.isLocked "nightly"      # false
 #   stacks.workspaceRoot "stable"  # ../stacks/stable, or a throw naming the lock command
 #   stacks.versions "stable"       # { sglang = "0.5.9"; flashinfer = "0.6.5"; torch = "2.12.1"; }
+#   stacks.rootDependencies "stable"  # [ "flashinfer-cubin" "flashinfer-python" "sglang" "torch" "torchvision" ]
 #
 # Everything that needs the lock throws, for a stack without one, with the
 # message of Stack.missing_lock_message() and the command that makes it.
@@ -74,7 +75,39 @@ let
 
   versions = name: mapAttrs (_key: package: lockedVersion name package) (meta name).versions_from_lock;
 
+  # The stack's own requirements: the dependencies of the lock's virtual root
+  # (the stack's pyproject.toml), which the environment is made of.
+  rootDependencies =
+    name:
+    let
+      roots = filter (p: (p.source.virtual or null) == ".") (lockOf name).package;
+    in
+    if length roots == 1 then
+      map (dep: dep.name) ((head roots).dependencies or [ ])
+    else
+      throw "blackwell-stack: stacks/${name}/uv.lock has ${toString (length roots)} virtual roots; a stack is one virtual project";
+
   defaults = filter (name: (meta name).default or false) names;
+
+  # A wheel's file name from its URL or path in the lock (percent escapes
+  # decoded as uv2nix does for its fetchurl names: `%2B` is `+`).
+  wheelFile =
+    wheel:
+    builtins.replaceStrings [ "%2B" "%2b" "%21" "%7E" "%7e" ] [ "+" "+" "!" "~" "~" ] (
+      baseNameOf (wheel.url or wheel.path)
+    );
+
+  # The lock's entry { url | path, hash, size } of one file of a package, or a throw.
+  lockedWheel =
+    name: package: file:
+    let
+      pkgs = filter (p: p.name == package) (lockOf name).package;
+      found = if pkgs == [ ] then [ ] else filter (w: wheelFile w == file) ((head pkgs).wheels or [ ]);
+    in
+    if length found == 1 then
+      head found
+    else
+      throw "blackwell-stack: stacks/${name}/uv.lock has no file ${file} for ${package}; stacks/${name}/wheels.json is stale. Write it again with: blackwell-stack stack audit ${name} --write";
 in
 {
   inherit
@@ -85,6 +118,9 @@ in
     workspaceRoot
     lockedVersion
     versions
+    rootDependencies
+    wheelFile
+    lockedWheel
     ;
 
   lock = lockOf;

@@ -9,7 +9,7 @@ from blackwell_stack import output
 from blackwell_stack.paths import data_path
 from blackwell_stack.pins import registry
 
-TORCH_PINS = "pkgs/torch-nightly/pins.json"
+TORCH_PINS = "stacks/nightly/pins.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:

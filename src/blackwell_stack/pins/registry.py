@@ -11,7 +11,7 @@ from blackwell_stack.paths import data_path
 from blackwell_stack.pins.store import load_pins
 
 # Wheel pins files, in the order `pins show` lists them.
-WHEEL_PINS = ("pkgs/torch-nightly/pins.json", "pkgs/sglang/pins.json")
+WHEEL_PINS = ("stacks/nightly/pins.json",)
 KERNEL_SOURCES = "pkgs/sgl-kernel/sources.json"
 FLAKE_LOCK = "flake.lock"
 # Where each flake.lock narHash came from (flake.lock itself has no room for it).
