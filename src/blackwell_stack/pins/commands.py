@@ -17,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     psub = p.add_subparsers(dest="pins_command", metavar="ACTION")
     psub.required = True
 
-    show = psub.add_parser("show", help="every pin of the stack in one table")
+    show = psub.add_parser("show", help="every pin in one table (a stack's lock as one row; --stack NAME lists its files)")
     show.add_argument("--json", action="store_true")
+    show.add_argument("--stack", metavar="NAME", help="every file of this stack's lock, and the wheels it keeps")
     show.add_argument("--wide", action="store_true", help="do not cut long cells")
     show.set_defaults(func=cmd_show)
 
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ks.add_argument("--file", type=Path, help="sources file (default: pkgs/sgl-kernel/sources.json)")
     ks.set_defaults(func=cmd_update_kernel_sources)
 
-    ven = psub.add_parser("vendor", help="check a kept wheel against its pin and add it to the Nix store")
+    ven = psub.add_parser("vendor", help="check a kept wheel against its pin or a stack's lock and add it to the Nix store")
     ven.add_argument("wheel", type=Path, metavar="FILE.whl")
     ven.add_argument("--file", type=Path, action="append", dest="files", help="pins file(s) to match against (default: all)")
     ven.add_argument("--record", action="store_true", help="fill an unverified pin with this file's own hash")
@@ -57,7 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    rows = registry.all_pins()
+    if args.stack:
+        from blackwell_stack.stacks import model
+        from blackwell_stack.stacks import plan as stack_plan
+
+        stack = model.load(args.stack)
+        rows = stack_plan.kept_wheel_pins(stack) + (stack_plan.locked_files(stack) if stack.locked
+                                                     else [stack_plan.summary_row(stack)])
+    else:
+        rows = registry.all_pins()
     if args.json:
         output.dump_json({"pins": [r.to_json() for r in rows]})
         return 0
@@ -125,8 +134,11 @@ def _print_written(path: Path, data: dict) -> None:
 def cmd_vendor(args: argparse.Namespace) -> int:
     from blackwell_stack.pins.vendor import vendor
 
+    from blackwell_stack.stacks import model
+
     files = args.files or registry.wheel_pins_paths()
-    result = vendor(args.wheel, files, record=args.record)
+    locks = [] if args.files else [s.lock_path for s in map(model.load, model.names()) if s.locked]
+    result = vendor(args.wheel, files, record=args.record, locks=locks)
     verb = "pinned and added" if result.recorded else "matches its pin; added"
     print(f"{args.wheel.name} {verb} ({result.package}, {result.key} in {result.pins_file}):\n{result.store_path}")
     return 0

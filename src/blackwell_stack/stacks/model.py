@@ -159,6 +159,10 @@ class Stack:
     def torch_pairs(self) -> dict[str, dict[str, str]]:
         return self.data["torch_pairs"]
 
+    def sync_command(self, venv: str | Path) -> str:
+        """The one command that installs the lock into a venv (keeping a source-built kernel there)."""
+        return f"UV_PROJECT_ENVIRONMENT={venv} uv sync --frozen --inexact --project {self.path}"
+
     def missing_lock_message(self) -> str:
         """The same text lib/stacks.nix throws for a stack without a lock."""
         reason = self.data["lock"].get("missing_reason")
