@@ -50,6 +50,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     ks.add_argument("--file", type=Path, help="sources file (default: pkgs/sgl-kernel/sources.json)")
     ks.set_defaults(func=cmd_update_kernel_sources)
 
+    res = psub.add_parser(
+        "rescue",
+        help="repack an installed distribution into a wheel, every file checked against its RECORD",
+        epilog="exit codes: 0 written; 2 not installed, or a file is missing; 5 a file differs from its RECORD "
+        "(nothing is written on any refusal)",
+    )
+    res.add_argument("dist", metavar="DIST", help="the installed distribution, e.g. torch")
+    res.add_argument("--from-venv", required=True, type=Path, metavar="VENV", help="the venv (or its bin/python) it is installed in")
+    res.add_argument("--out", type=Path, default=Path("."), metavar="DIR", help="where to write the wheel (default: here)")
+    res.set_defaults(func=cmd_rescue)
+
     ven = psub.add_parser("vendor", help="check a kept wheel against its pin or a stack's lock and add it to the Nix store")
     ven.add_argument("wheel", type=Path, metavar="FILE.whl")
     ven.add_argument("--file", type=Path, action="append", dest="files", help="pins file(s) to match against (default: all)")
@@ -129,6 +140,21 @@ def _print_written(path: Path, data: dict) -> None:
     rows = [[name, pkg["version"], key, e["hash"]] for name, pkg in data["packages"].items() for key, e in pkg["wheels"].items()]
     output.table(["package", "version", "wheel", "hash"], rows)
     print(f"wrote {path}")
+
+
+def cmd_rescue(args: argparse.Namespace) -> int:
+    from blackwell_stack.pins.rescue import rescue
+
+    done = rescue(args.dist, args.from_venv, args.out)
+    print(f"repacked {done.dist} {done.version} from {args.from_venv}: {done.files} files, each checked against the "
+          f"RECORD it was installed with ({len(done.left_out)} made by the installer left out)")
+    print(f"wrote {done.wheel}\nsha256 {done.sha256}")
+    print("This wheel holds the same files as the installed one, not the same zip bytes as the wheel it came from: "
+          "its sha256 is a new pin, not the upstream one.")
+    print(f"Record it (and add it to the Nix store) with: blackwell-stack pins vendor {done.wheel} --record")
+    print("Lock a stack against it with its lock command, e.g.: blackwell-stack stack lock nightly --wheels "
+          f"{done.wheel.parent}")
+    return 0
 
 
 def cmd_vendor(args: argparse.Namespace) -> int:

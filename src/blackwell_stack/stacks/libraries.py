@@ -36,7 +36,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack.doctor import elf, linkage
+from blackwell_stack.doctor import elf, linkage, remote_zip
 from blackwell_stack.download import download
 from blackwell_stack.errors import DataError, HashMismatch, StackError
 from blackwell_stack.fileio import atomic_write_json
@@ -132,6 +132,15 @@ def sha256_of(artifact: dict) -> str | None:
     """The hex sha256 the lock records for a file (`hash = "sha256:..."`), or None."""
     digest = artifact.get("hash") or ""
     return digest.removeprefix("sha256:") if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else None
+
+
+def remote_file(wheel: dict) -> remote_zip.RemoteFile:
+    """A locked wheel as a file to read by range requests (URL, sha256 and size from the lock)."""
+    url, digest = wheel.get("url"), sha256_of(wheel)
+    if not url or not digest or not wheel.get("size"):
+        raise StackError(f"{wheels.filename(wheel)}: the lock gives no URL, sha256 and size for it",
+                         "lock the stack again with its lock command")
+    return remote_zip.RemoteFile(wheels.filename(wheel), url, digest, int(wheel["size"]))
 
 
 def local_path(stack: Stack, package: LockedPackage, wheel: dict) -> Path | None:
