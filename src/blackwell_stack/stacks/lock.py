@@ -181,7 +181,8 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
         argv.append("--check")
     before = stack.lock_path.read_bytes() if stack.locked else None
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800, check=False)
+        # In the stack's directory: uv resolves a relative index URL (./wheels/simple) against the working directory.
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800, check=False, cwd=stack.path)
     except subprocess.TimeoutExpired:
         _restore(stack, before)
         raise BuildError(f"`{' '.join(argv)}` did not finish in 30 minutes", "check the network and try again") from None

@@ -18,6 +18,7 @@ glibc allows. `divergent` lists those; docs/stacks.md says what it means.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -124,6 +125,7 @@ def _platforms(target: Target) -> list[str]:
     return [*out, f"linux_{target.machine}"]
 
 
+@functools.lru_cache(maxsize=8)
 def host_tags(target: Target) -> dict[Tag, int]:
     """Every tag a CPython host of `target` accepts, with its priority (0 is best)."""
     platforms = _platforms(target)
