@@ -17,31 +17,31 @@ in
 # sgl-kernel's CMakeLists sets policies CMP0169/CMP0177 that CMake < 3.30/3.31 rejects.
 assert lib.assertMsg (lib.versionAtLeast pkgs.cmake.version "3.31")
   "blackwell-stack dev shell: cmake ${pkgs.cmake.version} is older than 3.31; sgl-kernel's CMakeLists needs CMP0177";
-pkgs.mkShell (
-  {
-    packages = [
-      env
-      cliFromCheckout
-      stack.cudaHome
-      stack.cc
-      pkgs.cmake
-      pkgs.ninja
-    ];
+pkgs.mkShell {
+  packages = [
+    env
+    cliFromCheckout
+    stack.cudaHome
+    stack.cc
+    pkgs.cmake
+    pkgs.ninja
+  ];
 
-    shellHook = ''
-      # The CLI from this checkout (src/ on PYTHONPATH).
-      if [ -f "$PWD/flake.nix" ] && [ -d "$PWD/src/blackwell_stack" ]; then
-        export PYTHONPATH="$PWD/src''${PYTHONPATH:+:$PYTHONPATH}"
-      fi
-      echo "blackwell-stack dev shell: stack ${stack.stack} (sglang ${stack.versions.sglang}, flashinfer ${stack.versions.flashinfer}, torch ${stack.versions.torch}), nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cmake ${pkgs.cmake.version}"
-      python -c '
-      import torch
-      available = torch.cuda.is_available()
-      print(f"torch {torch.__version__} (built for CUDA {torch.version.cuda})")
-      print(f"CUDA available: {available}")
-      print("GPU: " + (torch.cuda.get_device_name(0) if available else "none visible (no driver or no GPU here)"))
-      ' || echo "torch could not be imported; see the error above"
-    '';
-  }
-  // stack.environment
-)
+  shellHook = ''
+    # The environment's runtime variables, after stdenv's setup (whose
+    # compiler hook exports CC and CXX of its own).
+    ${lib.concatStringsSep "\n" (lib.mapAttrsToList (name: value: "export ${name}=${lib.escapeShellArg value}") stack.environment)}
+    # The CLI from this checkout (src/ on PYTHONPATH).
+    if [ -f "$PWD/flake.nix" ] && [ -d "$PWD/src/blackwell_stack" ]; then
+      export PYTHONPATH="$PWD/src''${PYTHONPATH:+:$PYTHONPATH}"
+    fi
+    echo "blackwell-stack dev shell: stack ${stack.stack} (sglang ${stack.versions.sglang}, flashinfer ${stack.versions.flashinfer}, torch ${stack.versions.torch}), nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cmake ${pkgs.cmake.version}"
+    python -c '
+    import torch
+    available = torch.cuda.is_available()
+    print(f"torch {torch.__version__} (built for CUDA {torch.version.cuda})")
+    print(f"CUDA available: {available}")
+    print("GPU: " + (torch.cuda.get_device_name(0) if available else "none visible (no driver or no GPU here)"))
+    ' || echo "torch could not be imported; see the error above"
+  '';
+}

@@ -19,12 +19,18 @@ lib.mapAttrs (
   let
     wheel = stacks.lockedWheel stack package file;
   in
-  prev.${package}.overrideAttrs (_old: {
+  prev.${package}.overrideAttrs (old: {
     # Named by its file: the wheel hooks match on it, and `pins vendor` adds
     # a kept copy at this store path.
     src = pkgs.fetchurl {
       name = file;
       inherit (wheel) url hash;
     };
+    # uv2nix gives manylinux wheels the manylinux libraries (glibc,
+    # libstdc++, ...) and a pure wheel none: a pure first choice replaced by a
+    # manylinux file needs them.
+    buildInputs =
+      (old.buildInputs or [ ])
+      ++ lib.optionals ((old.buildInputs or [ ]) == [ ] && lib.hasInfix "manylinux" file) pkgs.pythonManylinuxPackages.manylinux2014;
   })
 ) audit.choices

@@ -159,6 +159,11 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
     "out"
     "dist"
   ];
+  # The hook refuses a wheel that names a store path, and this one does: Nix's
+  # linker wrapper gives its libraries a RUNPATH into the store (CUDA, torch's
+  # lib/). Outside Nix those directories do not exist and the loader takes
+  # the libraries the venv's torch has already loaded.
+  dontUsePyprojectInstallDistCheck = true;
 
   nativeBuildInputs = [
     pyprojectHook
