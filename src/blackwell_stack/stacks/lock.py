@@ -116,9 +116,9 @@ def write_kept_index(stack: Stack, source: Path) -> list[str]:
             shutil.copyfile(wheel, tmp)
             os.replace(tmp, dest)
         projects.setdefault(str(name), []).append((wheel.name, _sha256(dest)))
-    for name, files in projects.items():
+    for project, files in projects.items():
         links = "".join(f'<a href="../../{html.escape(f)}#sha256={h}">{html.escape(f)}</a>\n' for f, h in files)
-        atomic_write_bytes(target / "simple" / name / "index.html",
+        atomic_write_bytes(target / "simple" / project / "index.html",
                            f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n".encode())
     return [w.name for w in found]
 

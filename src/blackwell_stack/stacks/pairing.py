@@ -62,7 +62,8 @@ def check(stack: Stack, lock: Lock, contents: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, pair in sorted(stack.torch_pairs.items()):
         how = pair["check"]
-        result: dict[str, Any] = {"check": how, "version": (lock.get(name).version if lock.get(name) else None)}
+        locked = lock.get(name)
+        result: dict[str, Any] = {"check": how, "version": locked.version if locked else None}
         if how == "source":
             kernel = stack.kernel
             result["ok"] = (lock.get(name) is None and name in lock.excludes

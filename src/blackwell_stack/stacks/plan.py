@@ -119,10 +119,12 @@ def plan_section(name: str) -> PlanSection:
         sec.items.append(PlanItem(key, f"{versions[key]} ({package})", row.hash_source if row.verified else row.file,
                                   row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}"))
     kernel = stack.kernel
+    locked_kernel = lock.get(kernel["package"])
+    kernel_version = kernel.get("version") or (locked_kernel.version if locked_kernel else None)
     pairs = (audit or {}).get("torch_pairs", {}).get("pairs", {})
     kpair = pairs.get(kernel["package"], {})
     sec.items.append(PlanItem(
-        kernel["package"], f"{kernel.get('version') or lock.get(kernel['package']).version} from {kernel['from']}"
+        kernel["package"], f"{kernel_version} from {kernel['from']}"
         + (f" against torch {versions['torch']} (pkgs/sgl-kernel)" if kernel["from"] == "source" else ""),
         f"stack audit: {kpair['found']}" if kpair else f"{stack.relpath}/stack.json",
         bool(kpair.get("ok")), None if kpair.get("ok") else (problem or "not checked").rstrip(".")
