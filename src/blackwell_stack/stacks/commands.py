@@ -95,7 +95,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             rows.append(["wheels.json", "current" if audit["current"] else f"STALE: {audit.get('problem') or 'made from another uv.lock'}"])
         else:
             rows.append(["lock", "NONE"])
-        output.table(["", ""], rows)
+        output.table(["what", "value"], rows)
         if not s["locked"]:
             print(f"\n{s['missing']}")
     return 0
