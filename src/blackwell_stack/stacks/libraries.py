@@ -46,7 +46,7 @@ from blackwell_stack.stacks.model import Lock, LockedPackage, Stack
 
 SCHEMA_VERSION = 1
 AUDIT_FILE = "wheels.json"
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 # glibc, libgcc and libstdc++: the part of nixpkgs' pythonManylinuxPackages
 # (pkgs/development/interpreters/python/manylinux/default.nix, the PEP 599
@@ -66,12 +66,14 @@ _TEXT_SUFFIXES = (".py", ".pyi", ".pyc", ".txt", ".md", ".json", ".h", ".hpp", "
 
 
 def _maybe_elf(name: str) -> bool:
-    """Members worth opening: shared objects, and executables in a bin/ directory."""
+    """Members worth opening: shared objects, and executables in a bin/ directory or among a wheel's
+    .data/scripts (ninja's and py-spy's binaries are installed that way)."""
     base = name.rsplit("/", 1)[-1]
     if _LIBRARY_NAME.search(base):
         return True
     parts = name.split("/")
-    return "bin" in parts[:-1] and not base.endswith(_TEXT_SUFFIXES) and not base.startswith(".")
+    in_bin = "bin" in parts[:-1] or (len(parts) == 3 and parts[0].endswith(".data") and parts[1] == "scripts")
+    return in_bin and not base.endswith(_TEXT_SUFFIXES) and not base.startswith(".")
 
 
 def is_torch_symbol(name: str) -> bool:
