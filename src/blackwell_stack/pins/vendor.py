@@ -103,7 +103,8 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
         expected = fixed_path(filename, digest)
         store_path = add_to_store(file, filename)
         if store_path != expected:
-            raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}")
+            raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
+                             "use the nix-store of the Nix that builds the flake")
         return VendorResult(store_path, str(lock_path), package, "uv.lock", False)
     pins_files = [load_pins(p) for p in pins_paths if Path(p).exists()]
     pins, package, key, entry = find_pin(pins_files, filename, digest)
@@ -127,7 +128,8 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
     expected = fixed_path(name, digest)
     store_path = add_to_store(file, name)
     if store_path != expected:
-        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}")
+        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
+                         "use the nix-store of the Nix that builds the flake")
 
     if recorded:
         entry.update(

@@ -38,7 +38,7 @@ from typing import Any
 
 from blackwell_stack.doctor import elf, linkage, remote_zip
 from blackwell_stack.download import download
-from blackwell_stack.errors import DataError, HashMismatch, StackError
+from blackwell_stack.errors import DataError, HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import wheels
@@ -171,7 +171,12 @@ def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdi
         raise StackError(f"{wheels.filename(wheel)} ({package.name}) has neither URL nor path in {stack.relpath}/uv.lock",
                          f"lock again: {stack.lock_command}")
     dest = workdir / wheels.filename(wheel)
-    download(url, dest, expected_sha256=digest, label=dest.name)
+    try:
+        download(url, dest, expected_sha256=digest, label=dest.name)
+    except NetworkError as exc:
+        raise NetworkError(f"{package.name}: {exc.message}",
+                           "the audit downloads every locked wheel from its URL: check the network and run it again "
+                           "(what was read is cached)") from None
     return dest, f"downloaded from its URL in uv.lock and hashed on {today}"
 
 

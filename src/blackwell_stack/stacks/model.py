@@ -84,7 +84,7 @@ def load_lock(path: Path) -> Lock:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise StackError(f"{path}: no such lock") from None
+        raise StackError(f"{path}: no such lock", "make it with the stack's lock command (`blackwell-stack stack show`)") from None
     except tomllib.TOMLDecodeError as exc:
         raise DataError(path, None, None, f"not valid TOML ({exc})",
                         "restore it with `git checkout -- FILE`, or make it again with the stack's lock command") from None
@@ -236,32 +236,36 @@ def load_default_or(name: str | None) -> Stack:
 def validate(data: Any, path: Path, name: str) -> None:
     """DataError naming the field of the first problem."""
     if not isinstance(data, dict):
-        raise DataError(path, None, None, "the top level must be a JSON object")
+        raise _bad(path, None, None, "the top level must be a JSON object")
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise DataError(path, None, "schema_version", f"must be {SCHEMA_VERSION}, found {data.get('schema_version')!r}")
+        raise _bad(path, None, "schema_version", f"must be {SCHEMA_VERSION}, found {data.get('schema_version')!r}")
     if data.get("name") != name:
-        raise DataError(path, None, "name", f"must be the directory name {name!r}, found {data.get('name')!r}")
+        raise _bad(path, None, "name", f"must be the directory name {name!r}, found {data.get('name')!r}")
     for key in ("description", "audience", "system", "python", "uv"):
         if not isinstance(data.get(key), str) or not data[key]:
-            raise DataError(path, None, key, "must be a non-empty string")
+            raise _bad(path, None, key, "must be a non-empty string")
     if not isinstance(data.get("default"), bool):
-        raise DataError(path, None, "default", "must be true or false")
+        raise _bad(path, None, "default", "must be true or false")
     keys = data.get("versions_from_lock")
     if not isinstance(keys, dict) or set(keys) != set(KEY_VERSIONS):
-        raise DataError(path, None, "versions_from_lock", f"must name the package of each of {', '.join(KEY_VERSIONS)}")
+        raise _bad(path, None, "versions_from_lock", f"must name the package of each of {', '.join(KEY_VERSIONS)}")
     kernel = data.get("kernel")
     if not isinstance(kernel, dict) or kernel.get("from") not in KERNEL_FROM or not kernel.get("package"):
-        raise DataError(path, None, "kernel", f"needs package and from ({' or '.join(KERNEL_FROM)})")
+        raise _bad(path, None, "kernel", f"needs package and from ({' or '.join(KERNEL_FROM)})")
     if kernel["from"] == "source" and not kernel.get("version"):
-        raise DataError(path, "kernel", "version", "a kernel built from source needs the version it builds")
+        raise _bad(path, "kernel", "version", "a kernel built from source needs the version it builds")
     pairs = data.get("torch_pairs")
     if not isinstance(pairs, dict):
-        raise DataError(path, None, "torch_pairs", "must be an object of package -> {check, why}")
+        raise _bad(path, None, "torch_pairs", "must be an object of package -> {check, why}")
     for package, pair in pairs.items():
         if not isinstance(pair, dict) or pair.get("check") not in PAIR_CHECKS or not pair.get("why"):
-            raise DataError(path, package, "torch_pairs", f"needs check ({', '.join(PAIR_CHECKS)}) and why")
+            raise _bad(path, package, "torch_pairs", f"needs check ({', '.join(PAIR_CHECKS)}) and why")
     lock = data.get("lock")
     if not isinstance(lock, dict) or not isinstance(lock.get("command"), str) or not lock["command"].strip():
-        raise DataError(path, None, "lock.command", "must be the one command that makes the lock")
+        raise _bad(path, None, "lock.command", "must be the one command that makes the lock")
     if "missing_reason" not in lock:
-        raise DataError(path, None, "lock.missing_reason", "must say why there is no lock, or be null")
+        raise _bad(path, None, "lock.missing_reason", "must say why there is no lock, or be null")
+
+
+def _bad(path: Path, entry: str | None, field: str | None, problem: str) -> DataError:
+    return DataError(path, entry, field, problem, "fix the stack's stack.json (its schema: blackwell_stack/stacks/model.py, docs/stacks.md)")
