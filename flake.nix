@@ -1,18 +1,34 @@
 {
-  description = "blackwell-stack: SGLang serving Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120) with CUDA 13.0, PyTorch nightly 2.12.0.dev20260307+cu130 and sgl-kernel 0.3.21 built from source, pinned bit for bit";
+  description = "blackwell-stack: SGLang serving Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120) with CUDA 13: serving stacks locked by uv and built from the same lock by uv2nix, sgl-kernel 0.3.21 built from source against each stack's torch";
 
   inputs = {
-    # nixos-unstable of 2026-03-03, the week of the pinned torch nightly;
-    # cudaPackages_13 is 13.0.x there. Locked in flake.lock to
-    # 8c809a146a140c5c8806f13399592dbcb1bb5dc4.
+    # nixos-unstable of 2026-03-03; cudaPackages_13_0 is CUDA 13.0.x there.
+    # From it the stacks take only stdenv, python312, the CUDA 13.0 toolchain
+    # (kernel build, CUDA_HOME for JIT), zlib, autoPatchelf and the driver
+    # link: no Python package (docs/stacks.md).
     nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
 
-    # Used as plain source, not as a flake: its flake would lock its own
-    # nixpkgs, flake-utils, treefmt-nix, nix-github-actions and systems; its
-    # default.nix takes our pkgs instead.
-    poetry2nix = {
-      url = "github:nix-community/poetry2nix";
-      flake = false;
+    # nixpkgs' lib/ alone, mirrored per nixpkgs commit (the mirror of
+    # 2026-03-01, before the nixpkgs lock): what tests evaluate uv2nix and
+    # pyproject.nix with, without nixpkgs.
+    nixpkgs-lib.url = "github:nix-community/nixpkgs.lib";
+
+    # uv.lock -> Nix: the last commits at or before the nixpkgs lock's date
+    # (nix/flake-inputs.json); one nixpkgs and one pyproject.nix for all three.
+    pyproject-nix = {
+      url = "github:pyproject-nix/pyproject.nix";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
+    uv2nix = {
+      url = "github:pyproject-nix/uv2nix";
+      inputs.pyproject-nix.follows = "pyproject-nix";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
+    build-system-pkgs = {
+      url = "github:pyproject-nix/build-system-pkgs";
+      inputs.pyproject-nix.follows = "pyproject-nix";
+      inputs.uv2nix.follows = "uv2nix";
+      inputs.nixpkgs.follows = "nixpkgs";
     };
   };
 
@@ -20,64 +36,92 @@
     {
       self,
       nixpkgs,
-      poetry2nix,
+      nixpkgs-lib,
+      pyproject-nix,
+      uv2nix,
+      build-system-pkgs,
     }:
     let
-      inherit (nixpkgs) lib;
+      inherit (nixpkgs-lib) lib;
 
       # The target: x86_64-linux hosts with SM120 GPUs.
       systems = [ "x86_64-linux" ];
 
       stackLib = import ./lib;
+      inherit (stackLib) stacks;
 
       pkgsFor = lib.genAttrs systems (
         system:
         import nixpkgs {
           inherit system;
+          # Unfree is allowed for NVIDIA's CUDA redistributables only (nix/nixpkgs-config.json).
           config = stackLib.nixpkgsConfig;
-          overlays = [ self.overlays.default ];
         }
       );
 
-      forAllSystems = f: lib.genAttrs systems (system: f pkgsFor.${system});
+      # One Python package set per stack (nix/stack-set.nix); a stack without
+      # a lock throws, when used, with the command that makes it.
+      setsFor = lib.genAttrs systems (
+        system:
+        lib.genAttrs stacks.names (
+          name:
+          import ./nix/stack-set.nix {
+            inherit pyproject-nix uv2nix build-system-pkgs;
+            pkgs = pkgsFor.${system};
+            stack = name;
+          }
+        )
+      );
+
+      # f pkgs sets, for each system.
+      forAllSystems = f: lib.genAttrs systems (system: f pkgsFor.${system} setsFor.${system});
+
+      envName = name: if name == stacks.default then "sglang-env" else "sglang-env-${name}";
+
+      # Environments of locked stacks are packages (built and checked); a stack
+      # without a lock is only a legacyPackages attribute, which throws with
+      # the command that makes the lock when built (`nix flake check` skips it).
+      lockedNames = builtins.filter stacks.isLocked stacks.names;
+      unlockedNames = builtins.filter (name: !stacks.isLocked name) stacks.names;
     in
     {
       lib = stackLib;
 
-      overlays = {
-        default = import ./overlays { inherit poetry2nix; };
-        cuda13 = import ./overlays/cuda13.nix;
-        torch-nightly = import ./overlays/torch-nightly.nix;
-        stack-packages = import ./overlays/stack-packages.nix { inherit poetry2nix; };
-      };
+      # The stacks' Python package sets, for extending with `.overrideScope`.
+      legacyPackages = forAllSystems (
+        _pkgs: sets:
+        {
+          pythonSets = sets;
+        }
+        // lib.genAttrs' unlockedNames (name: lib.nameValuePair (envName name) sets.${name}.blackwellStackEnv)
+      );
 
       packages = forAllSystems (
-        pkgs:
+        pkgs: sets:
         let
-          python3Packages = pkgs.python312Packages;
+          kernel = sets.${stacks.default}.sgl-kernel;
         in
-        rec {
-          inherit (python3Packages)
-            torch
-            triton
-            sgl-kernel
-            sglang
-            ;
-          # The built wheel (buildPythonPackage's `dist` output), for pip users.
-          sgl-kernel-wheel = python3Packages.sgl-kernel.dist;
-          sglang-env = pkgs.python312.withPackages (ps: [ ps.sglang ]);
-          blackwell-stack = pkgs.blackwell-stack;
-          default = sgl-kernel-wheel;
+        lib.genAttrs' lockedNames (name: lib.nameValuePair (envName name) sets.${name}.blackwellStackEnv)
+        // {
+          # sgl-kernel built from source against the default stack's torch:
+          # the installed package, and its wheel (for pip/uv users).
+          sgl-kernel = kernel;
+          sgl-kernel-wheel = kernel.dist;
+          default = kernel.dist;
+
+          cuda-home = sets.${stacks.default}.blackwellStackEnv.passthru.blackwellStack.cudaHome;
+
+          blackwell-stack = pkgs.callPackage ./pkgs/blackwell-stack { };
         }
       );
 
       apps = forAllSystems (
-        pkgs:
+        pkgs: _sets:
         let
           cli = {
             type = "app";
-            program = lib.getExe pkgs.blackwell-stack;
-            meta.description = "blackwell-stack CLI: plan, pins, kernel, serve, doctor, verify";
+            program = lib.getExe self.packages.${pkgs.stdenv.hostPlatform.system}.blackwell-stack;
+            meta.description = "blackwell-stack CLI: plan, stack, pins, kernel, serve, doctor, verify";
           };
         in
         {
@@ -86,13 +130,21 @@
         }
       );
 
-      devShells = forAllSystems (pkgs: {
-        default = pkgs.callPackage ./nix/dev-shell.nix { inherit poetry2nix; };
-      });
+      devShells = forAllSystems (
+        pkgs: sets: {
+          default = import ./nix/dev-shell.nix {
+            inherit pkgs;
+            pythonSet = sets.${stacks.default};
+          };
+        }
+      );
 
       checks = forAllSystems (
-        pkgs:
-        pkgs.callPackage ./nix/checks.nix { }
+        pkgs: sets:
+        import ./nix/checks.nix {
+          inherit pkgs sets;
+          packages = self.packages.${pkgs.stdenv.hostPlatform.system};
+        }
         // {
           # services.sglang in NixOS VMs with stand-in servers, on a plain nixpkgs (needs KVM).
           sglang-vm = import ./modules/tests/sglang-vm.nix {
@@ -102,25 +154,20 @@
         }
       );
 
-      formatter = forAllSystems (pkgs: pkgs.nixfmt-tree);
+      formatter = forAllSystems (pkgs: _sets: pkgs.nixfmt-tree);
 
       nixosModules = {
-        # services.sglang, with the stack's packages and nixpkgs config. If you
-        # set your own nixpkgs.config.allowUnfreePredicate, OR it with
-        # blackwell-stack.lib.nixpkgsConfig.allowUnfreePredicate: the two are
-        # not merged (the later definition wins).
-        sglang = {
-          imports = [ ./modules/sglang.nix ];
-          nixpkgs.overlays = [ self.overlays.default ];
-          nixpkgs.config = {
-            inherit (stackLib.nixpkgsConfig)
-              cudaSupport
-              cudaCapabilities
-              cudaForwardCompat
-              allowUnfreePredicate
-              ;
+        # services.sglang on the default stack's environment. It sets no
+        # nixpkgs.config and no overlays: the environment is built with this
+        # flake's own nixpkgs, whatever the host's nixpkgs is.
+        sglang =
+          { pkgs, lib, ... }:
+          {
+            imports = [ ./modules/sglang.nix ];
+            services.sglang.package = lib.mkDefault self.packages.${pkgs.stdenv.hostPlatform.system}.sglang-env;
+            # The smoke test runs this flake's CLI (blackwell-stack smoke).
+            services.sglang.smokeTest.package = lib.mkDefault self.packages.${pkgs.stdenv.hostPlatform.system}.blackwell-stack;
           };
-        };
         default = self.nixosModules.sglang;
       };
     };

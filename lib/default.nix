@@ -1,6 +1,7 @@
 # The flake's `lib`: pure functions over the project's JSON data, builtins only,
 # so that tests evaluate them with a bare nix-instantiate (no nixpkgs needed).
 {
+  stacks = import ./stacks.nix;
   pins = import ./pins.nix;
   kernelSources = import ./kernel-sources.nix;
   kernelRecipe = import ./kernel-recipe.nix;

@@ -1,84 +1,66 @@
 # `nix flake check`: what can be asserted without a GPU. Each check evaluates
 # its assertion against the real pinned nixpkgs and writes what it checked;
-# GPU checks stay out of here (they need requiredSystemFeatures = [ "cuda" ]).
+# GPU checks stay out of here (sgl-kernel's passthru.gpuCheck needs
+# requiredSystemFeatures = [ "cuda" ]).
 {
-  lib,
   pkgs,
-  runCommand,
-  python312,
-  python312Packages,
-  cudaPackages,
-  cmake,
-  blackwell-stack,
+  packages,
+  sets,
 }:
 let
-  stackLib = import ../lib;
-  config = stackLib.nixpkgsConfig;
-
-  torchPinsFile = ../pkgs/torch-nightly/pins.json;
-  torchPins = lib.importJSON torchPinsFile;
-  torchUnverified = stackLib.pins.unverified torchPins;
+  inherit (pkgs) lib;
+  stacks = import ../lib/stacks.nix;
+  lockedNames = builtins.filter stacks.isLocked stacks.names;
 
   # An assertion that becomes a tiny derivation recording what it checked.
   assertion =
     name: ok: message:
     assert lib.assertMsg ok "blackwell-stack check ${name}: ${message}";
-    runCommand "check-${name}" { } ''
+    pkgs.runCommand "check-${name}" { } ''
       echo ${lib.escapeShellArg message} > $out
     '';
 
-  # Whether evaluating torch's version succeeds: it must throw while a pin is
-  # unverified (lib/pins.nix) and be the pinned version once all are verified.
-  torchVersion = builtins.tryEval python312Packages.torch.version;
+  perStack = lib.concatMapAttrs (
+    name: set:
+    let
+      bs = set.blackwellStackEnv.passthru.blackwellStack;
+      versions = stacks.versions name;
+    in
+    {
+      "stack-${name}-versions" =
+        assertion "stack-${name}-versions"
+          (
+            bs.versions == versions
+            && set.torch.version == versions.torch
+            && set.sglang.version == versions.sglang
+            && set.${(stacks.meta name).versions_from_lock.flashinfer}.version == versions.flashinfer
+          )
+          "the ${name} environment carries the lock's sglang ${versions.sglang}, flashinfer ${versions.flashinfer} and torch ${versions.torch}";
+
+      "stack-${name}-kernel-torch" =
+        assertion "stack-${name}-kernel-torch" (set.sgl-kernel.passthru.torch == set.torch)
+          "sgl-kernel of the ${name} stack is built against that stack's own torch ${set.torch.version}";
+
+      "stack-${name}-cuda-home" =
+        assertion "stack-${name}-cuda-home" (bs.cudaHome.cudaMajorMinorVersion == "13.0")
+          "CUDA_HOME of the ${name} stack is CUDA ${bs.cudaHome.cudaMajorMinorVersion}";
+    }
+  ) (lib.getAttrs lockedNames sets);
 in
-{
-  cuda-13 =
-    assertion "cuda-13" (cudaPackages.cudaMajorMinorVersion == "13.0")
-      "the overlay's default cudaPackages is CUDA ${cudaPackages.cudaMajorMinorVersion}, expected 13.0";
-
-  nixpkgs-config =
-    assertion "nixpkgs-config"
-      (
-        pkgs.config.cudaSupport
-        && pkgs.config.cudaCapabilities == [ "12.0a" ]
-        && !pkgs.config.cudaForwardCompat
-        && config.allowUnfreePredicate cudaPackages.cuda_nvcc
-        && config.allowUnfreePredicate cudaPackages.cudnn
-        && !(config.allowUnfreePredicate pkgs.unrar)
-      )
-      "nixpkgs is configured for CUDA on 12.0a without forward compat; the unfree predicate takes cuda_nvcc and cudnn and refuses unrar";
-
+perStack
+// {
   cmake-version =
-    assertion "cmake-version" (lib.versionAtLeast cmake.version "3.31")
-      "cmake ${cmake.version} is at least 3.31 (sgl-kernel sets CMP0177)";
-
-  torch-pins-wired =
-    assertion "torch-pins-wired"
-      (
-        if torchUnverified == [ ] then
-          torchVersion.success && torchVersion.value == torchPins.packages.torch.version
-        else
-          !torchVersion.success
-      )
-      (
-        "python312Packages.torch follows pkgs/torch-nightly/pins.json ("
-        + (
-          if torchUnverified == [ ] then
-            "torch ${torchPins.packages.torch.version}"
-          else
-            "evaluation stops on ${toString (map (u: "${u.package}/${u.key}") torchUnverified)}, as it must"
-        )
-        + ")"
-      );
+    assertion "cmake-version" (lib.versionAtLeast pkgs.cmake.version "3.31")
+      "cmake ${pkgs.cmake.version} is at least 3.31 (sgl-kernel sets CMP0177)";
 
   # The CLI builds and imports (pythonImportsCheck), and its tests that need
   # neither network, nor a GPU, nor nix (the sandbox has none) pass.
-  cli = blackwell-stack;
+  cli = packages.blackwell-stack;
   cli-tests =
-    runCommand "check-cli-tests"
+    pkgs.runCommand "check-cli-tests"
       {
         nativeBuildInputs = [
-          (python312.withPackages (ps: [
+          (pkgs.python312.withPackages (ps: [
             ps.pytest
             ps.hypothesis
             ps.matplotlib

@@ -1,62 +1,41 @@
-# `nix develop`: the helpers' Python environment from poetry.lock (poetry2nix,
-# with the plot and test extras), the pinned torch nightly, the CUDA 13 toolkit
-# and the tools that build sgl-kernel (cmake >= 3.31, ninja, scikit-build-core).
-# The banner runs the check that first proved the nightly on the target host.
-{
-  lib,
-  pkgs,
-  mkShell,
-  python312,
-  cudaPackages_13_0,
-  cmake,
-  ninja,
-  writeShellScriptBin,
-  poetry2nix,
-}:
+# `nix develop`: the default stack's environment with what builds sgl-kernel
+# beside it (scikit-build-core and wheel from the same set, CMake, ninja, the
+# CUDA 13.0 tree), the runtime variables the environment needs
+# (passthru.blackwellStack.environment: CUDA_HOME, CC, CXX,
+# TRITON_LIBCUDA_PATH), and `blackwell-stack` running this checkout's src/.
+# The banner runs the check that first proved a torch on the target host.
+{ pkgs, pythonSet }:
 let
-  poetry2nixLib = import poetry2nix { inherit pkgs; };
-  root = ../.;
+  inherit (pkgs) lib;
+  env = pythonSet.blackwellStackDevEnv;
+  stack = env.passthru.blackwellStack;
 
-  pythonEnv = poetry2nixLib.mkPoetryEnv {
-    projectDir = root;
-    python = python312;
-    groups = [ "main" ];
-    extras = [ "*" ];
-    preferWheels = true;
-    # From the overlays: torch is the pinned nightly (torch-bin), not a lock entry.
-    extraPackages = ps: [
-      ps.torch
-      ps.scikit-build-core
-      ps.pytest
-    ];
-  };
-
-  # `blackwell-stack` runs the checkout's src/ (PYTHONPATH, set below), so
-  # edits take effect without a rebuild.
-  cliFromCheckout = writeShellScriptBin "blackwell-stack" ''
-    exec ${pythonEnv}/bin/python -m blackwell_stack "$@"
+  cliFromCheckout = pkgs.writeShellScriptBin "blackwell-stack" ''
+    exec ${env}/bin/python -m blackwell_stack "$@"
   '';
 in
 # sgl-kernel's CMakeLists sets policies CMP0169/CMP0177 that CMake < 3.30/3.31 rejects.
-assert lib.assertMsg (lib.versionAtLeast cmake.version "3.31")
-  "blackwell-stack dev shell: cmake ${cmake.version} is older than 3.31; sgl-kernel's CMakeLists needs CMP0177";
-mkShell {
+assert lib.assertMsg (lib.versionAtLeast pkgs.cmake.version "3.31")
+  "blackwell-stack dev shell: cmake ${pkgs.cmake.version} is older than 3.31; sgl-kernel's CMakeLists needs CMP0177";
+pkgs.mkShell {
   packages = [
-    pythonEnv
+    env
     cliFromCheckout
-    cudaPackages_13_0.cuda_nvcc
-    cudaPackages_13_0.cuda_cudart
-    cudaPackages_13_0.cuda_cccl
-    cmake
-    ninja
+    stack.cudaHome
+    stack.cc
+    pkgs.cmake
+    pkgs.ninja
   ];
 
   shellHook = ''
+    # The environment's runtime variables, after stdenv's setup (whose
+    # compiler hook exports CC and CXX of its own).
+    ${lib.concatStringsSep "\n" (lib.mapAttrsToList (name: value: "export ${name}=${lib.escapeShellArg value}") stack.environment)}
     # The CLI from this checkout (src/ on PYTHONPATH).
     if [ -f "$PWD/flake.nix" ] && [ -d "$PWD/src/blackwell_stack" ]; then
       export PYTHONPATH="$PWD/src''${PYTHONPATH:+:$PYTHONPATH}"
     fi
-    echo "blackwell-stack dev shell: nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cmake ${cmake.version}"
+    echo "blackwell-stack dev shell: stack ${stack.stack} (sglang ${stack.versions.sglang}, flashinfer ${stack.versions.flashinfer}, torch ${stack.versions.torch}), nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cmake ${pkgs.cmake.version}"
     python -c '
     import torch
     available = torch.cuda.is_available()

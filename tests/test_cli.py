@@ -23,12 +23,12 @@ def test_unknown_command_is_usage_error():
 
 
 def test_plan_json_schema():
-    result = run_cli("plan", "--json")
+    result = run_cli("plan", "--json", "--stack", "all")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["plan_version"] == 1
     assert "SM120" in plan["target"]
-    assert list(plan["sections"]) == ["pins", "kernel", "service", "doctor", "verify"]
+    assert list(plan["sections"]) == ["pins", "stack-nightly", "stack-stable", "kernel", "service", "doctor", "verify"]
     for section in plan["sections"].values():
         assert set(section) == {"title", "items", "commands"}
         for item in section["items"]:
@@ -39,7 +39,7 @@ def test_plan_json_schema():
     flagged = {(u["section"], u["name"]) for u in plan["unverified"]}
     expected = {(k, i["name"]) for k, s in plan["sections"].items() for i in s["items"] if not i["verified"]}
     assert flagged == expected
-    assert ("pins", "torch (x86_64-linux-312)") in flagged
+    assert ("stack-nightly", "torch (x86_64-linux-312)") in flagged and ("stack-nightly", "uv.lock") in flagged
 
 
 def test_plan_prints_every_section():

@@ -1,6 +1,6 @@
 """`wheel diff`: this project's own wheel built twice is bit for bit identical; each kind of difference is named.
 
-The wheels are real builds: poetry-core (this project's build backend) on a
+The wheels are real builds: flit-core (this project's build backend) on a
 snapshot of the source, and shared libraries compiled here by gcc.
 """
 
@@ -29,7 +29,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def snapshot(tmp_path_factory) -> Path:
     """A frozen copy of what the wheel is built from (other work in the checkout cannot change it mid-test)."""
-    pytest.importorskip("poetry.core.masonry.api", reason="poetry-core (the build backend) is not installed")
+    pytest.importorskip("flit_core.buildapi", reason="flit-core (the build backend) is not installed")
     d = tmp_path_factory.mktemp("src") / "blackwell-stack"
     d.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -43,7 +43,7 @@ def build(src: Path, out: Path, epoch: str = EPOCH) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": epoch}
     r = subprocess.run(
-        [sys.executable, "-c", "import sys, poetry.core.masonry.api as b; print(b.build_wheel(sys.argv[1]))", str(out)],
+        [sys.executable, "-c", "import sys, flit_core.buildapi as b; print(b.build_wheel(sys.argv[1]))", str(out)],
         cwd=src, env=env, capture_output=True, text=True, timeout=300,
     )
     assert r.returncode == 0, r.stderr

@@ -213,9 +213,10 @@ def test_derivation_wires_every_dependency_through_lib_kernel_sources():
     """default.nix passes exactly lib.kernelSources' dependencies, fully disconnected."""
     text = DERIVATION.read_text()
     assert "kernelSources.neededNames sources cudaArchs" in text
-    assert 'lib.cmakeFeature dep.variable "${dep.src}"' in text  # read-only ones
-    assert '-D${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}' in text  # writable copies
-    assert '(lib.cmakeBool "FETCHCONTENT_FULLY_DISCONNECTED" true)' in text
+    # CMake defines reach scikit-build-core as `-C cmake.define.NAME=VALUE` (pyproject.nix's $uvBuildFlags)
+    assert 'lib.nameValuePair dep.variable "${dep.src}"' in text  # read-only ones
+    assert '--config-setting=cmake.define.${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}' in text  # writable copies
+    assert 'FETCHCONTENT_FULLY_DISCONNECTED = "ON";' in text
     # no hash or revision typed into the derivation: all from sources.json
     assert not re.search(r"sha256-[A-Za-z0-9+/]{43}=", text)
     assert not re.search(r"\b[0-9a-f]{40}\b", text)
@@ -228,7 +229,7 @@ def test_derivation_applies_the_whole_series_in_order():
     text = DERIVATION.read_text()
     assert "../../patches/sgl-kernel" in text and "builtins.sort builtins.lessThan" in text
     assert 'sourceRoot = "source/sgl-kernel"' in text
-    assert "dontUseCmakeConfigure = true" in text and "pyproject = true" in text
+    assert "dontUseCmakeConfigure = true" in text and "pyprojectHook" in text
     assert 'requiredSystemFeatures = [ "cuda" ]' in text
 
 

@@ -40,10 +40,9 @@ def test_cuda_settings_come_from_the_json(nix):
         (f'{{ pname = "cuda_nvcc"; meta.license = {NVIDIA_CUDA_REDIST}; }}', True),
         (f'{{ pname = "cudnn"; meta.license = {CUDNN}; }}', True),
         (f'{{ name = "libcublas-13.0.2.14"; meta.license = [ {NVIDIA_CUDA_REDIST} ]; }}', True),
-        # torch-bin: [ bsd3 issl unfreeRedistributable ]: allowed by name only.
-        (f'{{ pname = "torch"; meta.license = [ {BSD3} {ISSL} {UNFREE_REDIST} ]; }}', True),
-        (f'{{ name = "python3.12-torch-2.12.0"; meta.license = [ {BSD3} {ISSL} {UNFREE_REDIST} ]; }}', False),
-        (f'{{ pname = "triton"; meta.license = [ {UNFREE_REDIST} ]; }}', True),
+        # nixpkgs' torch-bin and triton-bin are not used (the stacks' torch is the lock's wheel): refused.
+        (f'{{ pname = "torch"; meta.license = [ {BSD3} {ISSL} {UNFREE_REDIST} ]; }}', False),
+        (f'{{ pname = "triton"; meta.license = [ {UNFREE_REDIST} ]; }}', False),
         (f'{{ pname = "nvidia-x11"; meta.license = {UNFREE_REDIST}; }}', True),
         # Anything else unfree stays refused, even next to a CUDA license.
         (f'{{ pname = "unrar"; meta.license = {UNFREE_REDIST}; }}', False),

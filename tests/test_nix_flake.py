@@ -1,30 +1,32 @@
-"""flake.nix and flake.lock: the lock is well formed, agrees with flake.nix and
-with the recorded provenance (nix/flake-inputs.json), and the real nix accepts
-it. What needs nixpkgs itself (packages, devShells, checks) cannot be evaluated
-without fetching nixpkgs; these tests evaluate everything short of that."""
+"""flake.nix and flake.lock: the lock is well formed, agrees with flake.nix
+(follows included) and with the recorded provenance (nix/flake-inputs.json),
+the real nix accepts it, and each pinned revision of uv2nix, pyproject.nix,
+build-system-pkgs and nixpkgs.lib is the one the provenance says (narHash and
+commit time recomputed from the repositories' history, the last commit before
+the nixpkgs lock, the three pyproject-nix repositories compatible). What needs
+nixpkgs itself (packages, devShells, checks) cannot be evaluated without
+fetching nixpkgs; these tests evaluate everything short of that."""
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
 import subprocess
-import io
-import tarfile
 from pathlib import Path
 
 import pytest
+
+import nix_inputs
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = json.loads((REPO / "flake.lock").read_text())
 PROVENANCE = json.loads((REPO / "nix" / "flake-inputs.json").read_text())
 FLAKES = ["--extra-experimental-features", "nix-command flakes"]
 
-# Where a copy of nix-community/poetry2nix's git history may be (the mirror on
-# the machine the lock was written on); elsewhere the hash check is skipped.
-POETRY2NIX_GIT = os.environ.get("BLACKWELL_STACK_POETRY2NIX_GIT", "/work/.mirror/nix-community+poetry2nix/repo")
+# The inputs whose trees the tests can check (git bundles: tests/nix_inputs.py).
+CHECKABLE = sorted(nix_inputs.BUNDLES)
 
 
 def input_nodes() -> dict[str, dict]:
@@ -105,29 +107,54 @@ def test_nixpkgs_is_the_pinned_nixos_unstable_of_2026_03_03():
     assert nixpkgs["locked"]["lastModified"] == 1772542754
 
 
-def test_poetry2nix_is_plain_source_so_it_locks_no_inputs_of_its_own():
-    node = input_nodes()["poetry2nix"]
-    assert node["flake"] is False
-    assert "inputs" not in node
+@pytest.mark.nix
+def test_follows_in_flake_nix_are_the_lock_nodes_inputs(flake_inputs):
+    """One nixpkgs and one pyproject.nix for uv2nix, pyproject.nix and build-system-pkgs."""
+    nodes = input_nodes()
+    for name, spec in flake_inputs.items():
+        follows = {child: [o["follows"]] for child, o in (spec.get("inputs") or {}).items()}
+        assert nodes[name].get("inputs", {}) == follows, name
+        assert PROVENANCE["inputs"][name].get("follows", {}) == {k: v[0] for k, v in follows.items()}, name
+    assert nodes["uv2nix"]["inputs"] == {"nixpkgs": ["nixpkgs"], "pyproject-nix": ["pyproject-nix"]}
+    assert nodes["build-system-pkgs"]["inputs"] == {
+        "nixpkgs": ["nixpkgs"], "pyproject-nix": ["pyproject-nix"], "uv2nix": ["uv2nix"]}
 
 
-def test_poetry2nix_narhash_is_the_nar_hash_of_the_locked_rev(nix_cli, tmp_path):
-    """Recompute the narHash from the repository itself: git archive REV, nix hash path."""
-    if not Path(POETRY2NIX_GIT).is_dir():
-        pytest.skip(f"no git copy of nix-community/poetry2nix at {POETRY2NIX_GIT} (set BLACKWELL_STACK_POETRY2NIX_GIT)")
-    locked = input_nodes()["poetry2nix"]["locked"]
-    archive = subprocess.run(["git", "--git-dir", POETRY2NIX_GIT, "archive", locked["rev"]],
-                             capture_output=True, check=True, timeout=120).stdout
-    source = tmp_path / "source"
-    source.mkdir()
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(source)
-    nar_hash = subprocess.run([nix_cli, *FLAKES, "hash", "path", str(source)],
-                              capture_output=True, text=True, check=True, timeout=120).stdout.strip()
-    assert nar_hash == locked["narHash"]
-    commit_time = subprocess.run(["git", "--git-dir", POETRY2NIX_GIT, "log", "-1", "--format=%ct", locked["rev"]],
+@pytest.mark.nix
+@pytest.mark.parametrize("name", CHECKABLE)
+def test_input_narhash_and_commit_time_are_recomputed_from_the_repository(name):
+    """tests/nix_inputs.py archives the locked rev and fails unless `nix hash path` is flake.lock's narHash."""
+    tree = nix_inputs.source(name)
+    locked = input_nodes()[name]["locked"]
+    repo = tree.parent.parent / f"{name}.git"
+    commit_time = subprocess.run(["git", "--git-dir", str(repo), "log", "-1", "--format=%ct", locked["rev"]],
                                  capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     assert int(commit_time) == locked["lastModified"]
+
+
+@pytest.mark.nix
+@pytest.mark.parametrize("name", CHECKABLE)
+def test_each_input_is_the_last_commit_before_the_nixpkgs_lock(name):
+    """The revision of each input matches the nixpkgs lock's date (nix/flake-inputs.json `why_this_rev`)."""
+    nix_inputs.source(name)
+    repo = nix_inputs._workdir() / f"{name}.git"
+    cutoff = input_nodes()["nixpkgs"]["locked"]["lastModified"]
+    head = subprocess.run(["git", "--git-dir", str(repo), "log", "--first-parent", "-1", "--format=%H",
+                           f"--until=@{cutoff}", "HEAD"], capture_output=True, text=True, check=True, timeout=60)
+    assert head.stdout.strip() == input_nodes()[name]["locked"]["rev"]
+
+
+@pytest.mark.nix
+def test_uv2nix_locks_the_same_pyproject_nix_the_flake_follows():
+    """The pyproject.nix the flake passes to uv2nix is the one uv2nix's own lock was tested with."""
+    nix_inputs.source("uv2nix")
+    repo = nix_inputs._workdir() / "uv2nix.git"
+    rev = input_nodes()["uv2nix"]["locked"]["rev"]
+    theirs = json.loads(subprocess.run(["git", "--git-dir", str(repo), "show", f"{rev}:flake.lock"],
+                                       capture_output=True, text=True, check=True, timeout=60).stdout)
+    node = theirs["nodes"][theirs["nodes"]["root"]["inputs"]["pyproject-nix"]]["locked"]
+    ours = input_nodes()["pyproject-nix"]["locked"]
+    assert (node["rev"], node["narHash"]) == (ours["rev"], ours["narHash"])
 
 
 def copy_flake(dest: Path, *parts: str) -> Path:
@@ -169,41 +196,43 @@ def test_nix_refuses_a_lock_that_no_longer_matches_flake_nix(nix_cli, tmp_path):
 
 @pytest.mark.nix
 def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
-    """Evaluate the flake with the real nix: output names, lib, overlays, modules.
+    """Evaluate the flake with the real nix and its real inputs short of nixpkgs: output names, lib, the module.
 
-    packages/devShells/checks/apps/formatter need nixpkgs at the locked rev,
-    which this machine cannot fetch; their names are checked, not their values.
+    The checked input trees are added to the Nix store at the paths Nix fetches
+    them to, so `builtins.getFlake` resolves them offline; nixpkgs cannot be
+    fetched here, so packages/devShells/checks/apps are checked by name only.
     """
+    for name in CHECKABLE:
+        nix_inputs.store_path(name)
     (tmp_path / "flake").mkdir()
-    flake = copy_flake(tmp_path / "flake", "lib", "nix", "pkgs/torch-nightly")
+    flake = copy_flake(tmp_path / "flake", "lib", "nix", "stacks", "modules")
     expr = f"""
-      let f = builtins.getFlake "path:{flake}"; in {{
+      let
+        f = builtins.getFlake "path:{flake}";
+        module = f.nixosModules.sglang {{ pkgs.stdenv.hostPlatform.system = "x86_64-linux"; lib = f.inputs.nixpkgs-lib.lib; }};
+      in {{
         outputs = builtins.attrNames f.outputs;
         lib = builtins.attrNames f.lib;
-        overlays = builtins.attrNames f.overlays;
         nixosModules = builtins.attrNames f.nixosModules;
-        moduleImports = map toString f.nixosModules.sglang.imports;
-        moduleConfig = {{ inherit (f.nixosModules.sglang.nixpkgs.config) cudaSupport cudaCapabilities cudaForwardCompat; }};
-        capabilities = f.lib.nixpkgsConfig.cudaCapabilities;
-        unverified = f.lib.pins.unverified (builtins.fromJSON (builtins.readFile {flake}/pkgs/torch-nightly/pins.json));
+        moduleKeys = builtins.attrNames module;
+        moduleImports = map toString module.imports;
+        packageOption = {{ inherit (module.services.sglang.package) _type priority; }};
+        stacks = f.lib.stacks.names;
+        libVersion = f.inputs.nixpkgs-lib.lib.trivial.release;
       }}"""
     result = nix_flake(nix_cli, "eval", "--offline", "--impure", "--json", "--expr", expr)
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
-    assert got["outputs"] == sorted(["apps", "checks", "devShells", "formatter", "lib", "nixosModules", "overlays", "packages"])
-    assert {"nixpkgsConfig", "pins"} <= set(got["lib"])
-    assert got["overlays"] == ["cuda13", "default", "stack-packages", "torch-nightly"]
+    assert got["outputs"] == sorted(["apps", "checks", "devShells", "formatter", "legacyPackages", "lib",
+                                     "nixosModules", "packages"])
+    assert {"stacks", "nixpkgsConfig", "pins", "kernelRecipe", "kernelSources", "sglangService"} <= set(got["lib"])
     assert got["nixosModules"] == ["default", "sglang"]
+    # The module brings services.sglang and the default stack's environment, and no nixpkgs config or overlays.
+    assert got["moduleKeys"] == ["imports", "services"]
     assert [p.rsplit("/", 2)[-2:] for p in got["moduleImports"]] == [["modules", "sglang.nix"]]
-    assert got["moduleConfig"] == {"cudaSupport": True, "cudaCapabilities": ["12.0a"], "cudaForwardCompat": False}
-    assert got["capabilities"] == ["12.0a"]
-    pins = json.loads((REPO / "pkgs" / "torch-nightly" / "pins.json").read_text())
-    assert got["unverified"] == [
-        {"package": name, "key": key}
-        for name in sorted(pins["packages"]) for key in sorted(pins["packages"][name]["wheels"])
-        if not pins["packages"][name]["wheels"][key]["verified"]
-    ]
-
+    assert got["packageOption"] == {"_type": "override", "priority": 1000}  # lib.mkDefault
+    assert got["stacks"] == ["nightly", "stable"]
+    assert got["libVersion"] == "26.05"
 
 
 def test_the_module_the_flake_exports_exists():

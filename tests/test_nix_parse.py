@@ -29,9 +29,10 @@ def project_nix_files() -> list[str]:
 NIX_FILES = project_nix_files()
 
 
-def test_the_flake_and_overlays_are_among_the_files():
-    for required in ("flake.nix", "overlays/default.nix", "overlays/cuda13.nix", "overlays/torch-nightly.nix",
-                     "overlays/stack-packages.nix", "lib/default.nix", "lib/pins.nix"):
+def test_the_flake_and_its_parts_are_among_the_files():
+    for required in ("flake.nix", "nix/stack-set.nix", "nix/stack-env.nix", "nix/cuda-home.nix", "nix/fixups/default.nix",
+                     "pkgs/sgl-kernel/default.nix", "pkgs/blackwell-stack/default.nix", "lib/default.nix",
+                     "lib/stacks.nix", "lib/pins.nix"):
         assert required in NIX_FILES
 
 

@@ -1,6 +1,6 @@
-"""lib/pins.nix (what the torch-nightly overlay evaluates) against
-blackwell_stack.pins.store on the same JSON: same pins, same unverified list,
-same refusal naming the same fill command."""
+"""lib/pins.nix (the flake's `lib.pins`) against blackwell_stack.pins.store on
+the same JSON (the nightly stack's wheel pins, stacks/nightly/pins.json):
+same pins, same unverified list, same refusal naming the same fill command."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ from blackwell_stack.pins.store import load_pins, unverified, validate, wheel_pi
 pytestmark = pytest.mark.nix
 
 REPO = Path(__file__).resolve().parent.parent
-TORCH_PINS = "pkgs/torch-nightly/pins.json"
-OVERLAY_PINS = "(import ./nix/torch-nightly-pins.nix)"
+TORCH_PINS = "stacks/nightly/pins.json"
+PINS = f"(builtins.fromJSON (builtins.readFile ./{TORCH_PINS}))"
+WHEEL = f'(import ./lib/pins.nix).wheel {{ pins = {PINS}; file = "{TORCH_PINS}"; }}'
 
 
 @pytest.fixture
 def torch_pins(monkeypatch):
-    # Relative, as the overlay names the file in its messages.
+    # Relative, as lib.pins names the file in its messages.
     monkeypatch.chdir(REPO)
     return load_pins(TORCH_PINS)
 
@@ -38,20 +39,8 @@ def python_error(pins, *args) -> StackError:
 
 
 def test_unverified_lists_agree(nix, torch_pins):
-    got = nix.eval(f"(import ./lib).pins.unverified {OVERLAY_PINS}.pins")
+    got = nix.eval(f"(import ./lib).pins.unverified {PINS}")
     assert got == unverified(torch_pins)
-
-
-def test_overlay_reads_the_pins_file_the_cli_reads(nix, torch_pins):
-    assert nix.eval(f"{OVERLAY_PINS}.file") == TORCH_PINS
-    assert nix.eval(f"{OVERLAY_PINS}.pins") == torch_pins.data
-
-
-@pytest.mark.parametrize("python_version", ["3.12", "3.13"])
-def test_pinned_python_versions_agree(nix, torch_pins, python_version):
-    key = f"x86_64-linux-{python_version.replace('.', '')}"
-    got = nix.eval(f'({OVERLAY_PINS}.forPython "x86_64-linux" "{python_version}").pinned')
-    assert got == (key in torch_pins.packages["torch"]["wheels"])
 
 
 @pytest.mark.parametrize("package", ["torch", "triton"])
@@ -59,7 +48,7 @@ def test_unverified_pin_throws_with_the_fill_command(nix, torch_pins, package):
     entry = torch_pins.packages[package]["wheels"].get("x86_64-linux-312")
     if entry is None or entry["verified"]:
         pytest.skip(f"{package} for x86_64-linux-312 is pinned and verified now")
-    stderr = nix.eval_error(f'({OVERLAY_PINS}.forPython "x86_64-linux" "3.12").{package}')
+    stderr = nix.eval_error(f'{WHEEL} "{package}" "x86_64-linux" "3.12"')
     error = python_error(torch_pins, package, "x86_64-linux", "3.12")
     assert error.message in stderr
     assert f"Fill it in with: {torch_pins.update_command}" in stderr
@@ -67,7 +56,7 @@ def test_unverified_pin_throws_with_the_fill_command(nix, torch_pins, package):
 
 
 def test_missing_python_version_throws_listing_what_is_pinned(nix, torch_pins):
-    stderr = nix.eval_error(f'({OVERLAY_PINS}.forPython "x86_64-linux" "3.13").torch')
+    stderr = nix.eval_error(f'{WHEEL} "torch" "x86_64-linux" "3.13"')
     error = python_error(torch_pins, "torch", "x86_64-linux", "3.13")
     assert error.message in stderr
     assert f"Add it with: {torch_pins.update_command}" in stderr
@@ -105,14 +94,25 @@ def test_verified_pin_gives_the_same_fetchurl_arguments(nix, tmp_path):
     assert got == {"pname": name, "version": version, "name": release.filename, "url": url, "hash": sri}
 
 
-@pytest.mark.parametrize("package", ["sglang", "flashinfer-python", "flashinfer-cubin"])
-def test_pure_python_wheels_resolve_through_the_any_key_on_both_sides(nix, package, monkeypatch):
-    """pkgs/sglang/pins.json pins pure wheels under "any"; lib.pins and the store pick them for any system."""
-    monkeypatch.chdir(REPO)
-    pins = load_pins("pkgs/sglang/pins.json")
-    expr = (
-        '(import ./lib/pins.nix).wheel { pins = builtins.fromJSON (builtins.readFile ./pkgs/sglang/pins.json); '
-        f'file = "pkgs/sglang/pins.json"; }} "{package}" "x86_64-linux" "3.12"'
-    )
-    assert nix.eval(expr) == wheel_pin(pins, package, "x86_64-linux", "3.12")
-    assert wheel_pin(pins, package, "aarch64-linux", "3.13")["name"].endswith("-none-any.whl")
+@pytest.mark.network
+def test_pure_python_wheels_resolve_through_the_any_key_on_both_sides(nix, tmp_path):
+    """A pure wheel is pinned once, under "any": lib.pins and the store pick it for any system and Python."""
+    name, version = "packaging", "24.2"
+    release = pypi.pick(pypi.release_files(name, version), "*.whl")
+    url = urljoin(f"{pypi.PYPI_JSON}/{name}/json", release.url)
+    data = {
+        "schema_version": 1, "description": "one pure wheel, from PyPI",
+        "update_command": f"blackwell-stack pins update pypi {name}=={version} --file pins.json",
+        "packages": {name: {"version": version, "wheels": {"any": {
+            "filename": release.filename, "url": url, "hash": hex_to_sri(release.sha256),
+            "hash_source": "PyPI's registry sha256", "verified": True, "reason": None}}}},
+    }
+    path = tmp_path / "pins.json"
+    validate(data, path)
+    path.write_text(json.dumps(data))
+    pins = load_pins(path)
+    for system, python in [("x86_64-linux", "3.12"), ("aarch64-linux", "3.13")]:
+        got = nix.eval(f'(import ./lib/pins.nix).wheel {{ pins = builtins.fromJSON (builtins.readFile {path}); '
+                       f'file = "{path}"; }} "{name}" "{system}" "{python}"')
+        assert got == wheel_pin(pins, name, system, python)
+        assert got["name"].endswith("-py3-none-any.whl")

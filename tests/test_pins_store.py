@@ -14,7 +14,7 @@ from blackwell_stack.pins.store import load_pins, unverified, wheel_pin
 
 @pytest.fixture
 def torch_pins(repo):
-    return json.loads((repo / "pkgs/torch-nightly/pins.json").read_text())
+    return json.loads((repo / "stacks/nightly/pins.json").read_text())
 
 
 def write(tmp_path, data):
@@ -24,12 +24,12 @@ def write(tmp_path, data):
 
 
 def test_repo_pins_files_are_valid(repo):
-    pins = load_pins(repo / "pkgs/torch-nightly/pins.json")
+    pins = load_pins(repo / "stacks/nightly/pins.json")
     assert {u["package"] for u in unverified(pins)} == {"torch", "triton"}
 
 
 def test_unverified_pin_names_the_fill_command(repo):
-    pins = load_pins(repo / "pkgs/torch-nightly/pins.json")
+    pins = load_pins(repo / "stacks/nightly/pins.json")
     with pytest.raises(StackError) as err:
         wheel_pin(pins, "torch", "x86_64-linux", "3.12")
     assert "not verified" in str(err.value)
@@ -37,7 +37,7 @@ def test_unverified_pin_names_the_fill_command(repo):
 
 
 def test_missing_system_lists_what_is_pinned(repo):
-    pins = load_pins(repo / "pkgs/torch-nightly/pins.json")
+    pins = load_pins(repo / "stacks/nightly/pins.json")
     with pytest.raises(StackError, match=r"pins no torch wheel for aarch64-linux-312 \(pinned: x86_64-linux-312\)"):
         wheel_pin(pins, "torch", "aarch64-linux", "3.12")
 

@@ -49,7 +49,7 @@ def sri(path):
 
 def seed_pins(repo, tmp_path):
     dest = tmp_path / "pins.json"
-    shutil.copy(repo / "pkgs/torch-nightly/pins.json", dest)
+    shutil.copy(repo / "stacks/nightly/pins.json", dest)
     return dest
 
 

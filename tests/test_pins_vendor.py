@@ -99,4 +99,4 @@ def test_vendor_record_fills_an_unverified_pin(kept_wheel, tmp_path, nix):
 def test_vendor_of_an_unpinned_file_lists_the_pins(tmp_path, kept_wheel, repo):
     other = build_wheel(tmp_path, "triton", "9.9.9")
     with pytest.raises(StackError, match="matches no pin"):
-        vendor(other, [repo / "pkgs/torch-nightly/pins.json"])
+        vendor(other, [repo / "stacks/nightly/pins.json"])

@@ -1,32 +1,31 @@
-# The `blackwell-stack` CLI, built by poetry2nix from pyproject.toml's
-# [tool.poetry] tables and poetry.lock (poetry2nix reads no PEP 621 [project]).
-# The CLI reads the repository's data (pins, recipes, profiles, patches) at run
-# time; the wrapper points BLACKWELL_STACK_ROOT at a copy of just that data
-# (see src/blackwell_stack/paths.py), and a user may point it at a checkout.
+# The `blackwell-stack` CLI: a plain Python application whose one runtime
+# dependency is `packaging` (pyproject.toml, PEP 621; flit-core builds it).
+# The CLI reads the repository's data (stacks, pins, recipes, profiles,
+# patches) at run time; the wrapper points BLACKWELL_STACK_ROOT at a copy of
+# just that data (src/blackwell_stack/paths.py), and a user may point it at
+# a checkout.
 {
   lib,
-  pkgs,
-  python312,
-  poetry2nix,
+  python312Packages,
 }:
 let
   root = ../..;
   inherit (lib) fileset;
+  project = (lib.importTOML (root + "/pyproject.toml")).project;
 
   # What the wheel is built from.
   src = fileset.toSource {
     inherit root;
     fileset = fileset.unions [
       (root + "/pyproject.toml")
-      (root + "/poetry.lock")
       (root + "/README.md")
       (root + "/src")
     ];
   };
 
-  # What the CLI reads at run time: the JSON data beside the Nix code, the Nix
-  # files it reports on, the patches it lists. paths.py recognises the root by
-  # flake.nix and pkgs/.
+  # What the CLI reads at run time: the data beside the Nix code, the Nix
+  # files it reports on, the patches it lists. paths.py recognises the root
+  # by stacks/stable/stack.json.
   dataRoot = fileset.toSource {
     inherit root;
     fileset = fileset.difference (fileset.fileFilter (
@@ -44,23 +43,18 @@ let
       (root + "/tests")
       (root + "/.dev")
       (root + "/.ci")
+      (root + "/stacks/nightly/wheels")
     ]));
   };
-
-  poetry2nixLib = import poetry2nix { inherit pkgs; };
 in
-poetry2nixLib.mkPoetryApplication {
-  projectDir = root;
+python312Packages.buildPythonApplication {
+  pname = project.name;
+  inherit (project) version;
+  pyproject = true;
   inherit src;
-  pyproject = root + "/pyproject.toml";
-  poetrylock = root + "/poetry.lock";
-  python = python312;
-  # The CLI needs only `packaging` at run time; the optional extras (plot, test)
-  # belong to the dev shell.
-  extras = [ ];
-  # Wheels from the lock: poetry2nix is unmaintained (last commit 2025-04-03),
-  # and its sdist build overrides lag behind nixpkgs.
-  preferWheels = true;
+
+  build-system = [ python312Packages.flit-core ];
+  dependencies = [ python312Packages.packaging ];
 
   makeWrapperArgs = [
     "--set-default"
@@ -71,7 +65,7 @@ poetry2nixLib.mkPoetryApplication {
   pythonImportsCheck = [ "blackwell_stack.cli" ];
 
   meta = {
-    description = "Pins, builds, checks and verifies SGLang serving Qwen3.5-397B-A17B-NVFP4 on SM120 with CUDA 13";
+    inherit (project) description;
     mainProgram = "blackwell-stack";
     platforms = lib.platforms.linux;
   };

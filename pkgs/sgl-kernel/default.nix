@@ -1,6 +1,8 @@
-# sgl-kernel 0.3.21 from source: the sgl-kernel/ directory of sglang v0.5.9,
-# the five patches of ../../patches/sgl-kernel, the recipe of ./recipe.json
-# (default: SM120 only, FP4 on, FA3 off) and CUDA 13 from cudaPackages.
+# sgl-kernel 0.3.21 from source, built with pyproject.nix's builders inside a
+# stack's Python set (nix/fixups/sgl-kernel.nix), against that set's torch:
+# the sgl-kernel/ directory of sglang v0.5.9, the patches of
+# ../../patches/sgl-kernel, the recipe of ./recipe.json (default: SM120 only,
+# FP4 on, FA3 off) and the CUDA 13.0 toolchain from nixpkgs.
 #
 # Data, not code, lives next to this file:
 #   ./sources.json  the sglang tree and every FetchContent dependency, with
@@ -8,32 +10,38 @@
 #   ./recipe.json   CMake defines and environment (../../lib/kernel-recipe.nix)
 #
 # Modelled on nixpkgs' pkgs/development/python-modules/sglang-kernel/default.nix
-# (b84c6bb3); differences: every dependency comes from sources.json (none
-# hand-typed here), FETCHCONTENT_FULLY_DISCONNECTED=ON so a dependency missing
-# from sources.json fails the configure step instead of reaching for the
-# network, architectures come from the recipe, the wheel is an output
-# (`dist`, `passthru.wheel`), and the GPU test is a separate derivation.
+# (b84c6bb3); differences: every dependency comes from sources.json,
+# FETCHCONTENT_FULLY_DISCONNECTED=ON so a dependency missing from
+# sources.json fails the configure step instead of reaching for the network,
+# architectures come from the recipe, the wheel is an output (`dist`), and
+# the GPU test is a separate derivation.
 #
-# Outputs: `out` (the installed package, `nix build .#sgl-kernel`) and `dist`
-# (the wheel, `nix build .#sgl-kernel-wheel`): buildPythonPackage adds `dist`
-# for pyproject builds (mk-python-derivation.nix, withDistOutput).
+# CMake defines reach scikit-build-core as `-C cmake.define.NAME=VALUE` (uv
+# build's --config-setting, from pyproject.nix's build hook $uvBuildFlags):
+# scikit-build-core hands each to CMake as one -DNAME=VALUE argument, so a
+# list such as SGL_KERNEL_CUDA_ARCHS=10.0a;12.0a stays one value. (nixpkgs'
+# own scikit-build-core setup hook joins cmakeFlags into SKBUILD_CMAKE_ARGS
+# with `;` and would split it; the stack's scikit-build-core is
+# build-system-pkgs' wheel, which has no setup hook.)
 {
   lib,
+  version,
   autoAddDriverRunpath,
-  buildPythonPackage,
   fetchFromGitHub,
   fetchzip,
   runCommand,
 
-  # build-system
+  # from the stack's Python set
+  pyprojectHook,
+  resolveBuildSystem,
+  mkVirtualEnv,
+  torch,
+
+  # from nixpkgs (passed by name: the set's `ninja` is the lock's Python wheel)
   cmake,
   ninja,
-  scikit-build-core,
-
   cudaPackages,
   numactl,
-  python,
-  torch,
 
   # The recipe as data; override to build for other GPUs or with another
   # measured per-job memory peak (recipe.memory.per_nvcc_thread_peak_mib).
@@ -43,20 +51,20 @@ let
   sources = lib.importJSON ./sources.json;
   kernelSources = import ../../lib/kernel-sources.nix;
 
-  # The recipe renders to CMake flags and environment through builtins-only
+  # The recipe renders to CMake defines and environment through builtins-only
   # functions (the same ones tests compare with `blackwell-stack kernel recipe`):
-  #   cmakeFlags  -> [ "-DSGL_KERNEL_CUDA_ARCHS=12.0a" "-DSGL_KERNEL_ENABLE_FP4=ON" ... ]
+  #   defines     -> { SGL_KERNEL_CUDA_ARCHS = "12.0a"; SGL_KERNEL_ENABLE_FP4 = "ON"; ... }
   #   environment -> { TORCH_CUDA_ARCH_LIST = "12.0a"; }
   recipe = sglKernelRecipe;
   recipeFile = builtins.toFile "sgl-kernel-recipe.json" (builtins.toJSON recipe);
   kernelRecipe = import ../../lib/kernel-recipe.nix;
-  recipeFlags = kernelRecipe.cmakeFlags { inherit recipe; };
+  recipeDefines = kernelRecipe.defines { inherit recipe; };
   recipeEnvironment = kernelRecipe.environment { inherit recipe; };
 
   # Architectures the recipe asks for ([ ] = upstream's hard-coded list);
   # patch 0005 configures FlashMLA only for its own architectures, so its
   # sources are fetched only then.
-  cudaArchs = kernelSources.cudaArchsFromFlags recipeFlags;
+  cudaArchs = kernelSources.cudaArchsFromFlags (kernelRecipe.cmakeFlags { inherit recipe; });
 
   sglangPin = kernelSources.sglang sources;
 
@@ -85,7 +93,6 @@ let
   readOnlyDependencies = builtins.filter (dep: !dep.writable) dependencies;
   writableDependencies = builtins.filter (dep: dep.writable) dependencies;
 
-  # Each dependency is passed in place of its FetchContent download.
   # Store paths are read-only, so dependencies that CMake edits in place
   # (flashmla.cmake rewrites FlashMLA headers with CUDA 13) or that need
   # submodules put inside them are copied into the build directory first.
@@ -95,147 +102,167 @@ let
       rm -rf "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
       cp -r --no-preserve=mode ${sub.src} "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
     '') dep.submoduleSrcs}
-    cmakeFlagsArray+=("-D${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}")
+    uvBuildFlags+=" --config-setting=cmake.define.${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}"
   '') writableDependencies;
 
   # No build directory or source store path in the wheel: __FILE__ and
   # similar strings are rewritten to short names.
   prefixMaps = map (dep: "-ffile-prefix-map=${dep.src}=${dep.name}") readOnlyDependencies;
 
-  cmakeFlags =
-    recipeFlags
-    ++ [
+  defines =
+    recipeDefines
+    // {
       # Only the pinned sources: a FetchContent name sources.json lacks
       # stops the configure step instead of downloading.
-      (lib.cmakeBool "FETCHCONTENT_FULLY_DISCONNECTED" true)
+      FETCHCONTENT_FULLY_DISCONNECTED = "ON";
       # nixpkgs' sglang-kernel passes it too: find_package(Torch) does not
       # always set CUDA_VERSION, which the CMakeLists compares everywhere.
-      (lib.cmakeFeature "CUDA_VERSION" cudaPackages.cudaMajorMinorVersion)
-      # mscclpp's Python bindings are the only users of its nanobind and
-      # dlpack FetchContent downloads; sgl-kernel links mscclpp_static only.
-      (lib.cmakeBool "MSCCLPP_BUILD_PYTHON_BINDINGS" false)
-      (lib.cmakeBool "MSCCLPP_BUILD_TESTS" false)
-    ]
-    ++ map (dep: lib.cmakeFeature dep.variable "${dep.src}") readOnlyDependencies;
+      CUDA_VERSION = cudaPackages.cudaMajorMinorVersion;
+      # mscclpp's tests are not built (sgl-kernel links mscclpp_static only).
+      MSCCLPP_BUILD_TESTS = "OFF";
+    }
+    // builtins.listToAttrs (map (dep: lib.nameValuePair dep.variable "${dep.src}") readOnlyDependencies);
 
-  package = buildPythonPackage.override { stdenv = cudaPackages.backendStdenv; } {
-    # torch here is the pinned nightly wheel (torch-bin), which carries no
-    # CUDA stdenv of its own; cudaPackages.backendStdenv is the host
-    # compiler nvcc supports, what nixpkgs' source torch and xformers use
-    # (pkgs/development/python-modules/xformers/default.nix: effectiveStdenv).
-    pname = "sgl-kernel";
-    version = sources.sglang.sgl_kernel_version;
-    pyproject = true;
-
-    src = fetchFromGitHub {
-      inherit (sglangPin) owner repo rev hash;
-    };
-    sourceRoot = "source/sgl-kernel";
-
-    # Sorted: 0001 ... 0005, applied with -p1 inside sourceRoot.
-    patches = map (name: ../../patches/sgl-kernel + "/${name}") (
-      builtins.sort builtins.lessThan (
-        builtins.filter (lib.hasSuffix ".patch") (
-          builtins.attrNames (builtins.readDir ../../patches/sgl-kernel)
-        )
-      )
-    );
-
-    nativeBuildInputs = [
-      # libcuda.so.1 comes from the host's driver (/run/opengl-driver/lib),
-      # as for torch-bin (pkgs/development/python-modules/torch/bin/default.nix).
-      autoAddDriverRunpath
-      cudaPackages.cuda_nvcc
-    ];
-
-    build-system = [
-      cmake
-      ninja
-      scikit-build-core
-    ];
-
-    buildInputs = [
-      cudaPackages.cuda_cccl # cuda/atomic, cub, thrust (un-nested from include/cccl in nixpkgs)
-      cudaPackages.cuda_cudart
-      cudaPackages.cuda_nvrtc # deep_gemm_cpp links nvrtc
-      cudaPackages.libcublas # cublas_v2.h, -lcublas -lcublasLt
-      cudaPackages.libcurand # curand.h
-      cudaPackages.libcusolver # cusolver_common.h
-      cudaPackages.libcusparse # cusparse.h
-      numactl # mscclpp: find_package(NUMA REQUIRED)
-      torch
-    ];
-
-    # scikit-build-core runs CMake itself (with the flags below).
-    dontUseCmakeConfigure = true;
-
-    # Passed through cmakeFlagsArray, which scikit-build-core's setup hook
-    # (pkgs/development/python-modules/scikit-build-core/append-cmakeFlags.sh)
-    # reads in every nixpkgs version that ships it; preConfigure runs before
-    # that hook (runHook calls the implicit hook first,
-    # pkgs/stdenv/generic/setup.sh).
-    preConfigure = ''
-      cmakeFlagsArray+=(${lib.escapeShellArgs cmakeFlags})
-
-      # Memory-safe parallelism, decided on the builder (only it knows its
-      # memory): jobs x nvcc threads from the recipe's measured per-job peak,
-      # MemAvailable and the cgroup limit. The one implementation of the
-      # rule, shared with `blackwell-stack kernel build`; it fails the build
-      # with the reason when not even one job fits.
-      jobPlan="$(python3 ${../../src/blackwell_stack/kernel/jobs.py} --recipe ${recipeFile} --cores "$NIX_BUILD_CORES" --format shell)"
-      echo "sgl-kernel job plan: $jobPlan"
-      eval "$jobPlan"
-      export CMAKE_BUILD_PARALLEL_LEVEL MAX_JOBS
-      cmakeFlagsArray+=("-DSGL_KERNEL_COMPILE_THREADS=$SGL_KERNEL_COMPILE_THREADS")
-
-      mkdir -p "$NIX_BUILD_TOP/fetchcontent"
-      ${writableCopies}
-      # Through the environment CMake initialises CMAKE_CXX_FLAGS and
-      # CMAKE_CUDA_FLAGS from: a -D value with spaces would be split by
-      # scikit-build-core's setup hook.
-      prefixMap="-ffile-prefix-map=$NIX_BUILD_TOP=build ${lib.concatStringsSep " " prefixMaps}"
-      export CXXFLAGS="''${CXXFLAGS:+$CXXFLAGS }$prefixMap"
-      export CUDAFLAGS="''${CUDAFLAGS:+$CUDAFLAGS }$(printf -- '-Xcompiler=%s ' $prefixMap)"
-    '';
-
-    # Reproducible wheel: stdenv exports SOURCE_DATE_EPOCH (1980-01-01), which
-    # scikit-build-core uses for the wheel's timestamps; build and source
-    # paths are mapped away above.
-    env = recipeEnvironment // {
-      # cannot find -lcuda: link against the driver stub (nixpkgs' sglang-kernel).
-      NIX_LDFLAGS = "-L${lib.getOutput "stubs" cudaPackages.cuda_cudart}/lib/stubs";
-    };
-
-    # Importing needs a GPU (load_utils.py loads common_ops, which needs
-    # libcuda.so.1): see passthru.gpuCheck instead of pythonImportsCheck.
-    doCheck = false;
-
-    passthru = {
-      inherit sources;
-      wheel = package.dist;
-      fetchContentSources = lib.listToAttrs (map (dep: lib.nameValuePair dep.name dep.src) dependencies);
-
-      # Import and a small NVFP4 GEMM on a real GPU. Needs a builder with the
-      # "cuda" system feature (programs.nix-required-mounts); never part of
-      # the default checks.
-      gpuCheck =
-        runCommand "sgl-kernel-${package.version}-gpu-check"
-          {
-            nativeBuildInputs = [ (python.withPackages (_: [ package ])) ];
-            requiredSystemFeatures = [ "cuda" ];
-          }
-          ''
-            python ${./gpu_check.py}
-            touch "$out"
-          '';
-    };
-
-    meta = {
-      description = "Kernel library for SGLang, built from source for the recipe's GPUs (default SM120)";
-      homepage = "https://github.com/sgl-project/sglang/tree/v0.5.9/sgl-kernel";
-      license = lib.licenses.asl20;
-      platforms = [ "x86_64-linux" ];
-    };
-  };
+  configSettings = lib.mapAttrsToList (name: value: "--config-setting=cmake.define.${name}=${value}") defines;
 in
-package
+assert lib.assertMsg (version == sources.sglang.sgl_kernel_version)
+  "blackwell-stack: the stack builds sgl-kernel ${version}, pkgs/sgl-kernel/sources.json pins ${sources.sglang.sgl_kernel_version}";
+assert lib.assertMsg (cudaPackages.cudaMajorMinorVersion == "13.0")
+  "blackwell-stack: sgl-kernel is built with CUDA 13.0 (the stack's torch is a CUDA 13.0 build), got ${cudaPackages.cudaMajorMinorVersion}";
+# torch here is the set's, i.e. the stack's locked wheel, which carries no
+# CUDA stdenv of its own; cudaPackages.backendStdenv is the host compiler
+# nvcc supports (what nixpkgs' source-built CUDA packages use).
+cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
+  pname = "sgl-kernel";
+  inherit version;
+
+  src = fetchFromGitHub {
+    inherit (sglangPin)
+      owner
+      repo
+      rev
+      hash
+      ;
+  };
+  sourceRoot = "source/sgl-kernel";
+
+  # Sorted: 0001 ... 0005, applied with -p1 inside sourceRoot.
+  patches = map (name: ../../patches/sgl-kernel + "/${name}") (
+    builtins.sort builtins.lessThan (
+      builtins.filter (lib.hasSuffix ".patch") (builtins.attrNames (builtins.readDir ../../patches/sgl-kernel))
+    )
+  );
+
+  # `out`: the installed package, in the stack's environment; `dist`: the
+  # wheel (pyproject.nix's install hook copies it there), for pip/uv users.
+  outputs = [
+    "out"
+    "dist"
+  ];
+  # The hook refuses a wheel that names a store path, and this one does: Nix's
+  # linker wrapper gives its libraries a RUNPATH into the store (CUDA, torch's
+  # lib/). Outside Nix those directories do not exist and the loader takes
+  # the libraries the venv's torch has already loaded.
+  dontUsePyprojectInstallDistCheck = true;
+
+  nativeBuildInputs = [
+    pyprojectHook
+    # libcuda.so.1 comes from the host's driver (/run/opengl-driver/lib).
+    autoAddDriverRunpath
+    cudaPackages.cuda_nvcc
+    cmake
+    ninja
+  ]
+  # sgl-kernel's [build-system] is scikit-build-core and torch (its CMakeLists
+  # imports torch for torch.utils.cmake_prefix_path); `wheel` too, which
+  # pyproject.toml does not name. No build isolation: this torch is the one
+  # compiled against.
+  ++ resolveBuildSystem {
+    scikit-build-core = [ ];
+    wheel = [ ];
+    torch = [ ];
+  };
+
+  buildInputs = [
+    cudaPackages.cuda_cccl # cuda/atomic, cub, thrust (un-nested from include/cccl in nixpkgs)
+    cudaPackages.cuda_cudart
+    cudaPackages.cuda_nvrtc # deep_gemm_cpp links nvrtc
+    cudaPackages.libcublas # cublas_v2.h, -lcublas -lcublasLt
+    cudaPackages.libcurand # curand.h
+    cudaPackages.libcusolver # cusolver_common.h
+    cudaPackages.libcusparse # cusparse.h
+    numactl # mscclpp: find_package(NUMA REQUIRED)
+  ];
+
+  # Its import needs torch (the venv gets it from the stack anyway).
+  passthru.dependencies = {
+    torch = [ ];
+  };
+
+  # scikit-build-core runs CMake and ninja itself: their setup hooks must
+  # not take over the configure, build and install phases.
+  dontUseCmakeConfigure = true;
+  dontUseNinjaBuild = true;
+  dontUseNinjaInstall = true;
+  dontUseNinjaCheck = true;
+
+  uvBuildFlags = configSettings;
+
+  preBuild = ''
+    # Memory-safe parallelism, decided on the builder (only it knows its
+    # memory): jobs x nvcc threads from the recipe's measured per-job peak,
+    # MemAvailable and the cgroup limit. The one implementation of the rule,
+    # shared with `blackwell-stack kernel build`; it fails the build with the
+    # reason when not even one job fits.
+    jobPlan="$(python3 ${../../src/blackwell_stack/kernel/jobs.py} --recipe ${recipeFile} --cores "$NIX_BUILD_CORES" --format shell)"
+    echo "sgl-kernel job plan: $jobPlan"
+    eval "$jobPlan"
+    export CMAKE_BUILD_PARALLEL_LEVEL MAX_JOBS
+    uvBuildFlags+=" --config-setting=cmake.define.SGL_KERNEL_COMPILE_THREADS=$SGL_KERNEL_COMPILE_THREADS"
+
+    mkdir -p "$NIX_BUILD_TOP/fetchcontent"
+    ${writableCopies}
+    # Through the environment CMake initialises CMAKE_CXX_FLAGS and
+    # CMAKE_CUDA_FLAGS from: a define value with spaces would be split by the
+    # build hook's unquoted $uvBuildFlags.
+    prefixMap="-ffile-prefix-map=$NIX_BUILD_TOP=build ${lib.concatStringsSep " " prefixMaps}"
+    export CXXFLAGS="''${CXXFLAGS:+$CXXFLAGS }$prefixMap"
+    export CUDAFLAGS="''${CUDAFLAGS:+$CUDAFLAGS }$(printf -- '-Xcompiler=%s ' $prefixMap)"
+  '';
+
+  # Reproducible wheel: stdenv exports SOURCE_DATE_EPOCH (1980-01-01), which
+  # scikit-build-core uses for the wheel's timestamps; build and source
+  # paths are mapped away above.
+  env = recipeEnvironment // {
+    # cannot find -lcuda: link against the driver stub (nixpkgs' sglang-kernel).
+    NIX_LDFLAGS = "-L${lib.getOutput "stubs" cudaPackages.cuda_cudart}/lib/stubs";
+  };
+
+  passthru = {
+    inherit sources torch;
+    wheel = finalAttrs.finalPackage.dist;
+    fetchContentSources = lib.listToAttrs (map (dep: lib.nameValuePair dep.name dep.src) dependencies);
+
+    # Import and a small NVFP4 GEMM on a real GPU. Needs a builder with the
+    # "cuda" system feature (programs.nix-required-mounts); never part of
+    # the default checks.
+    gpuCheck =
+      runCommand "sgl-kernel-${version}-gpu-check"
+        {
+          # The kernel and its torch (with torch's own dependencies), from the same set.
+          nativeBuildInputs = [ (mkVirtualEnv "sgl-kernel-${version}-gpu-check-env" { sgl-kernel = [ ]; }) ];
+          requiredSystemFeatures = [ "cuda" ];
+        }
+        ''
+          python ${./gpu_check.py}
+          touch "$out"
+        '';
+  };
+
+  meta = {
+    description = "Kernel library for SGLang, built from source for the recipe's GPUs (default SM120) against the stack's torch";
+    homepage = "https://github.com/sgl-project/sglang/tree/v0.5.9/sgl-kernel";
+    license = lib.licenses.asl20;
+    platforms = [ "x86_64-linux" ];
+  };
+})

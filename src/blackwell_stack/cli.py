@@ -15,6 +15,7 @@ from blackwell_stack.errors import ExitCode, StackError
 
 COMMAND_MODULES = (
     "blackwell_stack.plan",  # plan: the main job
+    "blackwell_stack.stacks.commands",  # stack show|lock|audit
     "blackwell_stack.pins.commands",  # pins show|update|vendor
     "blackwell_stack.kernel.commands",  # kernel recipe|patches|build|plan
     "blackwell_stack.serve.commands",  # serve render|check|run

@@ -14,7 +14,7 @@ from pathlib import Path
 from blackwell_stack.errors import StackError
 
 # A file every copy of the data has (the checkout, and the Nix package's filtered source).
-_MARKER = "pkgs/torch-nightly/pins.json"
+_MARKER = "stacks/stable/stack.json"
 
 
 def repo_root() -> Path:

@@ -26,12 +26,29 @@ SECTION_MODULES = (
 )
 
 
-def sections() -> list[PlanSection]:
-    return [importlib.import_module(m).plan_section() for m in SECTION_MODULES]
+def sections(stacks: list[str] | None = None) -> list[PlanSection]:
+    """The plan's sections: pinned inputs, one section per stack asked for (default: the default stack), the rest."""
+    from blackwell_stack.stacks import model
+    from blackwell_stack.stacks import plan as stack_plan
+
+    secs = [importlib.import_module(m).plan_section() for m in SECTION_MODULES]
+    chosen = stacks or [model.default_name()]
+    return secs[:1] + [stack_plan.plan_section(name) for name in chosen] + secs[1:]
 
 
-def build_plan() -> dict:
-    secs = sections()
+def stack_names(arg: str | None) -> list[str]:
+    """--stack NAME (or `all`) as a list of stacks."""
+    from blackwell_stack.stacks import model
+
+    if arg is None:
+        return [model.default_name()]
+    if arg == "all":
+        return model.names()
+    return [model.load(arg).name]
+
+
+def build_plan(stacks: list[str] | None = None) -> dict:
+    secs = sections(stacks)
     unverified = [
         {"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items if not i.verified
     ]
@@ -46,11 +63,13 @@ def build_plan() -> dict:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show the whole pinned stack for the default target (the main job)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--stack", default=None, metavar="NAME",
+                   help="the serving stack to show (default: the default stack; `all` for every stack)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan()
+    plan = build_plan(stack_names(args.stack))
     if args.json:
         output.dump_json(plan)
         return 0

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print JSON instead of tables")
     d.add_argument("--python", help="check the environment of this interpreter (a venv's bin/python)")
     d.add_argument("--target-cc", default=host.TARGET_CC, help="compute capability the stack targets (12.0)")
+    d.add_argument("--stack", metavar="NAME",
+                   help="instead: list every distribution in --python's environment that differs from the stack's lock")
+    d.add_argument("--verify-files", action="store_true", help="with --stack: also hash the installed files against RECORD")
     d.set_defaults(func=run_doctor)
     dsub = d.add_subparsers(dest="doctor_command", metavar="SUBCOMMAND")
     a = dsub.add_parser("abi", help="can this kernel package load into this torch? (undefined symbols, CUDA runtime)")
@@ -100,6 +103,14 @@ def print_inspect(report: dict) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
+    if args.stack:
+        import sys
+
+        from blackwell_stack.stacks import doctor as stack_doctor
+        from blackwell_stack.stacks import model
+
+        return stack_doctor.run(model.load(args.stack), args.python or sys.executable,
+                                verify_files=args.verify_files, as_json=args.json)
     facts = host.gather()
     results = host.checks(facts, target_cc=args.target_cc)
     gpu_cc = facts.gpus[0].compute_cap if facts.gpus else None

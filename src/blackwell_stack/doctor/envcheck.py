@@ -20,7 +20,7 @@ from blackwell_stack.doctor import abi, elf, linkage, wheelzip
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
 
-PINNED_TORCH_FALLBACK = "2.12.0.dev20260307+cu130"
+PINNED_TORCH_FALLBACK = "2.12.1"  # the default stack's torch (stacks/stable/uv.lock), when the data cannot be read
 TARGET_CUDA_MAJOR = 13
 
 
@@ -64,11 +64,11 @@ def _normalize(name: str) -> str:
 
 
 def pinned_torch() -> str:
+    """The torch of the default stack's lock (stacks/<default>/uv.lock)."""
     try:
-        from blackwell_stack.paths import data_path
+        from blackwell_stack.stacks import model
 
-        data = json.loads(data_path("pkgs", "torch-nightly", "pins.json").read_text())
-        return data["packages"]["torch"]["version"]
+        return model.load(model.default_name()).versions()["torch"]
     except (StackError, OSError, KeyError, ValueError):
         return PINNED_TORCH_FALLBACK
 
@@ -140,7 +140,7 @@ def checks(env: Environment, *, gpu_cc: str | None, target_cc: str = "12.0") -> 
             out.append(Check("python", "torch", WARN, value, f"CUDA {cuda_version} as required; the pin is {pin}",
                              f"install torch {pin} for the tested stack"))
         else:
-            out.append(Check("python", "torch", OK, value, "the pinned nightly"))
+            out.append(Check("python", "torch", OK, value, "the default stack's torch"))
     out.extend(_kernel_checks(env, torch_lib, gpu_cc or target_cc, gpu_cc is None))
     out.append(_flashinfer_check(env))
     out.append(_sglang_check(env))
@@ -225,7 +225,7 @@ def _sglang_check(env: Environment) -> Check:
     sg = env.get("sglang")
     if sg is None:
         return Check("python", "sglang", WARN, "not installed", "sglang is not installed here",
-                     "install the pinned sglang (pkgs/sglang/pins.json: `blackwell-stack serve run` needs it; `nix build .#sglang-env` gives it)")
+                     "install the stack: `uv sync --frozen` in stacks/stable (`blackwell-stack serve run` needs it; `nix build .#sglang-env` gives it)")
     notes = []
     for req in sg.requires or []:
         m = re.match(r"^\s*(sgl[-_]kernel|torch|flashinfer[-_]python)\s*==\s*([^\s;,]+)\s*(;.*)?$", req)

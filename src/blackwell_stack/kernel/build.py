@@ -147,6 +147,7 @@ def make_plan(
     max_jobs: int | None = None,
     job_peak_mib: int | None = None,
     warn=None,
+    stack: str | None = None,
 ) -> BuildPlan:
     """Everything that can refuse, in order; changes nothing. `warn(text)` hears about a non-pinned source."""
     rec = recipe.load()
@@ -164,7 +165,7 @@ def make_plan(
             "`blackwell-stack kernel patches check --src SRC` shows every hunk",
         )
     states = report.patch_states()
-    toolchain.require_toolchain(python)
+    toolchain.require_toolchain(python, stack)
     host, job_plan = host_job_plan(rec, arch, job_peak_mib=job_peak_mib, max_jobs=max_jobs)
     planned = {**job_plan.environment(), **job_plan.defines()}
     defines = recipe.defines(rec, arch, planned)

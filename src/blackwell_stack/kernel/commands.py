@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="dist", help="directory for the wheel and the build log (default: dist/)")
     p.add_argument("--jobs", type=int, default=None, help="at most this many build jobs (lowered if memory needs)")
     p.add_argument("--job-peak-mib", type=int, default=None, help="override the measured per-job memory peak (MiB)")
-    p.add_argument("--python", default=sys.executable, help="the venv's Python that has the pinned torch (default: this one)")
+    p.add_argument("--python", default=sys.executable, help="the venv's Python that has the stack's torch (default: this one)")
+    p.add_argument("--stack", default=None, help="the stack whose torch the kernel is built against (default: the default stack)")
     p.add_argument("--dry-run", action="store_true", help="check and plan everything, change and compile nothing")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_build)
@@ -123,6 +124,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     plan = build.make_plan(
         args.src, archs=args.arch, out_dir=args.out, python=args.python, max_jobs=args.jobs,
         job_peak_mib=args.job_peak_mib, warn=lambda text: print(f"warning: {text}", file=sys.stderr),
+        stack=args.stack,
     )
     if args.json:
         output.dump_json(plan.to_json())

@@ -18,7 +18,6 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack.errors import ToolchainError
-from blackwell_stack.paths import data_path
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
 NVCC_MAJOR = 13  # CUDA 13: the pinned torch is cu130; CUDA 12 nvcc cannot target its ABI
@@ -39,10 +38,13 @@ class Check:
         return text if self.ok or not self.fix else f"{text}\n        fix: {self.fix}"
 
 
-def pinned_torch() -> tuple[str, str, str]:
-    """(version, index_url, date) of the pinned torch nightly from pkgs/torch-nightly/pins.json."""
-    pins = json.loads(data_path("pkgs", "torch-nightly", "pins.json").read_text())
-    return pins["packages"]["torch"]["version"], pins["index_url"], pins.get("date", "")
+def pinned_torch(python: str, stack: str | None = None) -> tuple[str, str]:
+    """(version, the command that installs it into python's venv) of the torch in a stack's lock
+    (default: the default stack)."""
+    from blackwell_stack.stacks import model
+
+    st = model.load_default_or(stack)
+    return st.versions()["torch"], st.sync_command(Path(python).parent.parent)
 
 
 def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
@@ -65,9 +67,8 @@ _TORCH_PROBE = (
 )
 
 
-def check_torch(python: str) -> list[Check]:
-    version, index_url, _ = pinned_torch()
-    install = f"{python} -m pip install --pre 'torch=={version}' --index-url {index_url}"
+def check_torch(python: str, stack: str | None = None) -> list[Check]:
+    version, install = pinned_torch(python, stack)
     code, out = _run([python, "-c", _TORCH_PROBE])
     if code == 127:
         return [Check("python", False, f"{python} not found", "pass --python with the venv's interpreter")]
@@ -81,7 +82,7 @@ def check_torch(python: str) -> list[Check]:
             "torch",
             info["torch"] == version,
             f"{info['torch']}" + ("" if info["torch"] == version else f" (pinned: {version})"),
-            None if info["torch"] == version else f"install the pinned nightly: {install}",
+            None if info["torch"] == version else f"install the stack's torch: {install}",
         )
     )
     cuda = info.get("cuda") or "none (CPU build)"
@@ -171,16 +172,16 @@ def check_ninja(python: str | None = None) -> Check:
     return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix)
 
 
-def check_all(python: str) -> list[Check]:
-    return [*check_torch(python), check_nvcc(), check_cmake(python), check_ninja(python)]
+def check_all(python: str, stack: str | None = None) -> list[Check]:
+    return [*check_torch(python, stack), check_nvcc(), check_cmake(python), check_ninja(python)]
 
 
-def require_toolchain(python: str) -> list[Check]:
-    checks = check_all(python)
+def require_toolchain(python: str, stack: str | None = None) -> list[Check]:
+    checks = check_all(python, stack)
     bad = [c for c in checks if not c.ok]
     if bad:
         raise ToolchainError(
-            "the toolchain cannot build sgl-kernel for the pinned stack; nothing was compiled:\n"
+            "the toolchain cannot build sgl-kernel for the stack's torch; nothing was compiled:\n"
             + "\n".join("  " + c.line() for c in checks),
             "fix each [BAD] line above, then run the same command again",
         )

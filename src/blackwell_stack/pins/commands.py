@@ -9,7 +9,7 @@ from blackwell_stack import output
 from blackwell_stack.paths import data_path
 from blackwell_stack.pins import registry
 
-TORCH_PINS = "pkgs/torch-nightly/pins.json"
+TORCH_PINS = "stacks/nightly/pins.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     psub = p.add_subparsers(dest="pins_command", metavar="ACTION")
     psub.required = True
 
-    show = psub.add_parser("show", help="every pin of the stack in one table")
+    show = psub.add_parser("show", help="every pin in one table (a stack's lock as one row; --stack NAME lists its files)")
     show.add_argument("--json", action="store_true")
+    show.add_argument("--stack", metavar="NAME", help="every file of this stack's lock, and the wheels it keeps")
     show.add_argument("--wide", action="store_true", help="do not cut long cells")
     show.set_defaults(func=cmd_show)
 
@@ -49,7 +50,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     ks.add_argument("--file", type=Path, help="sources file (default: pkgs/sgl-kernel/sources.json)")
     ks.set_defaults(func=cmd_update_kernel_sources)
 
-    ven = psub.add_parser("vendor", help="check a kept wheel against its pin and add it to the Nix store")
+    res = psub.add_parser(
+        "rescue",
+        help="repack an installed distribution into a wheel, every file checked against its RECORD",
+        epilog="exit codes: 0 written; 2 not installed, or a file is missing; 5 a file differs from its RECORD "
+        "(nothing is written on any refusal)",
+    )
+    res.add_argument("dist", metavar="DIST", help="the installed distribution, e.g. torch")
+    res.add_argument("--from-venv", required=True, type=Path, metavar="VENV", help="the venv (or its bin/python) it is installed in")
+    res.add_argument("--out", type=Path, default=Path("."), metavar="DIR", help="where to write the wheel (default: here)")
+    res.set_defaults(func=cmd_rescue)
+
+    ven = psub.add_parser("vendor", help="check a kept wheel against its pin or a stack's lock and add it to the Nix store")
     ven.add_argument("wheel", type=Path, metavar="FILE.whl")
     ven.add_argument("--file", type=Path, action="append", dest="files", help="pins file(s) to match against (default: all)")
     ven.add_argument("--record", action="store_true", help="fill an unverified pin with this file's own hash")
@@ -57,7 +69,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    rows = registry.all_pins()
+    if args.stack:
+        from blackwell_stack.stacks import model
+        from blackwell_stack.stacks import plan as stack_plan
+
+        stack = model.load(args.stack)
+        rows = stack_plan.kept_wheel_pins(stack) + (stack_plan.locked_files(stack) if stack.locked
+                                                     else [stack_plan.summary_row(stack)])
+    else:
+        rows = registry.all_pins()
     if args.json:
         output.dump_json({"pins": [r.to_json() for r in rows]})
         return 0
@@ -122,11 +142,29 @@ def _print_written(path: Path, data: dict) -> None:
     print(f"wrote {path}")
 
 
+def cmd_rescue(args: argparse.Namespace) -> int:
+    from blackwell_stack.pins.rescue import rescue
+
+    done = rescue(args.dist, args.from_venv, args.out)
+    print(f"repacked {done.dist} {done.version} from {args.from_venv}: {done.files} files, each checked against the "
+          f"RECORD it was installed with ({len(done.left_out)} made by the installer left out)")
+    print(f"wrote {done.wheel}\nsha256 {done.sha256}")
+    print("This wheel holds the same files as the installed one, not the same zip bytes as the wheel it came from: "
+          "its sha256 is a new pin, not the upstream one.")
+    print(f"Record it (and add it to the Nix store) with: blackwell-stack pins vendor {done.wheel} --record")
+    print("Lock a stack against it with its lock command, e.g.: blackwell-stack stack lock nightly --wheels "
+          f"{done.wheel.parent}")
+    return 0
+
+
 def cmd_vendor(args: argparse.Namespace) -> int:
     from blackwell_stack.pins.vendor import vendor
 
+    from blackwell_stack.stacks import model
+
     files = args.files or registry.wheel_pins_paths()
-    result = vendor(args.wheel, files, record=args.record)
+    locks = [] if args.files else [s.lock_path for s in map(model.load, model.names()) if s.locked]
+    result = vendor(args.wheel, files, record=args.record, locks=locks)
     verb = "pinned and added" if result.recorded else "matches its pin; added"
     print(f"{args.wheel.name} {verb} ({result.package}, {result.key} in {result.pins_file}):\n{result.store_path}")
     return 0

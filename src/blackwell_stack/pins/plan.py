@@ -1,4 +1,6 @@
-"""The pinned-inputs section of `blackwell-stack plan`."""
+"""The pinned-inputs section of `blackwell-stack plan`: what every stack builds on
+(flake inputs, sgl-kernel's sources). Each stack's own pins are in its section
+(blackwell_stack.stacks.plan)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,15 @@ from blackwell_stack.plan_model import PlanItem, PlanSection
 
 def plan_section() -> PlanSection:
     items = []
-    for r in registry.all_pins():
+    for r in registry.shared_pins():
         value = r.version or "-"
         note = None if r.verified else f"{r.reason}. Fill it in with: {r.update_command or 'see ' + r.file}"
         items.append(PlanItem(r.what, value, source=r.hash_source if r.verified else r.file, verified=r.verified, note=note))
-    items.insert(0, PlanItem("CUDA toolkit", "cudaPackages_13_0 (13.0.x at the locked nixpkgs)", source="overlays/cuda13.nix"))
+    items.insert(0, PlanItem("CUDA toolkit", "cudaPackages_13_0 (13.0.x at the locked nixpkgs)",
+                             source="nix/cuda-home.nix and pkgs/sgl-kernel (asserted to be 13.0 at evaluation)"))
     return PlanSection(
         key="pins",
         title="Pinned inputs",
         items=items,
-        commands=["blackwell-stack pins show", "blackwell-stack pins update torch --date 20260307 --cuda cu130 --python 3.12"],
+        commands=["blackwell-stack pins show"],
     )

@@ -1,4 +1,4 @@
-"""Every pin of the stack, in one list: wheel pins, kernel sources, flake inputs."""
+"""Every pin, in one list: flake inputs, the stacks' locks, the wheel pins a stack keeps, kernel sources."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from blackwell_stack.errors import DataError
 from blackwell_stack.paths import data_path
 from blackwell_stack.pins.store import load_pins
 
-# Wheel pins files, in the order `pins show` lists them.
-WHEEL_PINS = ("pkgs/torch-nightly/pins.json", "pkgs/sglang/pins.json")
 KERNEL_SOURCES = "pkgs/sgl-kernel/sources.json"
 FLAKE_LOCK = "flake.lock"
 # Where each flake.lock narHash came from (flake.lock itself has no room for it).
@@ -35,7 +33,11 @@ class PinRow:
 
 
 def wheel_pins_paths() -> list[Path]:
-    return [data_path(p) for p in WHEEL_PINS if data_path(p).exists()]
+    """The wheel pins files the stacks keep (stack.json kept_wheels.pins), in stack order."""
+    from blackwell_stack.stacks import model
+
+    paths = [data_path(s.data["kept_wheels"]["pins"]) for s in map(model.load, model.names()) if s.data.get("kept_wheels")]
+    return [p for p in paths if p.exists()]
 
 
 def _wheel_rows() -> list[PinRow]:
@@ -100,5 +102,16 @@ def _flake_rows() -> list[PinRow]:
     return rows
 
 
+def _stack_rows() -> list[PinRow]:
+    from blackwell_stack.stacks import model, plan
+
+    return [plan.summary_row(model.load(name)) for name in model.names()]
+
+
+def shared_pins() -> list[PinRow]:
+    """What every stack builds on: flake inputs and sgl-kernel's sources."""
+    return _flake_rows() + _source_rows()
+
+
 def all_pins() -> list[PinRow]:
-    return _flake_rows() + _wheel_rows() + _source_rows()
+    return _flake_rows() + _stack_rows() + _wheel_rows() + _source_rows()

@@ -1,9 +1,11 @@
-"""`pins vendor FILE`: check a kept wheel against its pin and add it to the Nix store.
+"""`pins vendor FILE`: check a kept wheel against its pin (or a stack's lock) and add it to the Nix store.
 
 The store path is exactly the fixed-output path that the flake's fetchurl
-(flat sha256, name = the pin's file name) computes, so Nix finds the file
-there instead of downloading it: a nightly that vanished from the index still
-builds bit for bit.
+(flat sha256, name = the file name) computes, so Nix finds the file there
+instead of downloading it: a nightly that vanished from the index still
+builds bit for bit. A file that a stack's uv.lock names (by file name) is
+checked against the lock's sha256, which is what the stack's Nix set fetches
+it by (nix/fixups/kept-wheels.nix, nix/fixups/wheel-choice.nix, uv2nix).
 """
 
 from __future__ import annotations
@@ -72,11 +74,38 @@ def add_to_store(path: Path, name: str) -> str:
         return proc.run([nix_store, "--add-fixed", "sha256", str(named)]).stdout.strip()
 
 
-def vendor(file: Path, pins_paths: list[Path], *, record: bool = False) -> VendorResult:
+def find_locked(lock_paths: list[Path], filename: str) -> tuple[Path, str, str] | None:
+    """(lock, package, hex sha256) of the file a uv.lock names by this file name, or None."""
+    from blackwell_stack.stacks import libraries, wheels
+    from blackwell_stack.stacks.model import load_lock
+
+    for path in lock_paths:
+        lock = load_lock(Path(path))
+        for pkg in lock.packages.values():
+            for wheel in pkg.wheels:
+                digest = libraries.sha256_of(wheel)
+                if wheels.filename(wheel) == filename and digest:
+                    return Path(path), pkg.name, digest
+    return None
+
+
+def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: list[Path] | None = None) -> VendorResult:
     if not file.is_file():
         raise StackError(f"{file}: no such file", "pass the path of the wheel you kept")
     filename = urllib.parse.unquote(file.name)
     digest = sha256_file(file)
+    locked = find_locked(locks or [], filename)
+    if locked is not None:
+        lock_path, package, pinned = locked
+        if pinned != digest:
+            raise HashMismatch(f"{file}: sha256 {digest} differs from {lock_path}'s {pinned} for {package}",
+                               "this is not the locked file; nothing was added to the store")
+        expected = fixed_path(filename, digest)
+        store_path = add_to_store(file, filename)
+        if store_path != expected:
+            raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
+                             "use the nix-store of the Nix that builds the flake")
+        return VendorResult(store_path, str(lock_path), package, "uv.lock", False)
     pins_files = [load_pins(p) for p in pins_paths if Path(p).exists()]
     pins, package, key, entry = find_pin(pins_files, filename, digest)
     name = entry["filename"] or filename
@@ -99,7 +128,8 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False) -> Vendo
     expected = fixed_path(name, digest)
     store_path = add_to_store(file, name)
     if store_path != expected:
-        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}")
+        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
+                         "use the nix-store of the Nix that builds the flake")
 
     if recorded:
         entry.update(

@@ -1,0 +1,21 @@
+# sgl-kernel is excluded from every stack's lock (never the PyPI wheel, which
+# cannot load on torch >= 2.10: stacks/stable/pyproject.toml) and built here
+# from source against the set's own torch, with pyproject.nix's builders
+# (pkgs/sgl-kernel). CMake, ninja and the CUDA 13.0 toolchain come from
+# nixpkgs; `ninja` in the set is the lock's Python wheel, so the binaries are
+# passed by name.
+{ pkgs, stacks, stack, ... }:
+final: _prev:
+let
+  kernel = (stacks.meta stack).kernel;
+in
+if kernel.from != "source" then
+  { }
+else
+  {
+    ${kernel.package} = final.callPackage ../../pkgs/sgl-kernel {
+      inherit (pkgs) cmake ninja;
+      cudaPackages = pkgs.cudaPackages_13_0;
+      version = kernel.version;
+    };
+  }

@@ -1,0 +1,71 @@
+# autoPatchelf for the locked wheels. uv2nix patches every wheel with
+# autoPatchelfHook, which looks for each DT_NEEDED library by file name in the
+# lib/ directories of the build inputs, and fails on any it cannot find. The
+# CUDA wheels keep their libraries under site-packages (nvidia/cu13/lib,
+# nvidia/cudnn/lib, torch/lib, ...) and find each other there through
+# $ORIGIN-relative RUNPATHs in a venv; in Nix each wheel is its own store path.
+#
+# For every wheel that stacks/<stack>/wheels.json says links a library it does
+# not ship (read from the real wheels):
+#   - from another locked wheel: that wheel's site-packages is an autoPatchelf
+#     search path (e.g. torch -> nvidia-cublas, nvidia-cudnn-cu13,
+#     nvidia-nvshmem-cu13 for libnvshmem_host.so.3, ...), so the RUNPATH names
+#     the exact store paths;
+#   - from the NVIDIA driver (libcuda.so.1): never bundled; the driver
+#     directory (addDriverRunpath.driverLink) is appended to the RUNPATH and
+#     the library is not required at build time;
+#   - from nixpkgs or left missing: as ./wheel-libraries.json says, with the
+#     reason; a missing library it does not name stops evaluation.
+# autoPatchelf replaces each RUNPATH with the directories it resolved, so the
+# wheel's own $ORIGIN-relative entries are appended again: they are how a
+# wheel finds what it dlopens beside itself (libnvrtc-builtins next to
+# libnvrtc, cuDNN's engine libraries, decord2.libs).
+{
+  lib,
+  pkgs,
+  stack,
+  audit,
+  ...
+}:
+final: prev:
+let
+  decisions = lib.importJSON ./wheel-libraries.json;
+  inherit (prev) python;
+  driverLibraryDir = "${pkgs.addDriverRunpath.driverLink}/lib";
+  fromNixpkgs = lib.mapAttrs (_: d: d.attribute) decisions.from_nixpkgs;
+
+  fixup =
+    package: info:
+    let
+      libraries = builtins.attrNames info.needs;
+      where = library: info.needs.${library};
+      ofKind = kind: builtins.filter (library: where library == kind) libraries;
+      providers = lib.unique (
+        lib.concatMap (library: (where library).from) (builtins.filter (library: builtins.isAttrs (where library)) libraries)
+      );
+      missing = ofKind "missing";
+      mapped = builtins.filter (library: fromNixpkgs ? ${library}) missing;
+      allowed = decisions.left_missing.${package}.libraries or [ ];
+      uncovered = builtins.filter (library: !(fromNixpkgs ? ${library}) && !(builtins.elem library allowed)) missing;
+      driver = ofKind "driver";
+      searchPaths =
+        map (provider: "${final.${provider}}/${python.sitePackages}") providers
+        ++ map (library: "${lib.getLib pkgs.${fromNixpkgs.${library}}}/lib") mapped;
+    in
+    if uncovered != [ ] then
+      throw "blackwell-stack: stacks/${stack}/wheels.json says ${package} links ${builtins.concatStringsSep ", " uncovered}, which no locked wheel ships and nix/fixups/wheel-libraries.json neither maps to nixpkgs nor leaves missing with a reason. Find what provides it, then say so there."
+    else
+      prev.${package}.overrideAttrs (old: {
+        preFixup =
+          (old.preFixup or "")
+          + lib.concatMapStrings (dir: ''
+            addAutoPatchelfSearchPath ${dir}
+          '') searchPaths;
+        appendRunpaths =
+          (old.appendRunpaths or [ ]) ++ info.origin_runpaths ++ lib.optional (driver != [ ]) driverLibraryDir;
+        autoPatchelfIgnoreMissingDeps = (old.autoPatchelfIgnoreMissingDeps or [ ]) ++ driver ++ allowed;
+      });
+
+  hasWork = info: info.origin_runpaths != [ ] || builtins.any (need: need != "system") (builtins.attrValues info.needs);
+in
+lib.mapAttrs fixup (lib.filterAttrs (_: hasWork) audit.libraries)

@@ -1,0 +1,229 @@
+"""`pins rescue DIST --from-venv VENV`: repack an installed distribution into a wheel.
+
+For the host that still runs a wheel nobody serves any more (the seed
+deployment's torch nightly). The installer recorded every file it wrote in
+the distribution's RECORD with its sha256 and size; the repack takes exactly
+those files, checks each one against RECORD, and refuses, writing nothing, if
+any is missing or differs. What it makes is the original wheel's files, not
+its bytes: the zip is written anew (sorted, fixed timestamps), so its sha256
+is a new pin, not the upstream one.
+
+Left out, because the installer made them and a wheel does not carry them:
+INSTALLER, REQUESTED, direct_url.json and other installer records, RECORD
+itself (written anew), __pycache__/*.pyc, and console/GUI scripts made from
+entry_points.txt. Files installed outside site-packages go back under
+<name>-<version>.data/ (scripts, headers, data); a script's `#!` line, which
+the installer pointed at the venv's Python, goes back to `#!python`.
+"""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import csv
+import hashlib
+import io
+import os
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from blackwell_stack.errors import HashMismatch, StackError
+from blackwell_stack.fileio import atomic_file
+from blackwell_stack.hashes import sha256_file
+
+# What installers add to a .dist-info; never part of the wheel they installed.
+INSTALLER_FILES = frozenset({"INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json", "uv_build.json"})
+# Zip entries get this time (the earliest a zip can hold), so the same files give the same bytes.
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+_SHEBANG = re.compile(rb"^#![^\n]*python[^\n]*\n")
+
+
+@dataclass
+class Entry:
+    path: str  # as RECORD has it, relative to site-packages
+    sha256: str | None  # urlsafe base64, no padding (RECORD's form)
+    size: int | None
+
+
+@dataclass
+class Rescue:
+    dist: str
+    version: str
+    wheel: Path
+    sha256: str
+    files: int
+    left_out: list[str] = field(default_factory=list)
+
+
+def _record_hash(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def read_record(text: str, where: str) -> list[Entry]:
+    entries = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row:
+            continue
+        if len(row) != 3:
+            raise StackError(f"{where}: a RECORD line has {len(row)} fields, not 3: {row!r}",
+                             "the installation's RECORD is damaged: reinstall the distribution to repack it")
+        path, digest, size = row
+        if digest and not digest.startswith("sha256="):
+            raise StackError(f"{where}: {path} is recorded with {digest.split('=')[0]}, not sha256",
+                             "only sha256 RECORDs can be checked")
+        entries.append(Entry(path, digest.removeprefix("sha256=") or None, int(size) if size else None))
+    return entries
+
+
+def _matches(path: Path, entry: Entry) -> bool:
+    """Whether the installed file is the one RECORD says (sha256 and size), read in blocks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+            size += len(block)
+    digest = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+    return digest == entry.sha256 and (entry.size is None or size == entry.size)
+
+
+def _scripts(dist_info: Path) -> set[str]:
+    """Names of the scripts an installer makes from entry_points.txt."""
+    ep = dist_info / "entry_points.txt"
+    if not ep.is_file():
+        return set()
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(ep.read_text())
+    return {name for section in ("console_scripts", "gui_scripts") if parser.has_section(section)
+            for name in parser.options(section)}
+
+
+def _archive_name(entry: Entry, site: Path, prefix: Path, data_dir: str, scripts: set[str]) -> str | None:
+    """Where an installed file goes in the wheel; None when the installer made it."""
+    if "__pycache__/" in entry.path and entry.path.endswith(".pyc"):
+        return None
+    if not entry.path.startswith("../"):
+        return entry.path
+    target = (site / entry.path).resolve()
+    try:
+        rel = target.relative_to(prefix.resolve())
+    except ValueError:
+        raise StackError(f"RECORD names {entry.path}, outside the venv {prefix}",
+                         "repack from the venv the distribution was installed into") from None
+    parts = rel.parts
+    if parts[0] == "bin":
+        if parts[1] in scripts:
+            return None
+        return f"{data_dir}/scripts/{'/'.join(parts[1:])}"
+    if parts[0] == "include":
+        return f"{data_dir}/headers/{'/'.join(parts[2:] if len(parts) > 2 else parts[1:])}"
+    return f"{data_dir}/data/{rel.as_posix()}"
+
+
+def _wheel_name(dist_info: Path, name: str, version: str) -> str:
+    wheel_meta = (dist_info / "WHEEL").read_text() if (dist_info / "WHEEL").is_file() else ""
+    tags = [line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")]
+    if not tags:
+        raise StackError(f"{dist_info}/WHEEL names no Tag", "a distribution installed from a wheel records its tags there")
+    parts = [list(dict.fromkeys(t.split("-")[i] for t in tags)) for i in range(3)]
+    stem = re.sub(r"[-_.]+", "_", name)
+    return f"{stem}-{version}-{'-'.join('.'.join(p) for p in parts)}.whl"
+
+
+def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescue:
+    """Check every recorded file of DIST in VENV, then write the wheel; refuse on any difference, writing nothing."""
+    from blackwell_stack.doctor.envcheck import Environment
+
+    python = _python_of(Path(venv))
+    env = Environment(str(python))
+    dist = env.get(dist_name)
+    if dist is None:
+        raise StackError(f"{dist_name} is not installed in {venv}",
+                         f"pass the name of an installed distribution ({len(env.dists)} are installed there)")
+    name, version = dist.metadata["Name"], dist.version
+    site = Path(str(dist.locate_file("")))
+    dist_info = Path(str(getattr(dist, "_path", "")))
+    if not (dist_info / "RECORD").is_file():
+        raise StackError(f"{name} {version} in {venv} has no RECORD", "only a distribution installed from a wheel can be repacked")
+    entries = read_record((dist_info / "RECORD").read_text(), str(dist_info / "RECORD"))
+    prefix = Path(venv) if (Path(venv) / "pyvenv.cfg").is_file() else python.parent.parent
+    data_dir = f"{dist_info.name.removesuffix('.dist-info')}.data"
+    scripts = _scripts(dist_info)
+
+    members: dict[str, tuple[Path, Entry, int]] = {}  # archive name -> (installed file, its RECORD entry, mode)
+    left_out, missing, differing, unchecked = [], [], [], []
+    for entry in entries:
+        base = entry.path.rsplit("/", 1)[-1]
+        in_dist_info = entry.path.startswith(dist_info.name + "/")
+        if in_dist_info and base in INSTALLER_FILES:
+            left_out.append(entry.path)
+            continue
+        arcname = _archive_name(entry, site, prefix, data_dir, scripts)
+        if arcname is None:
+            left_out.append(entry.path)
+            continue
+        path = site / entry.path
+        if not path.is_file():
+            missing.append(entry.path)
+        elif entry.sha256 is None:
+            unchecked.append(entry.path)
+        elif not _matches(path, entry):
+            differing.append(entry.path)
+        else:
+            members[arcname] = (path, entry, 0o100755 if os.access(path, os.X_OK) else 0o100644)
+    if missing or differing or unchecked:
+        lines = ([f"missing: {p}" for p in missing] + [f"differs from RECORD: {p}" for p in differing]
+                 + [f"no hash in RECORD: {p}" for p in unchecked])
+        shown = "\n  ".join(lines[:20]) + (f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else "")
+        error = HashMismatch if differing else StackError
+        raise error(f"{name} {version} in {venv} is not as installed, so it cannot be repacked; nothing was written:\n  {shown}",
+                    "reinstall it from the original wheel if you have one; a changed installation is not the pinned build")
+
+    wheel = Path(out_dir) / _wheel_name(dist_info, name, version)
+    record_name = f"{dist_info.name}/RECORD"
+    record_rows = []
+    ordered = sorted(members, key=lambda a: (a.startswith(dist_info.name + "/"), a))
+    with atomic_file(wheel, suffix=".part") as fh:
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+            for arc in ordered:
+                path, entry, mode = members[arc]
+                info = zipfile.ZipInfo(arc, ZIP_TIME)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = mode << 16
+                if arc.startswith(f"{data_dir}/scripts/"):
+                    data = _SHEBANG.sub(b"#!python\n", path.read_bytes(), count=1)
+                    zf.writestr(info, data)
+                    record_rows.append([arc, f"sha256={_record_hash(data)}", str(len(data))])
+                    continue
+                # Hashed again while written: a file changed since the check fails the repack (nothing is left).
+                h = hashlib.sha256()
+                with open(path, "rb") as src, zf.open(info, "w", force_zip64=True) as dst:
+                    while block := src.read(1 << 20):
+                        h.update(block)
+                        dst.write(block)
+                if base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode() != entry.sha256:
+                    raise HashMismatch(f"{path} changed while it was repacked; nothing was written",
+                                       "stop what writes to the venv and run the same command again")
+                record_rows.append([arc, f"sha256={entry.sha256}", str(entry.size if entry.size is not None else path.stat().st_size)])
+            record_rows.append([record_name, "", ""])
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows(record_rows)
+            info = zipfile.ZipInfo(record_name, ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o100644 << 16
+            zf.writestr(info, buf.getvalue().encode())
+    digest = sha256_file(wheel)
+    return Rescue(name, version, wheel, digest, len(members), left_out)
+
+
+def _python_of(venv: Path) -> Path:
+    """The interpreter of a venv (or the interpreter itself, when given one)."""
+    if venv.is_file():
+        return venv
+    for candidate in (venv / "bin" / "python3", venv / "bin" / "python"):
+        if candidate.exists():
+            return candidate
+    raise StackError(f"{venv} is not a venv (no bin/python3)", "pass the venv's directory or its bin/python")

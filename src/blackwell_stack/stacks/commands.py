@@ -1,0 +1,158 @@
+"""`blackwell-stack stack show|lock|audit`: the serving stacks (stacks/<name>/)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack import output
+from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack.stacks import libraries, model
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("stack", help="the serving stacks: one uv.lock each, realized by uv2nix (Nix) or uv (venv)")
+    ssub = p.add_subparsers(dest="stack_command", metavar="ACTION")
+    ssub.required = True
+
+    show = ssub.add_parser("show", help="a stack's versions, lock, kernel and torch pairs (default: every stack)")
+    show.add_argument("name", nargs="?", help=f"stack name (stacks: {', '.join(model.names()) or 'none'})")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+
+    lock = ssub.add_parser(
+        "lock",
+        help="make the stack's uv.lock (uv 0.10.7, Python 3.12), then audit its wheels",
+        epilog="exit codes: 0 locked (or current, with --check); 2 bad stack, or the lock is not current (--check); "
+        "5 a wheel's sha256 is not the lock's; 6 wrong uv or no Python 3.12; 7 uv could not lock",
+    )
+    lock.add_argument("name")
+    lock.add_argument("--wheels", type=Path, metavar="DIR", help="a directory holding the wheels a stack keeps locally (nightly)")
+    lock.add_argument("--python", help="the Python 3.12 to lock with (default: python3.12 on PATH, or pyenv's)")
+    lock.add_argument("--uv", help="the uv binary (default: uv on PATH; it must be the stack's version)")
+    lock.add_argument("--check", action="store_true", help="only check that uv.lock is current (`uv lock --check`)")
+    lock.add_argument("--no-audit", action="store_true", help="do not download and audit the wheels (wheels.json goes stale)")
+    lock.set_defaults(func=cmd_lock)
+
+    audit = ssub.add_parser(
+        "audit",
+        help="download every locked wheel, check its sha256, and read what Nix needs to know (wheels.json)",
+        epilog="exit codes: 0 wheels.json matches the wheels (or was written); 1 it differs; 5 a sha256 differs from the lock",
+    )
+    audit.add_argument("name")
+    audit.add_argument("--write", action="store_true", help="write stacks/NAME/wheels.json")
+    audit.add_argument("--jobs", type=int, default=4, help="wheels read at once (default: 4)")
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(func=cmd_audit)
+
+
+def summary(stack: model.Stack) -> dict[str, Any]:
+    """What `stack show` and `plan` say about a stack."""
+    data: dict[str, Any] = {
+        "name": stack.name,
+        "description": stack.data["description"],
+        "audience": stack.data["audience"],
+        "default": stack.default,
+        "system": stack.system,
+        "python": stack.python,
+        "uv": stack.uv_version,
+        "kernel": stack.kernel,
+        "locked": stack.locked,
+        "lock_command": stack.lock_command,
+    }
+    if not stack.locked:
+        data["missing"] = stack.missing_lock_message()
+        return data
+    lock = stack.lock()
+    data["versions"] = stack.versions(lock)
+    data["packages"] = len([p for p in lock.packages.values() if not p.source.get("virtual")])
+    try:
+        audit = libraries.load_audit(stack)
+        data["audit"] = {"current": libraries.audit_is_current(stack, audit), "torch_pairs": audit["torch_pairs"],
+                         "choices": audit["choices"]}
+    except StackError as exc:  # a missing or broken audit is reported, not fatal
+        data["audit"] = {"current": False, "problem": str(exc)}
+    return data
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    names = [args.name] if args.name else model.names()
+    stacks = [summary(model.load(n)) for n in names]
+    if args.json:
+        output.dump_json({"stacks": stacks})
+        return 0
+    for s in stacks:
+        output.heading(f"stack {s['name']}{' (default)' if s['default'] else ''}: {s['description']}")
+        print(f"for: {s['audience']}")
+        rows = [["python", s["python"]], ["system", s["system"]], ["locked with", f"uv {s['uv']}"],
+                ["kernel", f"{s['kernel']['package']} {s['kernel'].get('version') or ''} from {s['kernel']['from']}".strip()]]
+        if s["locked"]:
+            rows += [[k, v] for k, v in s["versions"].items()]
+            rows.append(["packages", s["packages"]])
+            audit = s["audit"]
+            rows.append(["wheels.json", "current" if audit["current"] else f"STALE: {audit.get('problem') or 'made from another uv.lock'}"])
+        else:
+            rows.append(["lock", "NONE"])
+        output.table(["what", "value"], rows)
+        if not s["locked"]:
+            print(f"\n{s['missing']}")
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    from blackwell_stack.stacks import lock as locking
+
+    stack = model.load(args.name)
+    new = locking.lock(stack, python=args.python, uv=args.uv, wheels=args.wheels, check=args.check)
+    if args.check:
+        print(f"{stack.relpath}/uv.lock is current with its pyproject.toml")
+        return 0
+    assert new is not None
+    versions = stack.versions(new)
+    print(f"locked {stack.relpath}/uv.lock: {len(new.packages) - 1} packages; "
+          + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    if args.no_audit:
+        print(f"not audited: write {stack.relpath}/wheels.json with `blackwell-stack stack audit {stack.name} --write` "
+              "before building with Nix", file=sys.stderr)
+        return 0
+    path = libraries.write_audit(stack, libraries.audit(stack, new, libraries.read_all(stack, new)))
+    print(f"audited every wheel (sha256 checked): wrote {path}")
+    return 0
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Where two wheels.json differ, ignoring when files were checked."""
+    def strip(data: dict[str, Any]) -> dict[str, Any]:
+        out = dict(data)
+        out["files"] = {k: {f: v for f, v in e.items() if f != "checked"} for k, e in data.get("files", {}).items()}
+        return out
+
+    a, b = strip(old), strip(new)
+    return [key for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    stack = model.load(args.name)
+    lock = stack.lock()
+    data = libraries.audit(stack, lock, libraries.read_all(stack, lock, jobs=args.jobs))
+    if args.write:
+        path = libraries.write_audit(stack, data)
+        print(f"wrote {path}")
+        return 0
+    if args.json:
+        output.dump_json(data)
+    try:
+        committed = libraries.load_audit(stack)
+    except StackError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return int(ExitCode.CHECK_FAILED)
+    diff = differences(committed, data)
+    if diff:
+        print(f"{stack.relpath}/wheels.json differs from the wheels in: {', '.join(diff)}; "
+              f"write it with `blackwell-stack stack audit {stack.name} --write`", file=sys.stderr)
+        return int(ExitCode.CHECK_FAILED)
+    if not args.json:
+        print(f"{stack.relpath}/wheels.json matches the {len(data['files'])} locked wheels (every sha256 checked)")
+    return 0

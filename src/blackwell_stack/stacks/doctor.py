@@ -1,0 +1,294 @@
+"""`doctor --stack NAME --python PY`: every installed distribution that differs from the stack's lock.
+
+What is compared, and what can be:
+- name and version: the venv's installed metadata against the lock;
+- which file: the tags the installer recorded (.dist-info/WHEEL) against the
+  lock's file names, so an install from a wheel the lock does not list shows;
+- its files: a lock pins each wheel by the sha256 of the whole archive, and an
+  installation has no archive to hash, so the two cannot be compared directly.
+  What can: the wheel's own RECORD (the sha256 of every file in it, read from
+  the very file the lock names, by HTTP range requests; the zip's CRC checks
+  that member, the archive's sha256 is not recomputed) against the RECORD the
+  installer wrote (the sha256 of every file it installed). An installer
+  copies files unchanged, so every path of the locked wheel must be there
+  with the same sha256; scripts the installer rewrote (.data/scripts) are not
+  compared. `--verify-files` also hashes the files on disk against the
+  installed RECORD (a Nix environment fails that for every ELF file, which
+  autoPatchelf rewrote after installing).
+- the source-built kernel (not in the lock): installed, at the stack's version,
+  and not the PyPI wheel (whose WHEEL tags say manylinux: auditwheel's
+  repair; a local scikit-build-core build says linux_x86_64).
+- distributions the lock does not have: listed too.
+
+Each difference comes with the one command that repairs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import csv
+import hashlib
+import io
+import json
+import shlex
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.tags import parse_tag
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from blackwell_stack.doctor import remote_zip
+from blackwell_stack.errors import StackError
+from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.paths import cache_dir
+from blackwell_stack.stacks import libraries, wheels
+from blackwell_stack.stacks.model import LockedPackage, Stack, normalize
+
+MISSING, VERSION, FILE, FILES, EXTRA, ON_DISK = "missing", "other version", "other file", "other file hash", "not in the lock", "changed on disk"
+PYTHON = "other python"
+
+
+@dataclass
+class Difference:
+    kind: str
+    name: str
+    locked: str | None
+    installed: str | None
+    detail: str
+    repair: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _installed_tags(dist) -> set:
+    text = dist.read_text("WHEEL") or ""
+    tags = set()
+    for line in text.splitlines():
+        if line.startswith("Tag:"):
+            tags |= set(parse_tag(line.split(":", 1)[1].strip()))
+    return tags
+
+
+def _wheel_tags(wheel: dict) -> set:
+    try:
+        return set(parse_wheel_filename(wheels.filename(wheel))[3])
+    except InvalidWheelFilename:
+        return set()
+
+
+def _record(text: str) -> dict[str, str]:
+    """path -> sha256 (RECORD's urlsafe base64 form), for entries that have one."""
+    out = {}
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            out[row[0]] = row[1].removeprefix("sha256=")
+    return out
+
+
+def locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str, str]:
+    """The RECORD inside the wheel the lock names (range requests; cached by the wheel's sha256)."""
+    digest = libraries.sha256_of(wheel) or "unknown"
+    cached = cache_dir("wheel-records") / f"{digest}.json"
+    if cached.is_file():
+        try:
+            return dict(json.loads(cached.read_text()))
+        except ValueError:
+            cached.unlink()
+    record = _read_locked_record(stack, package, wheel)
+    atomic_write_json(cached, record)
+    return record
+
+
+def _read_locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str, str]:
+    local = libraries.local_path(stack, package, wheel)
+    if local is not None:
+        import zipfile
+
+        with zipfile.ZipFile(local) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
+            return _record(zf.read(name).decode())
+    with remote_zip.RemoteWheel(libraries.remote_file(wheel)) as rw:
+        names = [n for n in rw.names if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
+        if len(names) != 1:
+            raise StackError(f"{wheels.filename(wheel)} has {len(names)} .dist-info/RECORD files", "the wheel is malformed")
+        return _record(rw.fetch_member(names[0]).read_text())
+
+
+def _record_differences(expected: dict[str, str], installed: dict[str, str]) -> list[str]:
+    """Paths of the locked wheel whose sha256 the installation does not have.
+
+    purelib/platlib files are at their own path; `.data/data` and `.data/headers`
+    files land outside site-packages (RECORD names them ../../../share/...), so
+    they are matched by the end of their path; `.data/scripts` are rewritten by
+    installers and not compared.
+    """
+    by_hash: dict[str, list[str]] = {}
+    for path, digest in installed.items():
+        by_hash.setdefault(digest, []).append(path)
+    out = []
+    for path, digest in expected.items():
+        if path.endswith(".dist-info/RECORD"):
+            continue
+        first, _, rest = path.partition("/")
+        if first.endswith(".data"):
+            scheme, _, rel = rest.partition("/")
+            if scheme == "scripts":
+                continue
+            if scheme in ("purelib", "platlib"):
+                if installed.get(rel) != digest:
+                    out.append(path)
+            elif not any(p.endswith("/" + rel) for p in by_hash.get(digest, [])):
+                out.append(path)
+        elif installed.get(path) != digest:
+            out.append(path)
+    return sorted(out)
+
+
+def _on_disk(dist, installed: dict[str, str]) -> list[str]:
+    """Installed files whose bytes differ from the installed RECORD."""
+    changed = []
+    for path, digest in installed.items():
+        file = Path(str(dist.locate_file(path)))
+        if not file.is_file():
+            changed.append(path)
+            continue
+        h = hashlib.sha256()
+        with open(file, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+        if base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode() != digest:
+            changed.append(path)
+    return changed
+
+
+def _install(python: str, package: LockedPackage, wheel: dict) -> str:
+    ref = wheel.get("url")
+    if not ref:
+        return f"uv pip install --python {python} --no-deps --reinstall {shlex.quote(str(wheel.get('path')))}"
+    digest = libraries.sha256_of(wheel)
+    return f"uv pip install --python {python} --no-deps --reinstall '{package.name} @ {ref}#sha256={digest}'"
+
+
+def _kernel_repair(stack: Stack, python: str) -> str:
+    version = stack.kernel["version"]
+    return (f"blackwell-stack kernel build --stack {stack.name} --src ./sglang --python {python} --out dist && "
+            f"uv pip install --python {python} --no-deps --reinstall dist/sgl_kernel-{version}-*.whl")
+
+
+def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[list[Difference], int]:
+    """(differences, how many distributions matched)."""
+    from blackwell_stack.doctor.envcheck import Environment
+
+    lock = stack.lock()
+    env = Environment(python)
+    target = libraries.target(stack)
+    # The RECORDs of the files uv installs here, read in parallel (most installations match them).
+    wanted = [(p, wheels.uv_choice(p, target)) for p in lock.packages.values() if p.wheels and env.get(p.name)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda pw: locked_record(stack, pw[0], pw[1]), [pw for pw in wanted if pw[1] is not None]))
+    out: list[Difference] = []
+    matched = 0
+    if ".".join(env.version.split(".")[:2]) != stack.python:
+        venv = Path(python).parent.parent
+        out.append(Difference(PYTHON, "python", stack.python, env.version,
+                              f"the stack is locked for Python {stack.python}; its wheels may not install here",
+                              f"UV_PYTHON_DOWNLOADS=never uv venv --python {stack.python} {venv}"))
+    for pkg in sorted(lock.packages.values(), key=lambda p: p.name):
+        if pkg.source.get("virtual"):
+            continue
+        wheel = wheels.uv_choice(pkg, target)
+        dist = env.get(pkg.name)
+        if wheel is None:
+            continue
+        repair = _install(python, pkg, wheel)
+        if dist is None:
+            out.append(Difference(MISSING, pkg.name, pkg.version, None, "not installed", repair))
+            continue
+        if dist.version != pkg.version:
+            out.append(Difference(VERSION, pkg.name, pkg.version, dist.version, f"{dist.version} installed", repair))
+            continue
+        tags = _installed_tags(dist)
+        installed = _record(dist.read_text("RECORD") or "")
+        # Which locked file was installed: the one whose RECORD the installation carries. Tried in
+        # order: files whose tags the installed WHEEL names, then the one uv picks here, then the rest
+        # (a wheel's WHEEL may name other tags than its file name: torch-memory-saver 0.0.9).
+        order = sorted(pkg.wheels, key=lambda w: (not (_wheel_tags(w) & tags), w is not wheel))
+        order = [w for w in order if _wheel_tags(w) & tags or w is wheel]
+        found, closest = None, None
+        for candidate in order:
+            differing = _record_differences(locked_record(stack, pkg, candidate), installed)
+            if not differing:
+                found = candidate
+                break
+            if closest is None:
+                closest = (candidate, differing)
+        if found is None:
+            if closest is not None and _wheel_tags(closest[0]) & tags:
+                cand, differing = closest
+                out.append(Difference(FILES, pkg.name, pkg.version, dist.version,
+                                      f"{len(differing)} files differ from {wheels.filename(cand)}'s RECORD, "
+                                      f"e.g. {', '.join(differing[:3])}", _install(python, pkg, cand)))
+            else:
+                shown = ", ".join(sorted(str(t) for t in tags)) or "no tags (not installed from a wheel)"
+                out.append(Difference(FILE, pkg.name, pkg.version, dist.version,
+                                      f"installed from a file the lock does not list ({shown})", repair))
+            continue
+        if verify_files:
+            changed = _on_disk(dist, installed)
+            if changed:
+                out.append(Difference(ON_DISK, pkg.name, pkg.version, dist.version,
+                                      f"{len(changed)} files differ from the installed RECORD, e.g. {', '.join(changed[:3])}",
+                                      _install(python, pkg, found)))
+                continue
+        matched += 1
+
+    kernel = stack.kernel
+    if kernel["from"] == "source":
+        dist = env.get(kernel["package"])
+        repair = _kernel_repair(stack, python)
+        if dist is None:
+            out.append(Difference(MISSING, kernel["package"], kernel["version"], None,
+                                  "not installed (built from source, not in the lock)", repair))
+        elif dist.version != kernel["version"]:
+            out.append(Difference(VERSION, kernel["package"], kernel["version"], dist.version, f"{dist.version} installed", repair))
+        elif any("manylinux" in t.platform for t in _installed_tags(dist)):
+            out.append(Difference(FILE, kernel["package"], kernel["version"], dist.version,
+                                  "the PyPI wheel (manylinux tags), which cannot load on this torch; the stack builds it "
+                                  "from source", repair))
+        else:
+            matched += 1
+
+    known = {normalize(n) for n in lock.packages} | {normalize(kernel["package"])}
+    for name in sorted(env.dists):
+        if name not in known:
+            dist = env.dists[name]
+            out.append(Difference(EXTRA, name, None, dist.version, "installed, not in the lock",
+                                  f"uv pip uninstall --python {python} {name}"))
+    return out, matched
+
+
+def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool) -> int:
+    from blackwell_stack import output
+    from blackwell_stack.errors import ExitCode
+
+    diffs, matched = compare(stack, python, verify_files=verify_files)
+    if as_json:
+        output.dump_json({"stack": stack.name, "python": python, "matched": matched,
+                          "differences": [d.to_json() for d in diffs]})
+    else:
+        output.heading(f"{python} against stacks/{stack.name}/uv.lock")
+        if diffs:
+            output.table(["difference", "distribution", "locked", "installed", "detail"],
+                         [[d.kind, d.name, d.locked, d.installed, d.detail] for d in diffs])
+            print()
+            for d in diffs:
+                print(f"  repair {d.name}: {d.repair}")
+        print(f"\n{matched} distributions as locked, {len(diffs)} differ"
+              + ("" if verify_files else " (files compared through RECORD; --verify-files hashes them on disk too)"))
+        if diffs:
+            print(f"every difference at once: {stack.sync_command(Path(python).parent.parent)}"
+                  + ("; then the kernel's repair above" if any(d.name == stack.kernel['package'] for d in diffs) else ""))
+    return int(ExitCode.CHECK_FAILED) if diffs else 0

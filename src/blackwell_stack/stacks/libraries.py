@@ -1,0 +1,428 @@
+"""What the locked wheels of a stack hold: the audit that `stack audit` writes to wheels.json.
+
+For the file each package installs on the stack's target (stacks.wheels:
+uv's choice, which the Nix set takes too), the real wheel is downloaded from
+the URL in uv.lock and refused unless its sha256 is the lock's. From it:
+
+- every ELF file's DT_NEEDED, and for each library the wheel does not ship,
+  where nixpkgs' autoPatchelf can find it (it looks by file name): in another
+  locked wheel, in glibc/libstdc++ (`system`), in the NVIDIA driver
+  (`driver`), or nowhere (`missing`);
+- RUNPATH entries relative to the library (`$ORIGIN...`), which autoPatchelf
+  replaces and the Nix set appends again;
+- every install path two or more wheels share, and whether the files are the
+  same (zip CRC-32 and size; ELF files always differ once patched);
+- METADATA requirements and the torch symbols of libraries that link torch,
+  for the torch pairing checks (stacks.pairing).
+
+wheels.json is what the Nix fixups read (nix/fixups/) and what `plan` reports
+as checked; tests derive it again from the wheels and compare.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import hashlib
+import json
+import mmap
+import re
+import shutil
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack.doctor import elf, linkage, remote_zip
+from blackwell_stack.download import download
+from blackwell_stack.errors import DataError, HashMismatch, NetworkError, StackError
+from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.paths import cache_dir
+from blackwell_stack.stacks import wheels
+from blackwell_stack.stacks.model import Lock, LockedPackage, Stack
+
+SCHEMA_VERSION = 1
+AUDIT_FILE = "wheels.json"
+CACHE_VERSION = 3
+
+# glibc, libgcc and libstdc++: the part of nixpkgs' pythonManylinuxPackages
+# (pkgs/development/interpreters/python/manylinux/default.nix, the PEP 599
+# list) that uv2nix gives every manylinux wheel, and glibc's own loader and
+# libraries, which autoPatchelf leaves to the dynamic linker.
+SYSTEM_LIBRARIES = frozenset({
+    "libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "libutil.so.1",
+    "libresolv.so.2", "libnsl.so.1", "libmvec.so.1", "libanl.so.1", "ld-linux-x86-64.so.2",
+    "libgcc_s.so.1", "libstdc++.so.6",
+})
+# From the host's NVIDIA driver (/run/opengl-driver/lib on NixOS), never from a package.
+DRIVER_LIBRARIES = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
+
+_LIBRARY_NAME = re.compile(r"\.so(\.\d+)*$")
+_TEXT_SUFFIXES = (".py", ".pyi", ".pyc", ".txt", ".md", ".json", ".h", ".hpp", ".cuh", ".cu", ".c", ".cc", ".cpp",
+                  ".inl", ".toml", ".cfg", ".ini", ".yaml", ".yml", ".html", ".rst", ".typed", ".pxd", ".pyx")
+
+
+def _maybe_elf(name: str) -> bool:
+    """Members worth opening: shared objects, and executables in a bin/ directory or among a wheel's
+    .data/scripts (ninja's and py-spy's binaries are installed that way)."""
+    base = name.rsplit("/", 1)[-1]
+    if _LIBRARY_NAME.search(base):
+        return True
+    parts = name.split("/")
+    in_bin = "bin" in parts[:-1] or (len(parts) == 3 and parts[0].endswith(".data") and parts[1] == "scripts")
+    return in_bin and not base.endswith(_TEXT_SUFFIXES) and not base.startswith(".")
+
+
+def is_torch_symbol(name: str) -> bool:
+    """torch's C++ symbols (c10::, at::, torch::) and its stable C ABI (aoti_torch_*, torch_*)."""
+    return linkage.is_torch_symbol(name) or name.startswith(("aoti_torch_", "torch_"))
+
+
+def install_path(member: str) -> str | None:
+    """Where a wheel member lands, relative to site-packages (`<scheme>/...` for other .data schemes).
+
+    None for the package's own .dist-info, which no other package shares.
+    """
+    first, _, rest = member.partition("/")
+    if first.endswith(".dist-info"):
+        return None
+    if first.endswith(".data"):
+        scheme, _, path = rest.partition("/")
+        return path if scheme in ("purelib", "platlib") else f"<{scheme}>/{path}"
+    return member
+
+
+@dataclass
+class ElfInfo:
+    needed: list[str]
+    runpath: list[str]
+    executable: bool
+    dlopen_note: bool
+    # torch symbols the file leaves undefined (only for files that link torch's libraries)
+    torch_undefined: list[str] = field(default_factory=list)
+
+
+@dataclass
+class WheelContents:
+    package: str
+    filename: str
+    sha256: str  # checked against the lock when the file was read
+    checked: str  # how and when: "downloaded from <url> on <date>"
+    members: dict[str, tuple[int, int]]  # name -> (CRC-32, size)
+    requires: list[str] = field(default_factory=list)  # METADATA Requires-Dist
+    elf: dict[str, ElfInfo] = field(default_factory=dict)
+    torch_defined: list[str] = field(default_factory=list)  # torch's own libraries: what they define
+
+    def to_json(self) -> dict[str, Any]:
+        data = dict(vars(self))
+        data["members"] = {k: list(v) for k, v in self.members.items()}
+        data["elf"] = {k: vars(v) for k, v in self.elf.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "WheelContents":
+        fields = dict(data)
+        fields["members"] = {k: (v[0], v[1]) for k, v in data["members"].items()}
+        fields["elf"] = {k: ElfInfo(**v) for k, v in data["elf"].items()}
+        return cls(**fields)
+
+
+def sha256_of(artifact: dict) -> str | None:
+    """The hex sha256 the lock records for a file (`hash = "sha256:..."`), or None."""
+    digest = artifact.get("hash") or ""
+    return digest.removeprefix("sha256:") if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else None
+
+
+def remote_file(wheel: dict) -> remote_zip.RemoteFile:
+    """A locked wheel as a file to read by range requests (URL, sha256 and size from the lock)."""
+    url, digest = wheel.get("url"), sha256_of(wheel)
+    if not url or not digest or not wheel.get("size"):
+        raise StackError(f"{wheels.filename(wheel)}: the lock gives no URL, sha256 and size for it",
+                         "lock the stack again with its lock command")
+    return remote_zip.RemoteFile(wheels.filename(wheel), url, digest, int(wheel["size"]))
+
+
+def local_path(stack: Stack, package: LockedPackage, wheel: dict) -> Path | None:
+    """A wheel the lock takes from a local index (`source = { registry = "wheels/simple" }`), or None."""
+    registry = package.source.get("registry", "")
+    if "path" not in wheel or "://" in registry:
+        return None
+    return (stack.path / registry / wheel["path"]).resolve()
+
+
+def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdir: Path) -> tuple[Path, str]:
+    """The wheel as a local file whose sha256 is the lock's, and how that was checked."""
+    path = local_path(stack, package, wheel)
+    today = dt.date.today().isoformat()
+    if path is not None:
+        if not path.is_file():
+            raise StackError(f"{path} is missing: {stack.relpath}/uv.lock takes {package.name} from it",
+                             f"put the kept wheels back: {stack.lock_command}")
+        found = hashlib.sha256(path.read_bytes()).hexdigest()
+        if found != digest:
+            raise HashMismatch(f"{path}: sha256 {found}, but {stack.relpath}/uv.lock says {digest}",
+                               "this is not the file the lock was made with")
+        return path, f"hashed from the kept file {path.name} on {today}"
+    url = wheel.get("url")
+    if not url:
+        raise StackError(f"{wheels.filename(wheel)} ({package.name}) has neither URL nor path in {stack.relpath}/uv.lock",
+                         f"lock again: {stack.lock_command}")
+    dest = workdir / wheels.filename(wheel)
+    try:
+        download(url, dest, expected_sha256=digest, label=dest.name)
+    except NetworkError as exc:
+        raise NetworkError(f"{package.name}: {exc.message}",
+                           "the audit downloads every locked wheel from its URL: check the network and run it again "
+                           "(what was read is cached)") from None
+    return dest, f"downloaded from its URL in uv.lock and hashed on {today}"
+
+
+def _read_elf(zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, torch_package: bool) -> tuple[ElfInfo, list[str]] | None:
+    """The member's ELF facts (and, for torch's own libraries, the torch symbols they define)."""
+    with tempfile.TemporaryFile(prefix="bws-elf-") as tmp:
+        with zf.open(info) as src:
+            head = src.read(4)
+            if not elf.is_elf(head):
+                return None
+            tmp.write(head)
+            shutil.copyfileobj(src, tmp, 8 << 20)
+        tmp.flush()
+        with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            e = elf.parse(mm, info.filename)
+            info_ = ElfInfo(e.needed, e.runpath, e.section(".interp") is not None, e.section(".note.dlopen") is not None)
+            defined: list[str] = []
+            base = info.filename.rsplit("/", 1)[-1]
+            if torch_package and base in linkage.TORCH_LIBRARIES:
+                defined = [s.name for s in e.dynamic_symbols() if s.defined and is_torch_symbol(s.name)]
+            elif linkage.torch_libraries(info_.needed):
+                info_.torch_undefined = sorted({s.name for s in e.dynamic_symbols()
+                                                if not s.defined and not s.weak and is_torch_symbol(s.name)})
+            return info_, defined
+
+
+def _requires(zf: zipfile.ZipFile) -> list[str]:
+    names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+    if len(names) != 1:
+        return []
+    meta = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8", errors="replace"))
+    return list(meta.get_all("Requires-Dist") or [])
+
+
+def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelContents:
+    """One locked wheel, checked against the lock's sha256; cached by that sha256."""
+    digest = sha256_of(wheel)
+    if digest is None:
+        raise StackError(f"{wheels.filename(wheel)} ({package.name}) has no sha256 in {stack.relpath}/uv.lock",
+                         f"every locked file needs one: lock again with `{stack.lock_command}`")
+    cached = cache_dir("wheel-contents", f"v{CACHE_VERSION}") / f"{digest}.json"
+    if cached.is_file():
+        try:
+            return WheelContents.from_json(json.loads(cached.read_text()))
+        except (ValueError, KeyError, TypeError):
+            cached.unlink()
+    with tempfile.TemporaryDirectory(prefix="bws-wheel-") as tmp:
+        path, checked = _open(stack, package, wheel, digest, Path(tmp))
+        try:
+            zf = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as exc:
+            raise StackError(f"{path.name}: not a wheel ({exc})", "the file is corrupt; lock or download it again") from None
+        with zf:
+            contents = WheelContents(package.name, wheels.filename(wheel), digest, checked,
+                                     {i.filename: (i.CRC, i.file_size) for i in zf.infolist() if not i.is_dir()},
+                                     _requires(zf))
+            for name, (_crc, size) in contents.members.items():
+                if size < 64 or not _maybe_elf(name):
+                    continue
+                try:
+                    found = _read_elf(zf, zf.getinfo(name), torch_package=package.name == "torch")
+                except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                    raise StackError(f"{contents.filename}: member {name} cannot be read ({exc})",
+                                     "the file is corrupt; download it again") from None
+                if found is not None:
+                    contents.elf[name] = found[0]
+                    contents.torch_defined += found[1]
+    contents.torch_defined = sorted(set(contents.torch_defined))
+    atomic_write_json(cached, contents.to_json())
+    return contents
+
+
+def target(stack: Stack) -> wheels.Target:
+    machine = stack.system.split("-")[0]
+    major, minor = (int(x) for x in stack.python.split("."))
+    return wheels.Target(machine=machine, python=(major, minor))
+
+
+def chosen_wheels(stack: Stack, lock: Lock) -> dict[str, tuple[LockedPackage, dict]]:
+    """{package: (package, the wheel both realizations install on the stack's target)}."""
+    chosen = {}
+    for pkg in lock.packages.values():
+        if pkg.source.get("virtual") or pkg.source.get("editable"):
+            continue
+        wheel = wheels.uv_choice(pkg, target(stack))
+        if wheel is None:
+            raise StackError(f"{pkg.name} {pkg.version} has no wheel for {stack.system} / CPython {stack.python} "
+                             f"in {stack.relpath}/uv.lock", "the stacks are wheel-only: pin a version that publishes one")
+        chosen[pkg.name] = (pkg, wheel)
+    return chosen
+
+
+def read_all(stack: Stack, lock: Lock, *, jobs: int = 4) -> dict[str, WheelContents]:
+    """Every package's installed wheel, read (and its sha256 checked) in parallel."""
+    chosen = chosen_wheels(stack, lock)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {name: pool.submit(read_wheel, stack, pkg, wheel) for name, (pkg, wheel) in chosen.items()}
+        return {name: f.result() for name, f in sorted(futures.items())}
+
+
+def closure(lock: Lock, name: str) -> set[str]:
+    """A package and every package it depends on, transitively, extras included (the lock's graph)."""
+    seen: set[str] = set()
+    todo: list[tuple[str, tuple[str, ...]]] = [(name, ())]
+    done: set[tuple[str, tuple[str, ...]]] = set()
+    while todo:
+        current, extras = todo.pop()
+        pkg = lock.get(current)
+        if pkg is None or (current, extras) in done:
+            continue
+        done.add((current, extras))
+        seen.add(current)
+        for dep in pkg.dependencies:
+            todo.append((dep, tuple(pkg.dependency_extras.get(dep, []))))
+        for extra in extras:
+            todo.extend((dep, ()) for dep in pkg.optional_dependencies.get(extra, []))
+    return seen
+
+
+def _origin(entry: str) -> str:
+    return entry.replace("${ORIGIN}", "$ORIGIN")
+
+
+def library_needs(lock: Lock, contents: dict[str, WheelContents]) -> dict[str, Any]:
+    """For each wheel with ELF files: what it links outside itself and where that is found."""
+    providers: dict[str, set[str]] = {}
+    for name, c in contents.items():
+        for member in c.members:
+            base = member.rsplit("/", 1)[-1]
+            if _LIBRARY_NAME.search(base):
+                providers.setdefault(base, set()).add(name)
+    out = {}
+    for name, c in contents.items():
+        if not c.elf:
+            continue
+        own = {m.rsplit("/", 1)[-1] for m in c.members}
+        deps = closure(lock, name) - {name}
+        needs: dict[str, Any] = {}
+        for info in c.elf.values():
+            for lib in info.needed:
+                if lib in own or lib in needs:
+                    continue
+                if lib in SYSTEM_LIBRARIES:
+                    needs[lib] = "system"
+                elif lib in DRIVER_LIBRARIES:
+                    needs[lib] = "driver"
+                elif lib in providers:
+                    found = sorted(providers[lib] - {name})
+                    in_deps = [p for p in found if p in deps]
+                    needs[lib] = {"from": in_deps or found, "dependency": bool(in_deps)}
+                else:
+                    needs[lib] = "missing"
+        out[name] = {
+            "file": c.filename,
+            "elf_files": len(c.elf),
+            "executables": sorted(m for m, i in c.elf.items() if i.executable),
+            "dlopen_notes": sorted(m for m, i in c.elf.items() if i.dlopen_note),
+            "origin_runpaths": sorted({_origin(entry) for i in c.elf.values() for path in i.runpath
+                                       for entry in path.split(":") if "ORIGIN" in entry}),
+            "needs": dict(sorted(needs.items())),
+        }
+    return out
+
+
+def shared_paths(contents: dict[str, WheelContents]) -> list[dict[str, Any]]:
+    """Install paths two or more wheels ship, and whether a venv can merge them (same bytes, not ELF)."""
+    where: dict[str, list[tuple[str, str]]] = {}
+    for name, c in contents.items():
+        for member in c.members:
+            path = install_path(member)
+            if path is not None:
+                where.setdefault(path, []).append((name, member))
+    out = []
+    for path, owners in sorted(where.items()):
+        if len(owners) < 2:
+            continue
+        stamps = {contents[n].members[m] for n, m in owners}
+        is_elf = any(m in contents[n].elf for n, m in owners)
+        out.append({"path": path, "packages": sorted(n for n, _ in owners),
+                    "identical": len(stamps) == 1 and not is_elf, "elf": is_elf})
+    return out
+
+
+def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[str, Any]:
+    """wheels.json of a stack: checked files, wheel choices, libraries, shared paths, torch pairs."""
+    from blackwell_stack.stacks import pairing
+
+    tgt = target(stack)
+    choices = {}
+    kept = {}
+    for name, (pkg, wheel) in chosen_wheels(stack, lock).items():
+        nix = wheels.uv2nix_choice(pkg, tgt)
+        if nix is not None and wheels.filename(nix) != wheels.filename(wheel):
+            choices[name] = wheels.filename(wheel)
+        if local_path(stack, pkg, wheel) is not None:
+            kept[name] = {"file": wheels.filename(wheel), "hash": wheel.get("hash")}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "description": (
+            f"What the locked wheels of the {stack.name} stack hold, from the wheels themselves: written by "
+            f"`blackwell-stack stack audit {stack.name} --write`, which downloads each package's file from its "
+            "URL in uv.lock and refuses it unless its sha256 is the lock's. Tests read the wheels again and "
+            "compare. `files`: the file each package installs on the target and how its sha256 was checked. "
+            "`choices`: packages whose file uv2nix alone would pick differently from uv (the first in lock order "
+            "instead of the newest manylinux the target's glibc allows); the Nix set takes uv's. `kept_wheels`: "
+            "files the lock takes from the stack's local wheels/ directory, which Nix fetches by name and hash. "
+            "`libraries`: for each wheel with ELF files, every DT_NEEDED library it does not ship and where "
+            "autoPatchelf finds it by file name: `system` (glibc, libstdc++), `driver` (the NVIDIA driver), "
+            "`from` (other locked wheels; `dependency`: one of them is in the package's own dependency "
+            "closure) or `missing` (nix/fixups/wheel-libraries.json says why). `collisions`: install paths "
+            "that two or more wheels share (nix/fixups/env-collisions.json). `torch_pairs`: each package "
+            "that links torch, checked as stack.json says."
+        ),
+        "lock_sha256": hashlib.sha256(lock.path.read_bytes()).hexdigest(),
+        "target": {"system": stack.system, "python": stack.python, "glibc": ".".join(map(str, tgt.glibc))},
+        "files": {name: {"file": c.filename, "sha256": c.sha256, "checked": c.checked} for name, c in contents.items()},
+        "choices": dict(sorted(choices.items())),
+        "kept_wheels": dict(sorted(kept.items())),
+        "libraries": library_needs(lock, contents),
+        "collisions": shared_paths(contents),
+        "torch_pairs": pairing.check(stack, lock, contents),
+    }
+
+
+def audit_path(stack: Stack) -> Path:
+    return stack.path / AUDIT_FILE
+
+
+def load_audit(stack: Stack) -> dict[str, Any]:
+    path = audit_path(stack)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StackError(f"{stack.relpath}/{AUDIT_FILE} is missing",
+                         f"write it with `blackwell-stack stack audit {stack.name} --write`") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(path, None, None, f"not valid JSON ({exc.msg})",
+                        f"write it again with `blackwell-stack stack audit {stack.name} --write`") from None
+
+
+def audit_is_current(stack: Stack, data: dict[str, Any]) -> bool:
+    """Whether wheels.json was made from the uv.lock that is there now."""
+    return stack.locked and data.get("lock_sha256") == hashlib.sha256(stack.lock_path.read_bytes()).hexdigest()
+
+
+def write_audit(stack: Stack, data: dict[str, Any]) -> Path:
+    path = audit_path(stack)
+    atomic_write_json(path, data)
+    return path

@@ -1,0 +1,271 @@
+"""The stacks as data: `stacks/<name>/stack.json` and `stacks/<name>/uv.lock`.
+
+stack.json (schema 1) says what the lock cannot: which packages carry the
+key versions, where the kernel comes from, how each package with compiled
+torch ops pairs with torch, and the one command that makes a missing lock.
+lib/stacks.nix reads the same files with builtins only; tests compare the two.
+
+    {
+      "schema_version": 1, "name", "description", "audience", "default" (bool),
+      "system" ("x86_64-linux"), "python" ("3.12"), "uv" ("0.10.7"),
+      "versions_from_lock": {"sglang": <package>, "flashinfer": <package>, "torch": <package>},
+      "kernel": {"package", "version" (null when "from" is "lock"), "from": "source" | "lock", "why"},
+      "torch_pairs": {<package>: {"check": "metadata" | "symbols" | "source" | "lock" | "unpaired", "why"}},
+      "profiles": [<profile name>],
+      "kept_wheels": {"pins", "url_template", "why"}   (optional: wheels the lock takes from ./wheels/)
+      "lock": {"command", "missing_reason" (why there is no uv.lock, or null)}
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.paths import data_path
+
+SCHEMA_VERSION = 1
+STACKS_DIR = "stacks"
+KEY_VERSIONS = ("sglang", "flashinfer", "torch")
+KERNEL_FROM = ("source", "lock")
+PAIR_CHECKS = ("metadata", "symbols", "source", "lock", "unpaired")
+_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+def normalize(name: str) -> str:
+    """PEP 503 name normalization (how uv.lock spells package names)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    """One [[package]] of a uv.lock."""
+
+    name: str
+    version: str | None
+    source: dict[str, Any]
+    wheels: list[dict[str, Any]]
+    sdist: dict[str, Any] | None
+    dependencies: list[str]
+    # The extras each dependency is asked with, and this package's own extras.
+    dependency_extras: dict[str, list[str]] = field(default_factory=dict)
+    optional_dependencies: dict[str, list[str]] = field(default_factory=dict)
+
+    def artifacts(self) -> list[dict[str, Any]]:
+        """Every file the lock names for this package (wheels, then the sdist)."""
+        return [*self.wheels, *([self.sdist] if self.sdist else [])]
+
+
+@dataclass
+class Lock:
+    path: Path
+    data: dict[str, Any]
+    packages: dict[str, LockedPackage] = field(default_factory=dict)
+
+    def get(self, name: str) -> LockedPackage | None:
+        return self.packages.get(normalize(name))
+
+    @property
+    def excludes(self) -> list[str]:
+        return list(self.data.get("manifest", {}).get("excludes", []))
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        return {o["name"]: o.get("specifier", "") for o in self.data.get("manifest", {}).get("overrides", [])}
+
+
+def load_lock(path: Path) -> Lock:
+    """Parse a uv.lock; DataError naming the file for anything uv would not have written."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise StackError(f"{path}: no such lock", "make it with the stack's lock command (`blackwell-stack stack show`)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(path, None, None, f"not valid TOML ({exc})",
+                        "restore it with `git checkout -- FILE`, or make it again with the stack's lock command") from None
+    if data.get("version") != 1:
+        raise DataError(path, None, "version", f"uv lock format version 1 expected, found {data.get('version')!r}",
+                        "lock with the uv named in the stack's stack.json")
+    lock = Lock(path, data)
+    for entry in data.get("package", []):
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise DataError(path, None, "package.name", "a [[package]] has no name")
+        if name in lock.packages:
+            raise DataError(path, name, None, "is locked more than once (forked resolution)",
+                            "a stack is locked for one platform and one Python: check `environments` and requires-python")
+        lock.packages[name] = LockedPackage(
+            name=name,
+            version=entry.get("version"),
+            source=entry.get("source", {}),
+            wheels=list(entry.get("wheels", [])),
+            sdist=entry.get("sdist"),
+            dependencies=[d["name"] for d in entry.get("dependencies", [])],
+            dependency_extras={d["name"]: list(d.get("extra", [])) for d in entry.get("dependencies", [])},
+            optional_dependencies={extra: [d["name"] for d in deps]
+                                   for extra, deps in entry.get("optional-dependencies", {}).items()},
+        )
+    return lock
+
+
+@dataclass
+class Stack:
+    name: str
+    path: Path  # stacks/<name>
+    data: dict[str, Any]
+
+    @property
+    def relpath(self) -> str:
+        return f"{STACKS_DIR}/{self.name}"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / "uv.lock"
+
+    @property
+    def locked(self) -> bool:
+        return self.lock_path.is_file()
+
+    @property
+    def lock_command(self) -> str:
+        return self.data["lock"]["command"]
+
+    @property
+    def python(self) -> str:
+        return self.data["python"]
+
+    @property
+    def system(self) -> str:
+        return self.data["system"]
+
+    @property
+    def uv_version(self) -> str:
+        return self.data["uv"]
+
+    @property
+    def default(self) -> bool:
+        return bool(self.data.get("default"))
+
+    @property
+    def kernel(self) -> dict[str, Any]:
+        return self.data["kernel"]
+
+    @property
+    def torch_pairs(self) -> dict[str, dict[str, str]]:
+        return self.data["torch_pairs"]
+
+    def sync_command(self, venv: str | Path) -> str:
+        """The one command that installs the lock into a venv (keeping a source-built kernel there)."""
+        return f"UV_PROJECT_ENVIRONMENT={venv} uv sync --frozen --inexact --project {self.path}"
+
+    def missing_lock_message(self) -> str:
+        """The same text lib/stacks.nix throws for a stack without a lock."""
+        reason = self.data["lock"].get("missing_reason")
+        return (
+            f"blackwell-stack: the {self.name} stack has no lock ({self.relpath}/uv.lock)"
+            + (f": {reason}" if reason else ".")
+            + f" Make it with: {self.lock_command}"
+        )
+
+    def lock(self) -> Lock:
+        """The parsed lock, or a StackError naming the command that makes it."""
+        if not self.locked:
+            raise StackError(self.missing_lock_message(), f"run `{self.lock_command}`")
+        return load_lock(self.lock_path)
+
+    def versions(self, lock: Lock | None = None) -> dict[str, str]:
+        """{"sglang", "flashinfer", "torch"} as the lock has them (never typed twice)."""
+        lock = lock or self.lock()
+        out = {}
+        for key, package in self.data["versions_from_lock"].items():
+            pkg = lock.get(package)
+            if pkg is None or pkg.version is None:
+                raise DataError(self.lock_path, package, "version",
+                                f"stack.json reads the {key} version from {package}, which the lock does not have",
+                                f"fix versions_from_lock in {self.relpath}/stack.json, or lock again: {self.lock_command}")
+            out[key] = pkg.version
+        return out
+
+
+def stacks_root() -> Path:
+    return data_path(STACKS_DIR)
+
+
+def names() -> list[str]:
+    """Every stack (a directory of stacks/ with a stack.json), sorted."""
+    root = stacks_root()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "stack.json").is_file())
+
+
+def load(name: str) -> Stack:
+    if not _NAME.match(name or ""):
+        raise StackError(f"{name!r} is not a stack name", f"stacks: {', '.join(names()) or 'none'}")
+    path = stacks_root() / name
+    meta = path / "stack.json"
+    if not meta.is_file():
+        raise StackError(f"there is no stack {name!r} ({STACKS_DIR}/{name}/stack.json)",
+                         f"pick one of: {', '.join(names()) or 'none'}")
+    try:
+        data = json.loads(meta.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(meta, None, None, f"not valid JSON (line {exc.lineno}: {exc.msg})",
+                        "fix the syntax, or restore the file with `git checkout -- FILE`") from None
+    validate(data, meta, name)
+    return Stack(name, path, data)
+
+
+def default_name() -> str:
+    defaults = [n for n in names() if load(n).default]
+    if len(defaults) != 1:
+        raise StackError(f"{len(defaults)} stacks say \"default\": true ({', '.join(defaults) or 'none'})",
+                         "exactly one stacks/<name>/stack.json must be the default")
+    return defaults[0]
+
+
+def load_default_or(name: str | None) -> Stack:
+    return load(name or default_name())
+
+
+def validate(data: Any, path: Path, name: str) -> None:
+    """DataError naming the field of the first problem."""
+    if not isinstance(data, dict):
+        raise _bad(path, None, None, "the top level must be a JSON object")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise _bad(path, None, "schema_version", f"must be {SCHEMA_VERSION}, found {data.get('schema_version')!r}")
+    if data.get("name") != name:
+        raise _bad(path, None, "name", f"must be the directory name {name!r}, found {data.get('name')!r}")
+    for key in ("description", "audience", "system", "python", "uv"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise _bad(path, None, key, "must be a non-empty string")
+    if not isinstance(data.get("default"), bool):
+        raise _bad(path, None, "default", "must be true or false")
+    keys = data.get("versions_from_lock")
+    if not isinstance(keys, dict) or set(keys) != set(KEY_VERSIONS):
+        raise _bad(path, None, "versions_from_lock", f"must name the package of each of {', '.join(KEY_VERSIONS)}")
+    kernel = data.get("kernel")
+    if not isinstance(kernel, dict) or kernel.get("from") not in KERNEL_FROM or not kernel.get("package"):
+        raise _bad(path, None, "kernel", f"needs package and from ({' or '.join(KERNEL_FROM)})")
+    if kernel["from"] == "source" and not kernel.get("version"):
+        raise _bad(path, "kernel", "version", "a kernel built from source needs the version it builds")
+    pairs = data.get("torch_pairs")
+    if not isinstance(pairs, dict):
+        raise _bad(path, None, "torch_pairs", "must be an object of package -> {check, why}")
+    for package, pair in pairs.items():
+        if not isinstance(pair, dict) or pair.get("check") not in PAIR_CHECKS or not pair.get("why"):
+            raise _bad(path, package, "torch_pairs", f"needs check ({', '.join(PAIR_CHECKS)}) and why")
+    lock = data.get("lock")
+    if not isinstance(lock, dict) or not isinstance(lock.get("command"), str) or not lock["command"].strip():
+        raise _bad(path, None, "lock.command", "must be the one command that makes the lock")
+    if "missing_reason" not in lock:
+        raise _bad(path, None, "lock.missing_reason", "must say why there is no lock, or be null")
+
+
+def _bad(path: Path, entry: str | None, field: str | None, problem: str) -> DataError:
+    return DataError(path, entry, field, problem, "fix the stack's stack.json (its schema: blackwell_stack/stacks/model.py, docs/stacks.md)")

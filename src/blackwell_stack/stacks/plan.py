@@ -1,0 +1,154 @@
+"""A stack's section of `blackwell-stack plan`, and its pins for `pins show`.
+
+Verified means checked, and each item says how:
+- a locked file: its sha256 is the lock's (PyPI's registry sha256 as uv
+  recorded it) and `stack audit` downloaded the file and hashed it (the date
+  is in wheels.json, made from this very uv.lock);
+- a torch pair: `stack audit` checked it against the wheels (METADATA or
+  symbol tables), or the kernel is kept out of the lock;
+- the same files in both realizations: computed from the lock here (and
+  checked against the real uv2nix by tests/test_stacks_nix.py).
+A stack without a lock, or whose wheels.json is stale, shows what is missing
+and the one command that fills it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blackwell_stack.errors import StackError
+from blackwell_stack.pins.registry import PinRow
+from blackwell_stack.pins.store import load_pins
+from blackwell_stack.plan_model import PlanItem, PlanSection
+from blackwell_stack.stacks import libraries, model, wheels
+
+HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
+
+
+def _audit(stack: model.Stack) -> tuple[dict[str, Any] | None, str | None]:
+    """wheels.json when it was made from the current uv.lock, else (None, why not)."""
+    try:
+        data = libraries.load_audit(stack)
+    except StackError as exc:
+        return None, exc.message
+    if not libraries.audit_is_current(stack, data):
+        return None, f"{stack.relpath}/wheels.json was made from another uv.lock"
+    return data, None
+
+
+def locked_files(stack: model.Stack) -> list[PinRow]:
+    """One pin per locked package: the file it installs on the stack's target, and how its sha256 was checked."""
+    lock = stack.lock()
+    audit, problem = _audit(stack)
+    fill = f"blackwell-stack stack audit {stack.name} --write"
+    rows = []
+    for name, (pkg, wheel) in sorted(libraries.chosen_wheels(stack, lock).items()):
+        digest = libraries.sha256_of(wheel)
+        checked = (audit or {}).get("files", {}).get(name)
+        ok = bool(checked and digest and checked["sha256"] == digest and checked["file"] == wheels.filename(wheel))
+        source = HASH_SOURCE.format(uv=stack.uv_version)
+        if ok:
+            source += f"; {checked['checked']} (stack audit)"
+        rows.append(PinRow(
+            what=f"{name} ({stack.name} stack)", version=pkg.version,
+            url=wheel.get("url") or wheel.get("path"), hash=f"sha256:{digest}" if digest else None,
+            hash_source=source, verified=ok,
+            reason=None if ok else (problem or f"{name}'s file is not in {stack.relpath}/wheels.json"),
+            file=f"{stack.relpath}/uv.lock", update_command=fill,
+        ))
+    return rows
+
+
+def kept_wheel_pins(stack: model.Stack) -> list[PinRow]:
+    """The stack's own wheel pins (stack.json kept_wheels.pins: the nightly's torch and triton)."""
+    from blackwell_stack.paths import data_path
+
+    kept = stack.data.get("kept_wheels")
+    if not kept:
+        return []
+    pins = load_pins(data_path(kept["pins"]))
+    return [
+        PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["verified"], e["reason"],
+               kept["pins"], pins.update_command)
+        for name, pkg in pins.packages.items() for key, e in pkg["wheels"].items()
+    ]
+
+
+def summary_row(stack: model.Stack) -> PinRow:
+    """One row for `pins show`: the stack's lock as a whole."""
+    if not stack.locked:
+        return PinRow(f"stack {stack.name} (uv.lock)", None, None, None, None, False,
+                      stack.missing_lock_message(), f"{stack.relpath}/uv.lock", stack.lock_command)
+    rows = locked_files(stack)
+    bad = [r for r in rows if not r.verified]
+    versions = stack.versions()
+    return PinRow(
+        f"stack {stack.name} (uv.lock)", ", ".join(f"{k} {v}" for k, v in versions.items()), None,
+        f"{len(rows)} files", f"every file's sha256 is in uv.lock; {len(rows) - len(bad)} checked by `stack audit`",
+        not bad, f"{len(bad)} file(s) not checked: {bad[0].reason}" if bad else None,
+        f"{stack.relpath}/uv.lock", f"blackwell-stack stack audit {stack.name} --write",
+    )
+
+
+def plan_section(name: str) -> PlanSection:
+    stack = model.load(name)
+    sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
+    sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{'sglang-env' if stack.default else 'sglang-env-' + name}"]
+    for row in kept_wheel_pins(stack):
+        sec.items.append(PlanItem(row.what, row.version or "-", row.hash_source if row.verified else row.file,
+                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}"))
+    if not stack.locked:
+        sec.items.insert(0, PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False,
+                                     stack.missing_lock_message()))
+        sec.commands.insert(0, stack.lock_command)
+        return sec
+    lock = stack.lock()
+    versions = stack.versions(lock)
+    audit, problem = _audit(stack)
+    files = locked_files(stack)
+    by_package = {r.what.split(" (")[0]: r for r in files}
+    checked = sum(r.verified for r in files)
+    sec.items.append(PlanItem(
+        "uv.lock", f"{len(files)} packages, uv {stack.uv_version}, Python {stack.python}, {stack.system}",
+        f"{stack.relpath}/uv.lock; `stack lock {name} --check` (tests: network) keeps it current with PyPI",
+        checked == len(files), None if checked == len(files) else
+        f"{len(files) - checked} file(s) not checked ({problem or 'see below'}). Fill it in with: "
+        f"blackwell-stack stack audit {name} --write"))
+    for key, package in stack.data["versions_from_lock"].items():
+        row = by_package[package]
+        sec.items.append(PlanItem(key, f"{versions[key]} ({package})", row.hash_source if row.verified else row.file,
+                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}"))
+    kernel = stack.kernel
+    locked_kernel = lock.get(kernel["package"])
+    kernel_version = kernel.get("version") or (locked_kernel.version if locked_kernel else None)
+    pairs = (audit or {}).get("torch_pairs", {}).get("pairs", {})
+    kpair = pairs.get(kernel["package"], {})
+    sec.items.append(PlanItem(
+        kernel["package"], f"{kernel_version} from {kernel['from']}"
+        + (f" against torch {versions['torch']} (pkgs/sgl-kernel)" if kernel["from"] == "source" else ""),
+        f"stack audit: {kpair['found']}" if kpair else f"{stack.relpath}/stack.json",
+        bool(kpair.get("ok")), None if kpair.get("ok") else (problem or "not checked").rstrip(".")
+        + f". Fill it in with: blackwell-stack stack audit {name} --write"))
+    for package, pair in sorted(stack.torch_pairs.items()):
+        if package == kernel["package"]:
+            continue
+        result = pairs.get(package, {})
+        how = {"metadata": "METADATA", "symbols": "symbol tables", "unpaired": "symbol tables; not paired",
+               "lock": "symbol tables"}[pair["check"]]
+        sec.items.append(PlanItem(
+            f"{package} with torch", f"{result.get('version') or '-'}: {result.get('found', 'not checked')}",
+            f"stack audit ({how}); {pair['why']}", bool(result.get("ok")),
+            None if result.get("ok") else f"{problem or 'the pair does not hold'}. "
+            f"Check it with: blackwell-stack stack audit {name}"))
+    choices = {p.name: (wheels.uv2nix_choice(p), wheels.uv_choice(p)) for p in lock.packages.values() if p.wheels}
+    differing = sorted(n for n, (a, b) in choices.items() if a is not None and b is not None
+                       and wheels.filename(a) != wheels.filename(b))
+    sec.items.append(PlanItem(
+        "same files in Nix and uv", f"uv's file for every package ({', '.join(differing) or 'no package'} "
+        "where uv2nix alone would take another)", "computed from uv.lock here; nix/fixups/wheel-choice.nix; "
+        "tests/test_stacks_nix.py (the real uv2nix)", True))
+    for row in files:
+        sec.items.append(PlanItem(row.what.split(" (")[0] + f" {row.version}", (row.url or "").rsplit("/", 1)[-1],
+                                  row.hash_source if row.verified else row.file, row.verified,
+                                  None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}"))
+    return sec

@@ -1,0 +1,119 @@
+"""pkgs/sgl-kernel's CMake defines, from the derivation to CMake.
+
+The derivation (evaluated with the real nix; nixpkgs' functions recorded, as
+nixpkgs cannot be evaluated here) renders the recipe's defines as
+`--config-setting=cmake.define.NAME=VALUE` in `uvBuildFlags`, which
+pyproject.nix's build hook expands unquoted into `uv build`. These tests run
+exactly that expansion with the real uv and scikit-build-core on a tiny CMake
+project: a multi-architecture value such as `10.0a;12.0a` reaches CMake as one
+list of two, where nixpkgs' scikit-build-core setup hook (cmakeFlags joined
+into SKBUILD_CMAKE_ARGS with `;`) would split it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+DERIVATION = """
+let
+  recipe = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/recipe.json) // {{ arch = "{arch}"; }};
+  recorded = name: {{ outPath = "/recorded/" + name; }};
+  f = import ./pkgs/sgl-kernel/default.nix;
+  lib = import {nixpkgs_lib}/lib;
+  drv = f {{
+    inherit lib;
+    version = "0.3.21";
+    sglKernelRecipe = recipe;
+    autoAddDriverRunpath = "autoAddDriverRunpath";
+    fetchFromGitHub = args: recorded args.name or "sglang";
+    fetchzip = args: recorded args.name;
+    runCommand = name: _: _: recorded name;
+    pyprojectHook = "pyprojectHook";
+    resolveBuildSystem = spec: builtins.attrNames spec;
+    mkVirtualEnv = name: _: recorded name;
+    torch = recorded "torch";
+    cmake = "cmake";
+    ninja = "ninja";
+    numactl = "numactl";
+    cudaPackages = {{
+      cudaMajorMinorVersion = "13.0";
+      backendStdenv.mkDerivation = g: let attrs = g attrs // {{ finalPackage = attrs; }}; in attrs;
+      cuda_cudart = {{ stubs = recorded "cudart-stubs"; outputs = [ "out" "stubs" ]; outputSpecified = false; }};
+      cuda_nvcc = "cuda_nvcc";
+      cuda_cccl = "cuda_cccl";
+      cuda_nvrtc = "cuda_nvrtc";
+      libcublas = "libcublas";
+      libcurand = "libcurand";
+      libcusolver = "libcusolver";
+      libcusparse = "libcusparse";
+    }};
+  }};
+in {{ inherit (drv) uvBuildFlags nativeBuildInputs; }}
+"""
+
+PROBE_CMAKE = """cmake_minimum_required(VERSION 3.15)
+project(probe LANGUAGES C)
+list(LENGTH SGL_KERNEL_CUDA_ARCHS count)
+file(WRITE "${CMAKE_BINARY_DIR}/seen.json"
+  "{\\"archs\\": \\"${SGL_KERNEL_CUDA_ARCHS}\\", \\"count\\": ${count}, \\"fp4\\": \\"${SGL_KERNEL_ENABLE_FP4}\\"}")
+add_library(probe MODULE probe.c)
+install(TARGETS probe LIBRARY DESTINATION sgl_kernel)
+install(FILES "${CMAKE_BINARY_DIR}/seen.json" DESTINATION sgl_kernel)
+"""
+
+
+def derivation_flags(nix, arch: str) -> dict:
+    import nix_inputs
+
+    return nix.eval(DERIVATION.format(arch=arch, nixpkgs_lib=nix_inputs.source("nixpkgs-lib")))
+
+
+@pytest.mark.nix
+def test_the_derivation_passes_every_define_as_a_config_setting(nix):
+    got = derivation_flags(nix, "10.0a;12.0a")
+    flags = got["uvBuildFlags"]
+    assert all(f.startswith("--config-setting=cmake.define.") for f in flags)
+    assert "--config-setting=cmake.define.SGL_KERNEL_CUDA_ARCHS=10.0a;12.0a" in flags
+    assert "--config-setting=cmake.define.FETCHCONTENT_FULLY_DISCONNECTED=ON" in flags
+    # The kernel's build system: scikit-build-core, wheel (which sgl-kernel's pyproject.toml does not name), torch.
+    assert {"scikit-build-core", "wheel", "torch"} <= set(got["nativeBuildInputs"])
+    # No value has a space: the hook's unquoted $uvBuildFlags splits on spaces only.
+    assert not [f for f in flags if " " in f]
+
+
+@pytest.mark.nix
+@pytest.mark.slow
+def test_a_multi_architecture_value_reaches_cmake_as_one_list(nix, tmp_path):
+    uv = shutil.which("uv")
+    pytest.importorskip("scikit_build_core", reason="pip install scikit-build-core (a test dependency)")
+    if uv is None or not (shutil.which("cmake") and shutil.which("ninja")):
+        pytest.skip("uv, cmake and ninja are needed")
+    flags = [f for f in derivation_flags(nix, "10.0a;12.0a")["uvBuildFlags"]
+             if "SGL_KERNEL_CUDA_ARCHS" in f or "SGL_KERNEL_ENABLE_FP4" in f]
+    project = tmp_path / "sgl-kernel"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(PROBE_CMAKE)
+    (project / "probe.c").write_text("int probe(void) { return 120; }\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n[tool.scikit-build]\nwheel.packages = []\n')
+    # pyproject.nix's build hook: `uv build ... --no-build-isolation --out-dir dist/ --wheel $uvBuildFlags`
+    # (build/hooks/pyproject-build-hook.sh), with the flags as the environment variable Nix exports.
+    script = f'{uv} build -q --offline --no-build-isolation --python {sys.executable} --out-dir dist/ --wheel $uvBuildFlags'
+    result = subprocess.run(["bash", "-c", script], cwd=project, capture_output=True, text=True, timeout=600,
+                            env={"uvBuildFlags": " ".join(flags), "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+                                 "HOME": str(tmp_path), "UV_NO_CACHE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    (wheel,) = (project / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        seen = json.loads(zf.read("sgl_kernel/seen.json"))
+    assert seen == {"archs": "10.0a;12.0a", "count": 2, "fp4": "ON"}

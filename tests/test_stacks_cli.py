@@ -1,0 +1,90 @@
+"""The stacks through the CLI: `stack show`, `plan --stack`, `pins vendor` of a
+locked file, and the refusals for a stack without a lock."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from blackwell_stack.cli import main
+from blackwell_stack.download import download
+from blackwell_stack.errors import StackError
+from blackwell_stack.kernel import toolchain
+from blackwell_stack.stacks import libraries, model, wheels
+
+
+def test_stack_show_json(capsys):
+    assert main(["stack", "show", "--json"]) == 0
+    stacks = {s["name"]: s for s in json.loads(capsys.readouterr().out)["stacks"]}
+    assert stacks["stable"]["versions"] == {"sglang": "0.5.9", "flashinfer": "0.6.5", "torch": "2.12.1"}
+    assert stacks["stable"]["audit"]["current"] is True
+    assert stacks["nightly"]["locked"] is False
+    assert "Make it with: blackwell-stack stack lock nightly --wheels DIR" in stacks["nightly"]["missing"]
+
+
+def test_plan_for_the_stable_stack_has_every_pin_verified_with_its_source(capsys):
+    assert main(["plan", "--stack", "stable", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    section = plan["sections"]["stack-stable"]
+    lock = model.load("stable").lock()
+    files = [i for i in section["items"] if " " in i["name"] and i["value"].endswith(".whl")]
+    assert len(files) == len([p for p in lock.packages.values() if p.wheels])
+    for item in section["items"]:
+        assert item["verified"], item
+        assert item["source"], item
+    for item in files:
+        assert "PyPI's registry sha256, recorded by uv 0.10.7" in item["source"]
+        assert "downloaded from its URL in uv.lock and hashed on" in item["source"]
+    assert not [u for u in plan["unverified"] if u["section"] in ("pins", "stack-stable")]
+
+
+def test_plan_for_the_nightly_says_what_is_missing_and_what_fills_it(capsys):
+    assert main(["plan", "--stack", "nightly", "--json"]) == 0
+    section = json.loads(capsys.readouterr().out)["sections"]["stack-nightly"]
+    missing = {i["name"]: i["note"] for i in section["items"] if not i["verified"]}
+    assert set(missing) == {"uv.lock", "torch (x86_64-linux-312)", "triton (x86_64-linux-312)"}
+    assert missing["uv.lock"].endswith("Make it with: blackwell-stack stack lock nightly --wheels DIR")
+    for pin in ("torch (x86_64-linux-312)", "triton (x86_64-linux-312)"):
+        assert missing[pin].endswith("Fill it in with: blackwell-stack pins update torch --date 20260307 --cuda cu130 --python 3.12")
+    assert section["commands"][0] == "blackwell-stack stack lock nightly --wheels DIR"
+
+
+def test_plan_refuses_an_unknown_stack(capsys):
+    assert main(["plan", "--stack", "current-typo"]) == 2
+    assert "hint: pick one of:" in capsys.readouterr().err
+
+
+def test_the_kernel_toolchain_check_takes_the_stacks_torch():
+    """`kernel build --stack NAME` expects the torch of that stack's lock; a stack without one names its lock command."""
+    version, install = toolchain.pinned_torch(sys.executable, "stable")
+    assert version == model.load("stable").versions()["torch"]
+    assert install.startswith("UV_PROJECT_ENVIRONMENT=") and "uv sync --frozen --inexact --project" in install
+    with pytest.raises(StackError) as info:
+        toolchain.check_torch(sys.executable, "nightly")
+    assert info.value.hint == "run `blackwell-stack stack lock nightly --wheels DIR`"
+
+
+@pytest.mark.nix
+@pytest.mark.network
+def test_vendor_checks_a_file_against_the_lock_and_adds_it_where_fetchurl_looks(tmp_path, capsys):
+    if shutil.which("nix-store") is None:
+        pytest.skip("nix-store is not installed (apt-get install nix-bin)")
+    lock = model.load("stable").lock()
+    wheel = wheels.uv_choice(lock.get("aiohappyeyeballs"))
+    name, digest = wheels.filename(wheel), libraries.sha256_of(wheel)
+    kept = tmp_path / name
+    download(wheel["url"], kept, expected_sha256=digest)
+    assert main(["pins", "vendor", str(kept)]) == 0
+    out = capsys.readouterr().out
+    expected = subprocess.run(["nix-store", "--print-fixed-path", "sha256", digest, name], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    assert expected in out and "stacks/stable/uv.lock" in out
+    tampered = tmp_path / "other" / name
+    tampered.parent.mkdir()
+    tampered.write_bytes(kept.read_bytes() + b"\0")
+    assert main(["pins", "vendor", str(tampered)]) == 5
+    assert "nothing was added to the store" in capsys.readouterr().err

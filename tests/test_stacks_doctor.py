@@ -1,0 +1,127 @@
+"""`doctor --stack stable --python PY` on a small real venv: a few packages
+installed by uv exactly as the stable lock names them, one deliberately at
+another version, one that the lock does not have. The doctor names each
+difference with the command that repairs it; running that command repairs it.
+Files are compared through the locked wheels' own RECORDs (range reads)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from blackwell_stack.cli import main
+from blackwell_stack.stacks import libraries, model, wheels
+
+pytestmark = pytest.mark.network
+
+AS_LOCKED = ("sniffio", "idna", "tqdm")
+OTHER_VERSION = ("packaging", "24.2")  # the lock has 26.4
+NOT_LOCKED = ("six", "1.17.0")
+
+
+def _uv() -> str:
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (a test dependency: pip install -e '.[test]')")
+    return uv
+
+
+def _install(uv: str, python: Path, *requirements: str) -> None:
+    subprocess.run([uv, "pip", "install", "-q", "--link-mode=copy", "--no-deps", "--python", str(python), *requirements],
+                   check=True, timeout=600)
+
+
+@pytest.fixture
+def venv(tmp_path):
+    uv = _uv()
+    env = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env)], check=True, timeout=300,
+                   env={"UV_PYTHON_DOWNLOADS": "never", "PATH": "/usr/bin:/bin"})
+    python = env / "bin" / "python"
+    lock = model.load("stable").lock()
+    exact = []
+    for name in AS_LOCKED:
+        pkg = lock.get(name)
+        wheel = wheels.uv_choice(pkg)
+        exact.append(f"{name} @ {wheel['url']}#sha256={libraries.sha256_of(wheel)}")
+    _install(uv, python, *exact, "==".join(OTHER_VERSION), "==".join(NOT_LOCKED))
+    return python
+
+
+def _doctor(python: Path, capsys, *extra: str) -> tuple[int, dict]:
+    code = main(["doctor", "--stack", "stable", "--python", str(python), "--json", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_each_difference_is_named_with_its_repair(venv, capsys):
+    code, report = _doctor(venv, capsys)
+    assert code == 1
+    by_name = {d["name"]: d for d in report["differences"]}
+    for name in AS_LOCKED:
+        assert name not in by_name, by_name.get(name)
+    mismatch = by_name["packaging"]
+    assert (mismatch["kind"], mismatch["locked"], mismatch["installed"]) == ("other version", "26.4", "24.2")
+    assert mismatch["repair"].startswith(f"uv pip install --python {venv} --no-deps --reinstall 'packaging @ https://")
+    assert "#sha256=" in mismatch["repair"]
+    extra = by_name["six"]
+    assert extra["kind"] == "not in the lock" and extra["repair"] == f"uv pip uninstall --python {venv} six"
+    # Everything else the lock names is missing; the kernel is built from source, never from the lock.
+    assert by_name["torch"]["kind"] == "missing"
+    kernel = by_name["sgl-kernel"]
+    assert kernel["kind"] == "missing" and "blackwell-stack kernel build --stack stable" in kernel["repair"]
+    assert report["matched"] == len(AS_LOCKED)
+    # The venv is this test's Python, not the stack's 3.12: said first.
+    if sys.version_info[:2] != (3, 12):
+        assert report["differences"][0]["kind"] == "other python"
+        assert report["differences"][0]["repair"].startswith("UV_PYTHON_DOWNLOADS=never uv venv --python 3.12 ")
+
+
+def test_the_repair_command_repairs(venv, capsys):
+    _, report = _doctor(venv, capsys)
+    repair = next(d["repair"] for d in report["differences"] if d["name"] == "packaging")
+    argv = shlex.split(repair)
+    subprocess.run([_uv(), *argv[1:]], check=True, timeout=600)
+    _, report = _doctor(venv, capsys)
+    assert "packaging" not in {d["name"] for d in report["differences"]}
+    assert report["matched"] == len(AS_LOCKED) + 1
+
+
+def test_a_file_changed_after_install_shows_with_verify_files(venv, capsys):
+    """RECORD still matches the lock; the bytes on disk do not: only --verify-files sees it."""
+    (site,) = venv.parent.parent.glob("lib/python3.*/site-packages")
+    target = site / "idna" / "core.py"
+    target.write_text(target.read_text() + "# changed\n")
+    _, report = _doctor(venv, capsys)
+    assert "idna" not in {d["name"] for d in report["differences"]}
+    _, report = _doctor(venv, capsys, "--verify-files")
+    idna = next(d for d in report["differences"] if d["name"] == "idna")
+    assert idna["kind"] == "changed on disk" and "idna/core.py" in idna["detail"]
+
+
+def test_a_rewritten_record_is_another_file_hash(venv, capsys):
+    """An installation whose RECORD disagrees with the locked wheel's RECORD (a patched rebuild, say)."""
+    (site,) = venv.parent.parent.glob("lib/python3.*/site-packages")
+    (record,) = site.glob("sniffio-*.dist-info/RECORD")
+    lines = record.read_text().splitlines()
+    lines = [line.replace("sha256=", "sha256=X", 1) if line.startswith("sniffio/_impl.py,") else line for line in lines]
+    record.write_text("\n".join(lines) + "\n")
+    _, report = _doctor(venv, capsys)
+    sniffio = next(d for d in report["differences"] if d["name"] == "sniffio")
+    assert sniffio["kind"] == "other file hash" and "sniffio/_impl.py" in sniffio["detail"]
+
+
+def test_an_unknown_stack_and_a_broken_python_are_errors_with_hints(tmp_path, capsys):
+    assert main(["doctor", "--stack", "nope", "--python", sys.executable]) == 2
+    assert "hint: pick one of:" in capsys.readouterr().err
+    assert main(["doctor", "--stack", "nightly", "--python", sys.executable]) == 2
+    err = capsys.readouterr().err
+    assert "nightly stack has no lock" in err and "blackwell-stack stack lock nightly --wheels DIR" in err
+    assert main(["doctor", "--stack", "stable", "--python", str(tmp_path / "no-python")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot run" in err and "hint:" in err and "Traceback" not in err

@@ -1,0 +1,130 @@
+"""The Nix fixups cover exactly what the locked wheels need (stacks/<name>/wheels.json,
+read from the real wheels by `stack audit`), and the torch pairs hold.
+
+The slow test reads every locked wheel again (downloading each and checking
+its sha256 against the lock) and compares with the committed wheels.json;
+the others check the committed data against the fixups' decisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from blackwell_stack.doctor import remote_zip
+from blackwell_stack.stacks import libraries, model, pairing, wheels
+from blackwell_stack.stacks.commands import differences
+
+REPO = Path(__file__).resolve().parent.parent
+LOCKED = [n for n in model.names() if model.load(n).locked]
+DECISIONS = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())
+COLLISIONS = json.loads((REPO / "nix" / "fixups" / "env-collisions.json").read_text())
+
+
+def audits() -> dict[str, dict]:
+    return {name: libraries.load_audit(model.load(name)) for name in LOCKED}
+
+
+@pytest.mark.parametrize("name", LOCKED)
+def test_wheels_json_was_made_from_the_lock_that_is_there(name):
+    stack = model.load(name)
+    assert libraries.audit_is_current(stack, libraries.load_audit(stack)), \
+        f"write it again: blackwell-stack stack audit {name} --write"
+
+
+def test_every_missing_library_is_explained_and_every_explanation_is_needed():
+    missing = {(pkg, lib) for a in audits().values() for pkg, info in a["libraries"].items()
+               for lib, where in info["needs"].items() if where == "missing"}
+    explained = ({(pkg, lib) for pkg, entry in DECISIONS["left_missing"].items() for lib in entry["libraries"]}
+                 | {(pkg, lib) for pkg, lib in missing if lib in DECISIONS["from_nixpkgs"]})
+    assert missing <= explained, sorted(missing - explained)
+    assert {lib for _, lib in missing} >= set(DECISIONS["from_nixpkgs"])
+    assert {(p, lib) for p, e in DECISIONS["left_missing"].items() for lib in e["libraries"]} <= missing
+    for entry in [*DECISIONS["from_nixpkgs"].values(), *DECISIONS["left_missing"].values()]:
+        assert entry["why"]
+
+
+def test_driver_libraries_are_the_ones_the_audit_classifies_as_driver():
+    assert set(DECISIONS["driver"]) == set(libraries.DRIVER_LIBRARIES)
+    used = {lib for a in audits().values() for info in a["libraries"].values()
+            for lib, where in info["needs"].items() if where == "driver"}
+    assert used == {"libcuda.so.1"}
+
+
+def test_the_env_skips_exactly_the_paths_wheels_ship_with_different_contents():
+    different = {c["path"]: c["packages"] for a in audits().values() for c in a["collisions"] if not c["identical"]}
+    assert different == {path: entry["packages"] for path, entry in COLLISIONS["skip"].items()}
+    # The CUDA wheels share the nvidia/ namespace as directories only: no file of it is shared.
+    assert not [c for a in audits().values() for c in a["collisions"] if c["path"].startswith("nvidia/")]
+
+
+def test_the_library_providers_form_no_cycle():
+    """Nix builds a provider before the wheel that links it; a cycle could not be evaluated."""
+    for name, audit in audits().items():
+        edges = {pkg: {p for need in info["needs"].values() if isinstance(need, dict) for p in need["from"]}
+                 for pkg, info in audit["libraries"].items()}
+        state: dict[str, int] = {}
+
+        def visit(node: str, trail: tuple[str, ...]) -> None:
+            if state.get(node) == 2:
+                return
+            assert state.get(node) != 1, f"{name}: library cycle {' -> '.join(trail + (node,))}"
+            state[node] = 1
+            for nxt in edges.get(node, ()):
+                visit(nxt, trail + (node,))
+            state[node] = 2
+
+        for node in edges:
+            visit(node, ())
+
+
+@pytest.mark.parametrize("name", LOCKED)
+def test_torch_gets_libcuda_from_the_driver_and_everything_else_from_locked_wheels(name):
+    needs = libraries.load_audit(model.load(name))["libraries"]["torch"]["needs"]
+    assert needs["libcuda.so.1"] == "driver"
+    assert needs["libnvshmem_host.so.3"] == {"from": ["nvidia-nvshmem-cu13"], "dependency": True}
+    others = {lib: where for lib, where in needs.items() if where not in ("system", "driver")}
+    assert all(isinstance(where, dict) and where["dependency"] for where in others.values()), others
+
+
+@pytest.mark.parametrize("name", LOCKED)
+def test_every_package_that_links_torch_is_paired(name):
+    stack = model.load(name)
+    pairs = libraries.load_audit(stack)["torch_pairs"]
+    assert pairs["torch"] == stack.versions()["torch"]
+    assert pairs["unlisted"] == []
+    for package, result in pairs["pairs"].items():
+        assert result["ok"], (package, result)
+        assert result["check"] == stack.torch_pairs[package]["check"]
+    assert pairs["pairs"]["torchvision"]["found"] == f"Requires-Dist torch=={pairs['torch']}"
+    for package in ("torchaudio", "torchcodec"):
+        assert pairs["pairs"][package]["missing"] == [] and pairs["pairs"][package]["needed"] > 0
+    # Unpaired ones really are not built for this torch: the audit saw what is missing.
+    for package in ("torchao", "torch-c-dlpack-ext"):
+        assert pairs["pairs"][package]["missing"]
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("name", LOCKED)
+def test_torchvision_pins_the_locked_torch_in_its_own_metadata(name):
+    """The metadata pair read straight from the locked torchvision wheel (a range read of METADATA)."""
+    lock = model.load(name).lock()
+    pkg = lock.get("torchvision")
+    with remote_zip.RemoteWheel(libraries.remote_file(wheels.uv_choice(pkg))) as rw:
+        meta = rw.fetch_member(f"torchvision-{pkg.version}.dist-info/METADATA").read_text()
+    requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    assert pairing._metadata_pin(requires, "torch") == f"torch=={lock.get('torch').version}"
+
+
+@pytest.mark.network
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LOCKED)
+def test_the_audit_is_what_the_wheels_say(name):
+    """Every locked wheel downloaded, its sha256 checked against the lock, read again (cached by sha256)."""
+    stack = model.load(name)
+    lock = stack.lock()
+    fresh = libraries.audit(stack, lock, libraries.read_all(stack, lock))
+    assert differences(libraries.load_audit(stack), fresh) == []
+    chosen = libraries.chosen_wheels(stack, lock)
+    assert {n: f["sha256"] for n, f in fresh["files"].items()} == {n: libraries.sha256_of(w) for n, (_, w) in chosen.items()}

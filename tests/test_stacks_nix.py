@@ -1,0 +1,209 @@
+"""The Nix side of each lock, evaluated with the real uv2nix, pyproject.nix and
+nixpkgs.lib at the revisions flake.lock pins (tests/nix_inputs.py checks each
+tree's narHash first).
+
+What is evaluated for real: uv2nix's lock parsing, marker evaluation, wheel
+selection and source choice (loadWorkspace -> mkPyprojectOverlay), and this
+project's fixup overlays (nix/fixups/) over uv2nix's result.
+
+What is not, and why: nixpkgs itself. It needs Nix >= 2.18 (its
+lib/minver.nix) where the test machines have Debian's Nix 2.8, and it cannot
+be fetched here. So the few nixpkgs functions the overlay calls are replaced
+by recorders of their arguments: `stdenv.mkDerivation` returns its attribute
+set (with overrideAttrs), `fetchurl` returns what it would fetch, hooks are
+their names, and the interpreter is a record of what pyproject.nix reads from
+python312 (CPython 3.12 on x86_64-linux, glibc 2.40 or 2.42 at the locked
+nixpkgs: NixOS/nixpkgs#379542; the lock's newest manylinux tag is 2_34, so
+either gives the same choices). Nothing is built.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from blackwell_stack.stacks import libraries, model, wheels
+import nix_inputs
+
+pytestmark = pytest.mark.nix
+
+REPO = Path(__file__).resolve().parent.parent
+LOCKED = [n for n in model.names() if model.load(n).locked]
+
+# The set as uv2nix builds it, with nixpkgs' part recorded (see the module docstring).
+SET = """
+let
+  lib = import {nixpkgs_lib}/lib;
+  pyproject-nix = import {pyproject_nix} {{ inherit lib; }};
+  uv2nix = import {uv2nix}/lib {{ inherit lib pyproject-nix; }};
+  stacks = import {repo}/lib/stacks.nix;
+  stack = "{stack}";
+
+  workspace = uv2nix.workspace.loadWorkspace {{ workspaceRoot = stacks.workspaceRoot stack; }};
+  lockOverlay = workspace.mkPyprojectOverlay {{ sourcePreference = "wheel"; }};
+
+  platform = lib.systems.elaborate "x86_64-linux";
+  recorded = name: {{ outPath = "recorded:" + name; }};
+  mkDerivation = f:
+    let
+      attrsOf = fin: if builtins.isFunction f then f fin else f;
+      self = attrsOf self;
+    in
+    self // {{
+      outPath = "recorded:${{self.pname}}-${{self.version}}";
+      overrideAttrs = g: mkDerivation (fin: let old = attrsOf fin; in old // g old);
+    }};
+  stdenv = {{
+    inherit mkDerivation;
+    isLinux = true;
+    isDarwin = false;
+    hostPlatform = platform;
+    buildPlatform = platform;
+    targetPlatform = platform;
+    cc.libc = {{ pname = "glibc"; version = "2.40"; linuxHeaders.version = "6.12"; }};
+  }};
+  python = {{
+    pname = "python3";
+    version = "3.12.12";
+    inherit stdenv;
+    sitePackages = "lib/python3.12/site-packages";
+    passthru = {{
+      implementation = "cpython";
+      pythonVersion = "3.12";
+      sourceVersion = {{ major = "3"; minor = "12"; patch = "12"; suffix = ""; }};
+    }};
+  }};
+  pkgs = {{
+    inherit lib stdenv;
+    fetchurl = args: {{ fetchurl = args; }};
+    autoPatchelfHook = "autoPatchelfHook";
+    unzip = "unzip";
+    pythonManylinuxPackages = {{ manylinux1 = [ "manylinux1" ]; manylinux2010 = [ "manylinux2010" ]; manylinux2014 = [ "manylinux2014" ]; }};
+    pyprojectHook = "pyprojectHook";
+    pyprojectWheelHook = "pyprojectWheelHook";
+    pyprojectEditableHook = "pyprojectEditableHook";
+    resolveBuildSystem = spec: builtins.attrNames spec;
+    addDriverRunpath.driverLink = "/run/opengl-driver";
+    zlib = recorded "zlib";
+    python312 = recorded "python312";
+  }};
+  base = pkgs // {{ inherit python; }};
+  overlay = lib.composeManyExtensions ([ lockOverlay ] ++ {fixups});
+  set = lib.fix (self:
+    let
+      scope = pkgs // self;
+      callPackage = f: args: f (builtins.intersectAttrs (builtins.functionArgs f) scope // args);
+      prev = base // {{ inherit callPackage; }};
+    in
+    prev // overlay (self // {{ inherit callPackage; }}) prev);
+  packages = builtins.attrNames (lockOverlay set base);
+in
+"""
+
+FIXUPS = """[
+    (import {repo}/nix/fixups/wheel-choice.nix {{ inherit lib pkgs stacks stack; audit = lib.importJSON {repo}/stacks/{stack}/wheels.json; }})
+    (import {repo}/nix/fixups/kept-wheels.nix {{ inherit lib pkgs stacks stack; audit = lib.importJSON {repo}/stacks/{stack}/wheels.json; }})
+    (import {repo}/nix/fixups/wheel-libraries.nix {{ inherit lib pkgs stack; audit = lib.importJSON {repo}/stacks/{stack}/wheels.json; }})
+  ]"""
+
+
+def set_expr(stack: str, body: str, *, fixups: bool) -> str:
+    paths = {name.replace("-", "_"): nix_inputs.source(name) for name in nix_inputs.BUNDLES}
+    head = SET.format(repo=REPO, stack=stack, fixups=FIXUPS.format(repo=REPO, stack=stack) if fixups else "[ ]",
+                      **paths)
+    return head + body
+
+
+@pytest.fixture(scope="module")
+def uv2nix_sources():
+    return {name: nix_inputs.source(name) for name in nix_inputs.BUNDLES}
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_uv2nix_resolves_each_package_to_a_locked_wheel(nix, uv2nix_sources, stack):
+    """Which file uv2nix itself fetches for each package on x86_64-linux / CPython 3.12."""
+    got = nix.eval(set_expr(stack, """
+      lib.genAttrs packages (name:
+        let drv = set.${name}; in
+        if drv.passthru.format or null == null then { local = true; }
+        else { inherit (drv.passthru) format; inherit (drv) version; src = drv.src.fetchurl or null; })
+    """, fixups=False))
+    lock = model.load(stack).lock()
+    locked = {p.name: p for p in lock.packages.values() if not p.source.get("virtual")}
+    assert set(got) - {"blackwell-stack-" + stack} == set(locked)
+    for name, pkg in locked.items():
+        entry = got[name]
+        assert entry["format"] == "wheel", name
+        assert entry["version"] == pkg.version, name
+        chosen = wheels.uv2nix_choice(pkg)
+        # uv2nix's own choice is what blackwell_stack.stacks.wheels models.
+        assert entry["src"]["name"] == wheels.filename(chosen), name
+        assert (entry["src"]["url"], entry["src"]["hash"]) == (chosen["url"], chosen["hash"]), name
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_with_the_fixups_nix_installs_the_same_files_as_uv(nix, uv2nix_sources, stack):
+    """After nix/fixups/wheel-choice.nix every package's file is uv's choice on the target."""
+    got = nix.eval(set_expr(stack, "lib.genAttrs packages (name: set.${name}.src.fetchurl.name or null)",
+                            fixups=True))
+    lock = model.load(stack).lock()
+    for pkg in lock.packages.values():
+        if pkg.source.get("virtual"):
+            continue
+        assert got[pkg.name] == wheels.filename(wheels.uv_choice(pkg)), pkg.name
+    audit = libraries.load_audit(model.load(stack))
+    assert audit["choices"], "the stable lock has packages whose files the two installers would pick differently"
+    for name, file in audit["choices"].items():
+        assert wheels.filename(wheels.uv2nix_choice(lock.get(name))) != file
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_wheel_library_fixups_follow_the_audit(nix, uv2nix_sources, stack):
+    """What nix/fixups/wheel-libraries.nix gives autoPatchelf, from stacks/<stack>/wheels.json."""
+    got = nix.eval(set_expr(stack, """
+      lib.genAttrs [ "torch" "nvidia-cusolver" "torchcodec" "triton" "nvidia-cutlass-dsl" "torchao" ] (name: {
+        inherit (set.${name}) appendRunpaths autoPatchelfIgnoreMissingDeps;
+        preFixup = set.${name}.preFixup or "";
+      })
+    """, fixups=True))
+    audit = libraries.load_audit(model.load(stack))
+    decisions = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())
+    torch = got["torch"]
+    # libcuda.so.1 from the driver, never bundled: appended to RUNPATH, not needed at build time.
+    assert "/run/opengl-driver/lib" in torch["appendRunpaths"]
+    assert torch["autoPatchelfIgnoreMissingDeps"] == ["libcuda.so.1"]
+    # Every other library torch links comes from a locked nvidia wheel: nvshmem included.
+    providers = sorted({p for need in audit["libraries"]["torch"]["needs"].values() if isinstance(need, dict)
+                        for p in need["from"]})
+    assert "nvidia-nvshmem-cu13" in providers and "nvidia-cublas" in providers
+    for provider in providers:
+        version = model.load(stack).lock().get(provider).version
+        assert f"addAutoPatchelfSearchPath recorded:{provider}-{version}/lib/python3.12/site-packages" in torch["preFixup"]
+    # Libraries left missing are exactly the file's list, each with its reason.
+    assert got["torchcodec"]["autoPatchelfIgnoreMissingDeps"] == [
+        lib for lib in decisions["left_missing"]["torchcodec"]["libraries"]
+        if audit["libraries"]["torchcodec"]["needs"].get(lib) == "missing"]
+    # libpython from the stack's own interpreter, libz from nixpkgs' zlib.
+    assert "addAutoPatchelfSearchPath recorded:python312/lib" in got["torchcodec"]["preFixup"]
+    assert "addAutoPatchelfSearchPath recorded:zlib/lib" in got["triton"]["preFixup"]
+    # cusolver finds cublas, cusparse and nvJitLink in their own wheels.
+    for provider in ("nvidia-cublas", "nvidia-cusparse", "nvidia-nvjitlink"):
+        assert f"recorded:{provider}-" in got["nvidia-cusolver"]["preFixup"]
+    assert got["nvidia-cutlass-dsl"]["autoPatchelfIgnoreMissingDeps"] == ["libcuda.so.1"]
+    assert got["torchao"]["autoPatchelfIgnoreMissingDeps"] == ["libcudart.so.12"]
+    # $ORIGIN-relative RUNPATH entries come back after autoPatchelf.
+    assert "$ORIGIN" in torch["appendRunpaths"]
+
+
+def test_an_unexplained_missing_library_stops_evaluation(nix, uv2nix_sources, tmp_path):
+    """A library no wheel ships and nix/fixups/wheel-libraries.json does not name is an error, naming both."""
+    audit = libraries.load_audit(model.load("stable"))
+    audit["libraries"]["triton"]["needs"]["libexample.so.7"] = "missing"
+    edited = tmp_path / "wheels.json"
+    edited.write_text(json.dumps(audit))
+    expr = set_expr("stable", "set.triton.preFixup", fixups=True).replace(
+        f"lib.importJSON {REPO}/stacks/stable/wheels.json", f"lib.importJSON {edited}")
+    err = nix.eval_error(expr)
+    assert "triton links libexample.so.7" in err and "nix/fixups/wheel-libraries.json" in err
