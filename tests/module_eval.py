@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from locked_nix_input import locked_tree
+import nix_inputs
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = json.loads((REPO / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())
@@ -58,7 +58,7 @@ def host(*settings: str, package: str | None = None, nvidia: bool = True) -> str
 @pytest.fixture(scope="session")
 def nixpkgs_lib(tmp_path_factory) -> Path:
     """nixpkgs.lib's lib/ at the revision flake.lock locks as nixpkgs-lib (narHash checked)."""
-    return locked_tree("nixpkgs-lib", "nixpkgs.lib.bundle", tmp_path_factory.mktemp("nixpkgs-lib")) / "lib"
+    return nix_inputs.source("nixpkgs-lib") / "lib"
 
 
 def evaluate(nix, lib_dir: Path, hosts: dict[str, str], tmp_path: Path) -> dict[str, dict]:
