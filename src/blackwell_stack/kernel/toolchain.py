@@ -11,13 +11,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from blackwell_stack.errors import ToolchainError
+from blackwell_stack import proc
+from blackwell_stack.errors import BuildError, ToolchainError
 from blackwell_stack.paths import data_path
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
@@ -47,10 +47,10 @@ def pinned_torch() -> tuple[str, str, str]:
 
 def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
-    except FileNotFoundError:
+        r = proc.run(argv, check=False, timeout=120, env=env)
+    except ToolchainError:
         return 127, ""
-    except subprocess.TimeoutExpired:
+    except BuildError:  # timed out
         return 124, ""
     return r.returncode, (r.stdout + r.stderr).strip()
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack.errors import DataError
+from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.paths import data_path
 
 DEFAULT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120"
@@ -58,8 +58,8 @@ def available_profiles() -> list[str]:
 def load_profile(name_or_path: str | None = None) -> Profile:
     path = profile_path(name_or_path)
     if not path.is_file():
-        raise DataError(
-            path, None, None, "no such profile",
+        raise StackError(  # a name the user gave: a usage error, not malformed data
+            f"{path}: no such profile",
             f"use one of: {', '.join(available_profiles())}, or pass a path to a profile JSON file",
         )
     try:
