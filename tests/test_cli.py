@@ -32,7 +32,7 @@ def test_plan_json_schema():
     for section in plan["sections"].values():
         assert set(section) == {"title", "items", "commands"}
         for item in section["items"]:
-            assert set(item) == {"name", "value", "source", "verified", "note"}
+            assert set(item) == {"name", "value", "source", "verified", "note", "checked_by"}
             assert isinstance(item["verified"], bool)
             if not item["verified"]:
                 assert item["note"], f"unverified item {item['name']} must say why and how to fill it"
@@ -40,6 +40,24 @@ def test_plan_json_schema():
     expected = {(k, i["name"]) for k, s in plan["sections"].items() for i in s["items"] if not i["verified"]}
     assert flagged == expected
     assert ("pins", "torch (x86_64-linux-312)") in flagged
+
+
+def test_plan_says_what_was_not_checked_here():
+    plan = json.loads(run_cli("plan", "--json").stdout)
+    items = {(k, i["name"]): i for k, s in plan["sections"].items() for i in s["items"]}
+    # The eight GPUs and their driver are never checked on the machine that runs `plan`.
+    for name in ("GPUs", "compute capability", "NVIDIA driver", "interconnect"):
+        assert items[("doctor", name)]["checked_by"].startswith("not checked here"), name
+    # A pin whose own source says its hash was not computed here is not shown as checked.
+    nixpkgs = items[("pins", "flake input nixpkgs")]
+    assert "not computed here" in nixpkgs["source"] and nixpkgs["checked_by"].startswith("not checked here")
+    # Hashes from PyPI's own digest are checked by it.
+    assert items[("pins", "sglang (any)")]["checked_by"] == "PyPI's sha256"
+    # The reported throughput figures are not measured here.
+    assert all(i["checked_by"].startswith("not checked here") for (k, n), i in items.items() if n.startswith("baseline:"))
+    text = run_cli("plan", "--wide").stdout
+    gpus = next(line for line in text.splitlines() if line.startswith("GPUs "))
+    assert gpus.rstrip().endswith("not checked here (`doctor` on the GPU host)")
 
 
 def test_plan_prints_every_section():

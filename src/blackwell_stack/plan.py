@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
+import textwrap
 
 from blackwell_stack import output
 from blackwell_stack.plan_model import PlanSection
 
 PLAN_VERSION = 1
-# Table cells longer than this are cut in the human output; --json has them whole.
-CELL_WIDTH = 72
 
 # Order of the sections in the plan; each module has plan_section().
 SECTION_MODULES = (
@@ -46,7 +46,15 @@ def build_plan() -> dict:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show the whole pinned stack for the default target (the main job)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--wide", action="store_true", help="print table rows whole instead of fitting them to the terminal")
     p.set_defaults(func=run)
+
+
+def checked_cell(item: dict) -> str:
+    """The `checked` column: NO for an unverified value, else what checked it ('-': no claim beyond the source)."""
+    if not item["verified"]:
+        return "NO (unverified)"
+    return item.get("checked_by") or "-"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,21 +62,32 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         output.dump_json(plan)
         return 0
-    print(f"blackwell-stack plan: {plan['target']}")
+    _paragraph(f"blackwell-stack plan: {plan['target']}", indent="")
     for sec in plan["sections"].values():
         output.heading(sec["title"])
         if sec["items"]:
             output.table(
-                ["item", "value", "source", "verified"],
-                [[i["name"], i["value"], i["source"], i["verified"]] for i in sec["items"]],
-                max_width=CELL_WIDTH,
+                ["item", "value", "source", "checked"],
+                [[i["name"], i["value"], i["source"], checked_cell(i)] for i in sec["items"]],
             )
         for cmd in sec["commands"]:
             print(f"  $ {cmd}")
-    print("\n(long cells are cut; `blackwell-stack plan --json` has every value and source whole)")
     output.heading("Unverified")
     if not plan["unverified"]:
         print("every pin is verified")
     for u in plan["unverified"]:
-        print(f"  [{u['section']}] {u['name']}: {u['note']}")
+        _paragraph(f"[{u['section']}] {u['name']}: {u['note']}")
+    print()
+    _paragraph("checked: what checked a value on this project's machines (a hash computed here, PyPI's own "
+               "sha256); 'not checked here' is a value only its source vouches for, or one that needs the GPU "
+               "host (`blackwell-stack doctor` checks that there). `plan --json` has every value whole.", indent="")
     return 0
+
+
+def _paragraph(text: str, indent: str = "  ") -> None:
+    width = output.terminal_width(sys.stdout)
+    if width is None or output.is_wide():
+        print(indent + text)
+        return
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                        break_long_words=True, break_on_hyphens=False))
