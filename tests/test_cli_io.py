@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -124,3 +125,18 @@ def test_fit_widths_keeps_narrow_columns_and_shares_the_rest():
 def test_impossible_numbers_are_refused_by_the_parser(argv, capsys):
     assert main(argv) == ExitCode.USAGE
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_serve_run_dry_run_json_prints_json(capsys):
+    assert main(["serve", "run", "--dry-run", "--json", "--python", "python3.12"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["argv"][:3] == ["python3.12", "-m", "sglang.launch_server"]
+    assert "--kv-cache-dtype" in data["argv"] and data["command"].startswith(next(iter(data["env"])))
+
+
+def test_pins_vendor_with_a_missing_pins_file_says_so(tmp_path, capsys):
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    assert main(["pins", "vendor", str(wheel), "--file", str(tmp_path / "nonexistent.json")]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "no such pins file" in err and "nonexistent.json" in err

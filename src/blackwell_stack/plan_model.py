@@ -57,7 +57,7 @@ def hash_checked_by(hash_source: str | None) -> str:
     lowered = text.lower()
     if "not computed here" in lowered:
         return not_checked_here("taken from public sources")
-    if lowered.startswith("computed here") or lowered.startswith("computed by `blackwell-stack"):
+    if lowered.startswith("computed here") or "computed by `blackwell-stack" in lowered:
         return "hash computed here"
     if "registry sha256" in lowered or lowered.startswith("pypi's sha256"):
         return "PyPI's sha256"

@@ -89,6 +89,10 @@ def print_inspect(report: dict) -> None:
     libs = ", ".join(report["torch_libraries"]) or "none"
     print(f"torch:        {report['torch_symbols']} symbols from {libs}")
     print(f"fatbin check: {'cuobjdump ' + report['cuobjdump'] if report['cuobjdump'] else 'own reader only'}")
+    record = report.get("record")
+    if record:
+        verdict = "every file matches" if record["ok"] else "DISAGREES with the files (see the errors below)"
+        print(f"RECORD:       {record['checked']} files checked by sha256 and size; {verdict}")
     for f in report["files"]:
         if f.get("relocatable"):
             print(f"relocatable:  {f['name']}: {', '.join(f['relocatable'])} (device-link inputs, never loaded as is)")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from blackwell_stack import output
+from blackwell_stack.fileio import check_output_path
 from blackwell_stack.paths import data_path
 from blackwell_stack.pins import registry
 
@@ -78,6 +79,7 @@ def cmd_update_torch(args: argparse.Namespace) -> int:
     from blackwell_stack.pins.update import update_torch
 
     path = args.file or data_path(TORCH_PINS)
+    check_output_path(path, "--file")  # before resolving and downloading
     data = update_torch(
         path,
         date=args.date,
@@ -94,6 +96,7 @@ def cmd_update_pypi(args: argparse.Namespace) -> int:
     from blackwell_stack import pypi as pypi_api
     from blackwell_stack.pins.update import update_pypi
 
+    check_output_path(args.file, "--file")  # before resolving and downloading
     data = update_pypi(
         args.file,
         args.specs,

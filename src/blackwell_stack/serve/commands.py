@@ -8,8 +8,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from blackwell_stack import proc
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.paths import data_path
 from blackwell_stack.serve import flags as flagmod
@@ -128,9 +129,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     argv = [args.python, "-m", "sglang.launch_server", *rendered.argv]
     if args.dry_run:
-        print(command_line(rendered, args.python))
+        if args.json:
+            dump_json({"profile": rendered.profile, "argv": argv, "env": rendered.env,
+                       "command": command_line(rendered, args.python)})
+        else:
+            print(command_line(rendered, args.python))
         return int(ExitCode.OK)
     env = {**os.environ, **rendered.env}
+    proc.echo(argv)
     sys.stdout.flush()
     try:
         os.execvpe(argv[0], argv, env)
@@ -140,8 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_flags_extract(args: argparse.Namespace) -> int:
+    out = check_output_path(args.output or data_path(*flagmod.FLAGS_FILE), "--output")
     data = flagmod.extract_wheel(args.wheel)
-    out = args.output or data_path(*flagmod.FLAGS_FILE)
     atomic_write_json(out, data)
     print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
     return int(ExitCode.OK)
