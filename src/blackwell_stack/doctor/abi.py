@@ -129,7 +129,9 @@ def load_kernel(spec: str, environment=None) -> Side:
         from blackwell_stack.download import download  # the whole kernel wheel: every library matters
         from blackwell_stack.paths import cache_dir
 
-        dist_name = _PYPI_SPEC.match(spec).group(1)
+        spec_match = _PYPI_SPEC.match(spec)
+        assert spec_match is not None  # _pypi_remote() matched it
+        dist_name = spec_match.group(1)
         dest = cache_dir("pypi", dist_name.lower(), remote.filename.split("-")[1]) / remote.filename
         if not (dest.is_file() and dest.stat().st_size == remote.size):
             download(remote.url, dest, expected_sha256=remote.sha256)

@@ -81,6 +81,7 @@ class HttpRangeFile(io.RawIOBase):
             return 0
         if self._resp is None or self._resp_pos != self._pos:
             self._open()
+        assert self._resp is not None  # _open() set it
         n = self._resp.readinto(buf)
         if not n:
             raise NetworkError(f"{self.url}: the server closed the connection at byte {self._pos} of {self.size}")

@@ -10,6 +10,7 @@ import datetime as dt
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from blackwell_stack import pypi
 from blackwell_stack.download import download
@@ -137,6 +138,7 @@ def update_torch(
         from packaging.version import Version
 
         tfiles = index.list_files(index_url, triton_name)
+        assert triton_version is not None  # found together with triton_name
         tv = Version(triton_version)
         t_entries = {}
         for system in systems:
@@ -151,7 +153,7 @@ def update_torch(
         }
 
     py_args = " ".join(f"--python {p}" for p in pythons)
-    data = {
+    data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "description": _old_description(pins_path),
         "update_command": f"blackwell-stack pins update torch --date {date} --cuda {cuda} {py_args}",
@@ -201,7 +203,7 @@ def update_pypi(
         else:
             for system in systems:
                 for py in pythons:
-                    cands = sorted(f for f in files if wheels.matches(f.filename, system, py))
+                    cands = sorted((f for f in files if wheels.matches(f.filename, system, py)), key=lambda f: f.filename)
                     if not cands:
                         raise StackError(f"{name}=={version} has no wheel for {system} and Python {py} on PyPI")
                     f = cands[0]

@@ -143,7 +143,7 @@ def _flag_entry(call: ast.Call, module: _Module) -> tuple[list[str], dict[str, A
     action = "store"
     if "action" in kw:
         node = kw["action"]
-        if isinstance(node, ast.Constant):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
             action = node.value
         else:
             action = ast.unparse(node)  # a custom Action class, e.g. DeprecatedAction
@@ -208,6 +208,7 @@ def extract_source(source: str, filename: str = SERVER_ARGS) -> dict[str, Any]:
     for node in ast.walk(tree):
         if not _is_add_argument(node):
             continue
+        assert isinstance(node, ast.Call)  # _is_add_argument() checked it
         names, entry = _flag_entry(node, module)
         primary = names[0]
         if primary in flags:
