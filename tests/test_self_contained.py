@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SKIP_DIRS = {".git", ".pytest_cache", ".hypothesis", "__pycache__", ".venv", ".dev", "result", "dist", "build"}
+SKIP_DIRS = {".git", ".pytest_cache", ".hypothesis", ".mypy_cache", "__pycache__", ".venv", ".dev", "result", "dist", "build"}
 # Built from pieces so that this file does not match itself.
 OUTSIDE = re.compile("|".join([r"\bFA" + r"CTS\b", r"\.\./sha" + "red", "/wo" + "rk/", r"\.mir" + r"ror\b"]))
 CITATION = re.compile(r"docs/([\w.-]+\.md)#([\w-]+)")
