@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
-from verify_server import HUGE_EVENT_BYTES, FaultServer
+from verify_server import HUGE_EVENT_BYTES, FaultServer, free_port
 
 from blackwell_stack.errors import ExitCode
 
@@ -120,3 +122,31 @@ def test_bench_prints_the_broken_answers_in_its_table():
     with FaultServer("nan") as server:
         result = cli("bench", server.url, "--concurrency", "1", "--requests", "1", "--output-len", "8")
     assert_clean_failure(result, "FAIL: 1 broken answer(s)", "finish-reason", "NaN happened")
+
+
+def test_a_server_without_models_or_without_the_api_is_a_failed_check(tmp_path):
+    """An empty model list and an HTTP 404 (a plain file server) are the same kind of failure: exit 1."""
+    with FaultServer("no-models") as server:
+        assert_clean_failure(cli("smoke", server.url), "lists no model", "--model")
+        assert_clean_failure(cli("bench", server.url, "--requests", "1"), "lists no model")
+    port = free_port()
+    files = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
+                              str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_port(port)
+        assert_clean_failure(cli("smoke", url), "cannot list models", "HTTP 404")
+    finally:
+        files.terminate()
+        files.wait(timeout=30)
+    # Nothing listening at all: the same code.
+    assert_clean_failure(cli("smoke", f"http://127.0.0.1:{free_port()}"), "cannot list models", "cannot connect")
+
+
+def wait_for_port(port: int) -> None:
+    for _ in range(200):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")

@@ -200,3 +200,13 @@ def test_bench_reports_answers_that_stop_early(served, capsys):
     printed = capsys.readouterr().out
     assert f"2 answer(s) ended before max_tokens (median {length} of {length + 20} tokens)" in printed
     assert "--ignore-eos" in printed
+
+
+def test_bench_answers_of_the_endless_model_run_to_max_tokens(served, capsys):
+    url, models = served
+    argv = ["bench", url, "--model", models["endless"], "--concurrency", "2", "--requests", "4", "--input-len", "8"]
+    argv += ["--output-len", "24", "--json"]
+    assert main(argv) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert answers["broken"] == answers["early_stops"] == 0
+    assert answers["finish_reasons"] == {"length": 4}

@@ -2,7 +2,7 @@
 
 A real OpenAI-compatible server, `transformers serve`, with models made on
 the spot (nothing is downloaded): a byte-level BPE tokenizer trained here on
-a few sentences, and small Llamas. Four variants, one server (it loads each
+a few sentences, and small Llamas. Five variants, one server (it loads each
 local directory that a request names):
 
 - `random`: random weights, as a broken checkpoint would be.
@@ -18,12 +18,15 @@ local directory that a request names):
   end of text. Every answer is that sequence from wherever the prompt's
   last token leads (its start, for a token outside it): varied text, no
   loops, and an end of text after at most `fluent_length()` tokens.
+- `endless`: the same, but the sequence starts over after `.` instead of
+  ending: every answer runs to its max_tokens (for benchmarks that assume so).
 
 And `FaultServer`: a scripted server for what no working server does on
 purpose, each fault the way a broken one shows it: `silent` (accepts and
 never answers), `stall` (lists a model, never answers a completion),
-`huge-event` (one SSE event of hundreds of MB) and `nan` (empty answers that
-finish with "NaN happened", as the seed deployment's did).
+`huge-event` (one SSE event of hundreds of MB), `nan` (empty answers that
+finish with "NaN happened", as the seed deployment's did) and `no-models`
+(an empty model list).
 
 Also usable by hand (the device run uses it):
     python tests/verify_server.py DIR [--port P] [--device cuda] [--size small|gpu]
@@ -113,11 +116,16 @@ def fluent_length() -> int:
     return len(fluent_sequence(_train_tokenizer())) - 1
 
 
-def _set_fluent_weights(model, tok, vocab: int) -> None:
-    """Greedy decoding then follows fluent_sequence: token -> its successor (any other token -> the first)."""
+def _set_fluent_weights(model, tok, vocab: int, *, endless: bool = False) -> None:
+    """Greedy decoding then follows fluent_sequence: token -> its successor (any other token -> the first).
+
+    endless: the last text token leads back to the first instead of to the end of text.
+    """
     import torch
 
     sequence = fluent_sequence(tok)
+    if endless:
+        sequence = sequence[:-1] + sequence[:1]
     successor = {a: b for a, b in zip(sequence, sequence[1:])}
     with torch.no_grad():
         for layer in model.model.layers:
@@ -131,13 +139,14 @@ def _set_fluent_weights(model, tok, vocab: int) -> None:
 
 
 def make_models(root: Path, size: str = "small") -> dict[str, Path]:
-    """Writes the four model directories under root; returns name -> directory."""
+    """Writes the model directories under root; returns name -> directory."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     hidden, inter, layers, heads, kv = SIZES[size]
     base_tok = _train_tokenizer()
-    variants = {"random": base_tok, "bang": _swap_to_front(base_tok, "!"), "silent": base_tok, "fluent": base_tok}
+    variants = {"random": base_tok, "bang": _swap_to_front(base_tok, "!"), "silent": base_tok, "fluent": base_tok,
+                "endless": base_tok}
     out = {}
     for name, tok in variants.items():
         directory = root / name
@@ -146,7 +155,7 @@ def make_models(root: Path, size: str = "small") -> dict[str, Path]:
         eos_id = fast.convert_tokens_to_ids(EOS)
         vocab = tok.get_vocab_size()
         width = hidden
-        if name == "fluent":  # one-hot embeddings need a hidden size of at least the vocabulary
+        if name in ("fluent", "endless"):  # one-hot embeddings need a hidden size of at least the vocabulary
             width = max(hidden, -(-vocab // (2 * heads)) * 2 * heads)
         config = LlamaConfig(
             vocab_size=vocab,
@@ -166,8 +175,8 @@ def make_models(root: Path, size: str = "small") -> dict[str, Path]:
         if name in ("bang", "silent"):
             with torch.no_grad():
                 model.model.norm.weight.zero_()  # every logit 0: greedy picks id 0
-        elif name == "fluent":
-            _set_fluent_weights(model, tok, vocab)
+        elif name in ("fluent", "endless"):
+            _set_fluent_weights(model, tok, vocab, endless=name == "endless")
         model.generation_config.eos_token_id = eos_id
         model.generation_config.pad_token_id = eos_id
         model.save_pretrained(directory)
@@ -221,7 +230,7 @@ class Server:
         self._log_fh.close()
 
 
-FAULTS = ("silent", "stall", "huge-event", "nan")
+FAULTS = ("silent", "stall", "huge-event", "nan", "no-models")
 # How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
 HUGE_EVENT_BYTES = 256 << 20
 
@@ -256,7 +265,8 @@ def _nan_answer(path: str, stream: bool) -> bytes:
 async def _serve_fault(fault: str, port: int) -> None:
     import asyncio
 
-    models = _json_answer({"object": "list", "data": [{"id": f"fault-{fault}", "object": "model"}]})
+    listed = [] if fault == "no-models" else [{"id": f"fault-{fault}", "object": "model"}]
+    models = _json_answer({"object": "list", "data": listed})
 
     async def handle(reader, writer) -> None:
         try:
