@@ -140,3 +140,12 @@ def test_pins_vendor_with_a_missing_pins_file_says_so(tmp_path, capsys):
     assert main(["pins", "vendor", str(wheel), "--file", str(tmp_path / "nonexistent.json")]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert "no such pins file" in err and "nonexistent.json" in err
+
+
+@pytest.mark.parametrize("argv", [["kernel", "recipe"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
+def test_tables_and_prose_fit_80_columns(argv):
+    result = cli(*argv, capture_output=True, text=True, env={"COLUMNS": "80"})
+    assert result.returncode in (0, 1), result.stderr
+    # Commands are printed whole, to be copied: the launch command and `$ ...` lines.
+    lines = [line for line in result.stdout.splitlines() if "sglang.launch_server" not in line and not line.startswith("  $ ")]
+    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80][:3]

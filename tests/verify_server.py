@@ -191,6 +191,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def end_process(proc: subprocess.Popen) -> None:
+    """Terminate a server this file started, and kill it if it does not stop in 20 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class Server:
     """`transformers serve` in a child process on 127.0.0.1; stop() ends it."""
 
@@ -220,13 +231,7 @@ class Server:
         raise RuntimeError(f"transformers serve not ready after {timeout:g} s:\n{self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         self._log_fh.close()
 
 
@@ -319,13 +324,7 @@ class FaultServer:
             raise RuntimeError(f"the {fault} fault server did not start: {line}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
 

@@ -31,10 +31,6 @@ def set_wide(on: bool) -> None:
     _wide = on
 
 
-def is_wide() -> bool:
-    return _wide
-
-
 def terminal_width(out: TextIO | None = None) -> int | None:
     """Columns to fit tables into: $COLUMNS, else the terminal's width; None for pipes and files."""
     env = os.environ.get("COLUMNS", "")
@@ -126,9 +122,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def paragraph(text: str, out: TextIO | None = None, *, indent: str = "") -> None:
+    """Prose wrapped to the terminal (continuation lines indented two more spaces); whole with --wide or in a pipe."""
+    out = out or sys.stdout
+    width = None if _wide else terminal_width(out)
+    if width is None:
+        print(indent + text, file=out)
+        return
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                        break_long_words=True, break_on_hyphens=False), file=out)
+
+
 def heading(title: str, out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    print(f"\n== {title} ==", file=out)
+    print(file=out)
+    paragraph(f"== {title} ==", out)
 
 
 def dump_json(data: Any, out: TextIO | None = None) -> None:
@@ -170,6 +178,9 @@ class _PipeGuard(io.TextIOBase):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self._stream.fileno())
             os.close(devnull)
+
+    def __getattr__(self, name: str) -> object:  # buffer, errors, ...: the wrapped stream's
+        return getattr(self._stream, name)
 
     def isatty(self) -> bool:
         return self._stream.isatty()

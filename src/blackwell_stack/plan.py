@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
-import textwrap
 
 from blackwell_stack import output
 from blackwell_stack.plan_model import PlanSection
@@ -62,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         output.dump_json(plan)
         return 0
-    _paragraph(f"blackwell-stack plan: {plan['target']}", indent="")
+    output.paragraph(f"blackwell-stack plan: {plan['target']}")
     for sec in plan["sections"].values():
         output.heading(sec["title"])
         if sec["items"]:
@@ -76,18 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if not plan["unverified"]:
         print("every pin is verified")
     for u in plan["unverified"]:
-        _paragraph(f"[{u['section']}] {u['name']}: {u['note']}")
+        output.paragraph(f"[{u['section']}] {u['name']}: {u['note']}", indent="  ")
     print()
-    _paragraph("checked: what checked a value on this project's machines (a hash computed here, PyPI's own "
-               "sha256); 'not checked here' is a value only its source vouches for, or one that needs the GPU "
-               "host (`blackwell-stack doctor` checks that there). `plan --json` has every value whole.", indent="")
+    output.paragraph("checked: what checked a value on this project's machines (a hash computed here, PyPI's own "
+                     "sha256); 'not checked here' is a value only its source vouches for, or one that needs the GPU "
+                     "host (`blackwell-stack doctor` checks that there). `plan --json` has every value whole.")
     return 0
-
-
-def _paragraph(text: str, indent: str = "  ") -> None:
-    width = output.terminal_width(sys.stdout)
-    if width is None or output.is_wide():
-        print(indent + text)
-        return
-    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                        break_long_words=True, break_on_hyphens=False))

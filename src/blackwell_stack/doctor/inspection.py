@@ -91,7 +91,7 @@ def inspect_member(kind: str, root: str, name: str, size: int, cuobjdump_binary:
         with wheelzip.open_member_elf(kind, root, name, need_path=cuobjdump_binary is not None) as (e, path):
             rep = report_from_elf(name, size, e)
             if kind == "wheel":
-                rep.sha256 = hashlib.sha256(e.data).hexdigest()  # type: ignore[arg-type]  # bytes or mmap
+                rep.sha256 = hashlib.sha256(e.data).hexdigest()  # bytes or an mmap
             if cuobjdump_binary and rep.fatbin_entries:
                 listing = cuobjdump_tool.list_entries(cuobjdump_binary, path)
                 own_cubin = sorted({cuobjdump_tool.listing_name(a) for a in rep.cubin}, key=fatbin.arch_sort_key)

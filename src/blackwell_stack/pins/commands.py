@@ -71,7 +71,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("\n(long cells are cut: --wide or --json shows them whole)")
     missing = [r for r in rows if not r.verified]
     if missing:
-        print(f"\n{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
+        print()
+        output.paragraph(f"{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
     return 0
 
 

@@ -238,13 +238,18 @@ class SSEParser:
         if payload == b"[DONE]":
             self.done = True
             return
-        try:
-            event = json.loads(payload)
-        except ValueError:
-            raise ProtocolError(f"SSE data is not JSON: {payload[:120]!r}") from None
-        if not isinstance(event, dict):
-            raise ProtocolError(f"SSE data is not a JSON object: {payload[:120]!r}")
-        events.append(event)
+        events.append(_json_object(payload, "SSE data"))
+
+
+def _json_object(payload: str | bytes, what: str) -> dict:
+    """payload parsed as a JSON object, or a ProtocolError that quotes its start."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        raise ProtocolError(f"{what} is not JSON: {payload[:120]!r}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{what} is not a JSON object: {payload[:120]!r}")
+    return data
 
 
 async def _open(endpoint: Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -358,13 +363,7 @@ async def _request_json(endpoint: Endpoint, method: str, path: str, body: dict |
     text = b"".join(parts)[:keep].decode("utf-8", errors="replace")
     if not 200 <= status < 300:
         raise HTTPStatusError(status, text)
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise ProtocolError(f"answer is not JSON: {text[:200]!r}") from None
-    if not isinstance(data, dict):
-        raise ProtocolError(f"answer is not a JSON object: {text[:200]!r}")
-    return data
+    return _json_object(text, "answer")
 
 
 class _SSEProtocol(asyncio.BufferedProtocol):
