@@ -20,12 +20,14 @@ from blackwell_stack.errors import ExitCode
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 BOUND_S = 120  # a hang fails the test here; the commands below need a few seconds
-# Runs the CLI and reports the process's peak resident memory (KiB) on stderr's last line.
+# Runs the CLI and reports the process's peak resident memory (KiB) on stderr's last line: VmHWM
+# of its own address space (getrusage's ru_maxrss would count the forking parent's memory too).
 _WITH_PEAK_RSS = (
-    "import resource, sys\n"
+    "import sys\n"
     "from blackwell_stack.cli import main\n"
     "code = main(sys.argv[1:])\n"
-    "print('peak-rss-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "peak = next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+    "print('peak-rss-kib', peak, file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
