@@ -79,3 +79,24 @@ def test_kernel_sources_update_is_wired_and_names_known_pins():
     result = run_cli("pins", "update", "kernel-sources", "--only", "no-such-pin")
     assert result.returncode == 2
     assert "no such pin" in result.stderr and "fetchcontent.repo-cutlass" in result.stderr
+
+
+def test_plan_reports_a_profile_it_cannot_read_instead_of_failing(tmp_path):
+    import os
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    root = tmp_path / "root"
+    for part in ("pkgs", "modules", "patches", "nix"):
+        shutil.copytree(repo / part, root / part)
+    shutil.copy(repo / "flake.lock", root / "flake.lock")
+    profile = root / "modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json"
+    data = json.loads(profile.read_text())
+    data["service"]["port"] = "abc"
+    profile.write_text(json.dumps(data))
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "plan", "--json"], capture_output=True, text=True,
+                            env={**os.environ, "BLACKWELL_STACK_ROOT": str(root)})
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    flagged = {(u["section"], u["name"]): u["note"] for u in json.loads(result.stdout)["unverified"]}
+    assert "serving profile cannot be read" in flagged[("verify", "endpoint")]

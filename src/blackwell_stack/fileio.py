@@ -44,26 +44,27 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~current_umask()
 
 
-def write_error(path: Path, exc: OSError, hint: str | None = None) -> StackError:
+def write_error(path: Path, exc: OSError) -> StackError:
     """A StackError for an OSError met while writing `path`, saying what to do."""
     reason = exc.strerror or str(exc)
-    return StackError(f"cannot write {path}: {reason}", hint or f"write to a path in a directory you can write to ({path.parent} is not usable)")
+    return StackError(f"cannot write {path}: {reason}",
+                      f"write to a path in a directory you can write to ({path.parent} is not usable)")
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | Path, suffix: str = ".tmp", *, hint: str | None = None) -> Iterator[IO[bytes]]:
+def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[IO[bytes]]:
     """A binary file that appears at `path` only if the `with` block completes.
 
     It is written beside `path` and renamed into place; on any exception the
     temporary file is removed and `path` is left as it was. Failures to create,
-    flush or rename it become a StackError naming the path (with `hint`).
+    flush or rename it become a StackError naming the path.
     """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     except OSError as exc:
-        raise write_error(path, exc, hint) from None
+        raise write_error(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -72,25 +73,25 @@ def atomic_file(path: str | Path, suffix: str = ".tmp", *, hint: str | None = No
                 os.fsync(fh.fileno())
                 os.fchmod(fh.fileno(), _mode_for(path))
             except OSError as exc:
-                raise write_error(path, exc, hint) from None
+                raise write_error(path, exc) from None
         try:
             os.replace(tmp, path)
         except OSError as exc:
-            raise write_error(path, exc, hint) from None
+            raise write_error(path, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, *, hint: str | None = None) -> None:
-    with atomic_file(path, hint=hint) as fh:
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    with atomic_file(path) as fh:
         fh.write(data)
 
 
-def atomic_write_json(path: str | Path, data: Any, *, hint: str | None = None) -> None:
+def atomic_write_json(path: str | Path, data: Any) -> None:
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-    atomic_write_bytes(path, text.encode(), hint=hint)
+    atomic_write_bytes(path, text.encode())
 
 
 def check_output_path(path: str | Path, option: str) -> Path:

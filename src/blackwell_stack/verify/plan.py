@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from blackwell_stack.errors import StackError
 from blackwell_stack.plan_model import PlanItem, PlanSection, not_checked_here
 from blackwell_stack.serve.profile import load_profile
 from blackwell_stack.verify import baseline
@@ -18,12 +19,16 @@ def _target() -> tuple[str, str, int, str]:
 
 
 def plan_section() -> PlanSection:
-    model, host, port, source = _target()
-    url = f"http://{host}:{port}"
+    try:
+        model, host, port, source = _target()
+        url = f"http://{host}:{port}"
+        items = [PlanItem("endpoint", url, source), PlanItem("model", model, source)]
+    except (StackError, TypeError, ValueError) as exc:  # a profile the serve section reports in full
+        model, url = "MODEL", "http://HOST:PORT"
+        items = [PlanItem("endpoint", "unknown", None, verified=False,
+                          note=f"the serving profile cannot be read: {getattr(exc, 'message', exc)}")]
     base = baseline.load(baseline.DEFAULT_BASELINE)
-    items = [
-        PlanItem("endpoint", url, source),
-        PlanItem("model", model, source),
+    items += [
         PlanItem(
             "smoke",
             "4 prompts (2 chat, 2 completion) x stream/no-stream at temperature 0; fails on null/empty content, "
