@@ -11,6 +11,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# What the CLI reads as data (src/blackwell_stack/paths.py): a copy of these is
+# a root for BLACKWELL_STACK_ROOT that a test may break.
+DATA_PARTS = ("pkgs", "modules", "patches", "nix", "stacks", "docs")
+
+
+def copy_data_root(dest: Path) -> Path:
+    """The project's data files copied under dest (a throw-away BLACKWELL_STACK_ROOT)."""
+    for part in DATA_PARTS:
+        shutil.copytree(REPO / part, dest / part, ignore=shutil.ignore_patterns("wheels", ".venv"))
+    shutil.copy(REPO / "flake.lock", dest / "flake.lock")
+    return dest
+
 
 @pytest.fixture(scope="session")
 def repo() -> Path:

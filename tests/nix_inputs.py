@@ -2,7 +2,7 @@
 
 Machines that run the tests may reach no GitHub, so the inputs come from git
 bundles of each repository's public history: $BLACKWELL_STACK_NIX_INPUTS, or
-else `shared/nix-inputs` beside the checkout (../shared/nix-inputs). Each tree
+else the directory `shared/nix-inputs` next to the checkout. Each tree
 is `git archive`d at the locked rev and used only if `nix hash path` gives
 flake.lock's narHash for it: the test then evaluates exactly what a user's
 Nix fetches. Without a bundle the test is skipped, saying which and where.

@@ -32,7 +32,7 @@ def test_plan_json_schema():
     for section in plan["sections"].values():
         assert set(section) == {"title", "items", "commands"}
         for item in section["items"]:
-            assert set(item) == {"name", "value", "source", "verified", "note"}
+            assert set(item) == {"name", "value", "source", "verified", "note", "checked_by", "detail"}
             assert isinstance(item["verified"], bool)
             if not item["verified"]:
                 assert item["note"], f"unverified item {item['name']} must say why and how to fill it"
@@ -40,6 +40,25 @@ def test_plan_json_schema():
     expected = {(k, i["name"]) for k, s in plan["sections"].items() for i in s["items"] if not i["verified"]}
     assert flagged == expected
     assert ("stack-nightly", "torch (x86_64-linux-312)") in flagged and ("stack-nightly", "uv.lock") in flagged
+
+
+def test_plan_says_what_was_not_checked_here():
+    plan = json.loads(run_cli("plan", "--json").stdout)
+    items = {(k, i["name"]): i for k, s in plan["sections"].items() for i in s["items"]}
+    # The eight GPUs and their driver are never checked on the machine that runs `plan`.
+    for name in ("GPUs", "compute capability", "NVIDIA driver", "interconnect"):
+        assert items[("doctor", name)]["checked_by"].startswith("not checked here"), name
+    # A pin whose own source says its hash was not computed here is not shown as checked.
+    nixpkgs = items[("pins", "flake input nixpkgs")]
+    assert "not computed here" in nixpkgs["source"] and nixpkgs["checked_by"].startswith("not checked here")
+    # Locked files: PyPI's own digest, and the file hashed by `stack audit`.
+    assert items[("stack-stable", "sglang")]["checked_by"] == "PyPI's sha256, file hashed by `stack audit`"
+    assert items[("stack-stable", "sglang 0.5.9")]["detail"] is True
+    # The reported throughput figures are not measured here.
+    assert all(i["checked_by"].startswith("not checked here") for (k, n), i in items.items() if n.startswith("baseline:"))
+    text = run_cli("plan", "--wide").stdout
+    gpus = next(line for line in text.splitlines() if line.startswith("GPUs "))
+    assert gpus.rstrip().endswith("not checked here (`doctor` on the GPU host)")
 
 
 def test_plan_prints_every_section():
@@ -61,3 +80,20 @@ def test_kernel_sources_update_is_wired_and_names_known_pins():
     result = run_cli("pins", "update", "kernel-sources", "--only", "no-such-pin")
     assert result.returncode == 2
     assert "no such pin" in result.stderr and "fetchcontent.repo-cutlass" in result.stderr
+
+
+def test_plan_reports_a_profile_it_cannot_read_instead_of_failing(tmp_path):
+    import os
+
+    from conftest import copy_data_root
+
+    root = copy_data_root(tmp_path / "root")
+    profile = root / "modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json"
+    data = json.loads(profile.read_text())
+    data["service"]["port"] = "abc"
+    profile.write_text(json.dumps(data))
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "plan", "--json"], capture_output=True, text=True,
+                            env={**os.environ, "BLACKWELL_STACK_ROOT": str(root)})
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    flagged = {(u["section"], u["name"]): u["note"] for u in json.loads(result.stdout)["unverified"]}
+    assert "serving profile cannot be read" in flagged[("verify", "endpoint")]

@@ -40,7 +40,7 @@ def _file(report, name):
 def test_sm100_common_ops_has_sm120a_and_cuda_12(report):
     f = _file(report, "sgl_kernel/sm100/common_ops.abi3.so")
     assert "sm_120a" in f["cubin"]
-    assert f["cubin"] == ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120a"]  # FACTS 2, cuobjdump
+    assert f["cubin"] == ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120a"]  # docs/reference-deployment.md#kernel-abi
     assert f["cuda_runtime"] == 12
     assert "libcudart.so.12" in f["needed"]
     assert "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib" in f["torch_symbols"]

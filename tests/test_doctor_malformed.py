@@ -131,3 +131,71 @@ def test_elf_of_another_architecture(kernel_dir, tmp_path):
 
 def test_missing_path():
     assert_clean_failure(cli("inspect", "/nonexistent/x.whl"), 2, "does not exist")
+
+
+def _data_copy(tmp_path: Path) -> Path:
+    """The project's data files, copied: a root for BLACKWELL_STACK_ROOT that a test may break."""
+    from conftest import copy_data_root
+
+    return copy_data_root(tmp_path / "root")
+
+
+def _cli_with_root(root: Path, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "BLACKWELL_STACK_ROOT": str(root)}
+    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+@pytest.mark.parametrize("memory", [{"per_nvcc_thread_peak_mib": "lots"}, [], {"headroom_mib": 1}])
+def test_doctor_reports_recipe_data_that_kernel_recipe_rejects(tmp_path, memory):
+    import json
+
+    root = _data_copy(tmp_path)
+    recipe = root / "pkgs/sgl-kernel/recipe.json"
+    data = json.loads(recipe.read_text())
+    data["memory"] = memory
+    recipe.write_text(json.dumps(data))
+    rejected = assert_clean_failure(_cli_with_root(root, "kernel", "recipe"), 3, "recipe.json")
+    result = _cli_with_root(root, "doctor", "--json")
+    assert "Traceback" not in result.stderr, result.stderr
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "memory for a kernel build")
+    assert check["status"] == "fail" and "memory" in check["message"]
+    assert check["message"].split(": ", 1)[1].split(":")[0] in rejected  # the same finding as `kernel recipe`
+
+
+def test_doctor_reports_a_malformed_torch_pin(tmp_path):
+    """The torch doctor expects is the default stack's locked torch: a lock that cannot be read is a failed check."""
+    import json
+
+    root = _data_copy(tmp_path)
+    (root / "stacks/stable/uv.lock").write_text('version = 1\n[[package]\nname = "torch"\n')
+    result = _cli_with_root(root, "doctor", "--json")
+    assert "Traceback" not in result.stderr and result.returncode == 1, result.stderr
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "torch pin")
+    assert check["status"] == "fail" and "uv.lock" in check["message"], check
+
+
+def test_inspect_reports_a_wheel_whose_record_disagrees(tmp_path):
+    from index_server import build_wheel
+
+    good = build_wheel(tmp_path, "demo", "1.0")
+    assert cli("inspect", str(good)).returncode == 0
+    bad = tmp_path / "tampered" / good.name
+    bad.parent.mkdir()
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            out.writestr(info, b"print('changed')\n" if info.filename == "demo/__init__.py" else src.read(info))
+        out.writestr("demo/extra.py", b"")
+    text = assert_clean_failure(cli("inspect", str(bad)), 1, "RECORD", "DISAGREES", "demo/__init__.py: size")
+    assert "demo/extra.py: in the wheel but not listed in RECORD" in text
+
+
+def test_inspect_of_a_directory_without_elf_files_is_an_error(tmp_path):
+    assert_clean_failure(cli("inspect", str(tmp_path)), 2, "holds no ELF file", "hint:")
+
+
+def test_doctor_abi_takes_python_after_abi(tmp_path):
+    for args in (["doctor", "abi", "--python", "/nonexistent/python"], ["doctor", "--python", "/nonexistent/python", "abi"]):
+        assert_clean_failure(cli(*args), 2, "cannot run --python /nonexistent/python")

@@ -87,9 +87,9 @@ def test_set_switch_needs_true_or_false():
     assert "is a switch" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_unknown_profile_is_bad_data():
+def test_unknown_profile_is_a_usage_error():
     result = cli("serve", "render", "--profile", "no-such-profile")
-    assert result.returncode == 3
+    assert result.returncode == 2
     assert "no such profile" in result.stderr and "qwen3.5-397b-a17b-nvfp4-sm120" in result.stderr
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.verify.openai_client import Endpoint, ProtocolError, SSEParser, _ChunkedDecoder
+from blackwell_stack.verify.openai_client import Endpoint, Limits, ProtocolError, SSEParser, _ChunkedDecoder
 
 
 @pytest.mark.parametrize(
@@ -33,6 +33,10 @@ def _feed_in_pieces(decoder, data: bytes, size: int) -> bytes:
     return b"".join(decoder.feed(data[i : i + size]) for i in range(0, len(data), size))
 
 
+def _events_in_pieces(parser: SSEParser, stream: bytes, size: int) -> list[dict]:
+    return [event for i in range(0, len(stream), size) for event in parser.feed(stream[i : i + size])]
+
+
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
 def test_chunked_decoder_any_split(size):
     body = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n"
@@ -56,13 +60,40 @@ def test_sse_parser_any_split(size):
         b"data: [DONE]\n\n"
     )
     parser = SSEParser()
-    events = []
-    for i in range(0, len(stream), size):
-        events += parser.feed(stream[i : i + size])
-    assert events == [{"a": 1}, {"b": 2}]
+    assert _events_in_pieces(parser, stream, size) == [{"a": 1}, {"b": 2}]
     assert parser.done
 
 
 def test_sse_parser_rejects_non_json():
     with pytest.raises(ProtocolError):
         SSEParser().feed(b"data: NaN happened{\n\n")
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 4096])
+def test_sse_parser_handles_crlf_split_across_reads(size):
+    stream = b'data: {"a": 1}\r\n\r\ndata: {"b": 2}\r\r: c\r\n\r\ndata: [DONE]\r\n\r\n'
+    parser = SSEParser()
+    assert _events_in_pieces(parser, stream, size) == [{"a": 1}, {"b": 2}]
+    assert parser.done
+
+
+def test_sse_parser_keeps_an_event_across_many_reads_and_caps_its_size():
+    parser = SSEParser(max_event_bytes=1000)
+    text = "x" * 900
+    event = b'data: {"t": "' + text.encode() + b'"}\n\n'
+    assert _events_in_pieces(parser, event, 7) == [{"t": text}]
+    with pytest.raises(ProtocolError, match="longer than 1000 bytes"):
+        for i in range(0, 2000, 100):
+            parser.feed(b'data: {"t": "' if i == 0 else b"y" * 100)
+
+
+def test_sse_parser_rejects_events_that_are_not_objects():
+    with pytest.raises(ProtocolError, match="not a JSON object"):
+        SSEParser().feed(b"data: 5\n\n")
+
+
+def test_limits_follow_max_tokens():
+    small, big = Limits.for_request({"max_tokens": 8}), Limits.for_request({"max_tokens": 4096})
+    assert small.event_bytes < big.event_bytes and small.body_bytes < big.body_bytes
+    assert small.event_bytes < 100_000
+    assert Limits.for_request({}).body_bytes == Limits.for_request(None).body_bytes

@@ -78,6 +78,14 @@ def test_random_model_fails_with_garbage_verdicts_and_readable_evidence(served, 
         assert checks and checks <= GARBAGE_CHECKS, answer
 
 
+def test_fluent_model_passes(served, capsys):
+    url, models = served
+    code, report = _json_smoke(capsys, url, models["fluent"])
+    assert code == 0 and report["ok"] is True, report["verdicts"]
+    for answer in report["answers"]:
+        assert answer["text"] and answer["finish_reason"] in ("stop", "length")
+
+
 def test_unreachable_server_is_an_http_verdict(capsys):
     port = verify_server.free_port()  # nothing listens there
     code, report = _json_smoke(capsys, f"http://127.0.0.1:{port}", "m")
@@ -96,7 +104,7 @@ def test_unknown_model_is_an_http_verdict(served, capsys):
 def test_bench_runs_every_level_and_counts_the_servers_tokens(served, capsys, tmp_path):
     url, models = served
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
-    argv = ["bench", url, "--model", models["random"], "--concurrency", "1,2,4", "--requests", "4"]
+    argv = ["bench", url, "--model", models["fluent"], "--concurrency", "1,2,4", "--requests", "4"]
     argv += ["--input-len", "16", "--output-len", "12", "--len-dist", "uniform", "--out", str(out), "--plot", str(png)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
@@ -105,6 +113,7 @@ def test_bench_runs_every_level_and_counts_the_servers_tokens(served, capsys, tm
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [lv["concurrency"] for lv in result["levels"]] == [1, 2, 4]
     assert result["token_source_is_server_usage"] is True
+    assert result["answers"]["judged"] == 12 and result["answers"]["broken"] == 0
     assert "baseline" not in result  # not the default target's model
 
     # Replay every request without streaming: the server's usage for the same
@@ -122,7 +131,9 @@ def test_bench_runs_every_level_and_counts_the_servers_tokens(served, capsys, tm
             prompt, max_tokens = planned[record["index"]]
             assert record["max_tokens"] == max_tokens and record["token_source"] == "server usage"
             answer = asyncio.run(
-                request_json(endpoint, "POST", "/completions", {"model": models["random"], "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
+                request_json(endpoint, "POST", "/completions",
+                             {"model": models["fluent"], "prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
+                             timeout=120)
             )
             assert record["completion_tokens"] == answer["usage"]["completion_tokens"]
             assert record["prompt_tokens"] == answer["usage"]["prompt_tokens"]
@@ -131,7 +142,7 @@ def test_bench_runs_every_level_and_counts_the_servers_tokens(served, capsys, tm
 def test_bench_duration_mode_and_chat_api(served, capsys, tmp_path):
     url, models = served
     out = tmp_path / "bench.json"
-    argv = ["bench", url, "--model", models["random"], "--concurrency", "1,2", "--duration", "1", "--api", "chat"]
+    argv = ["bench", url, "--model", models["fluent"], "--concurrency", "1,2", "--duration", "1", "--api", "chat"]
     argv += ["--input-len", "8", "--output-len", "8", "--warmup", "0", "--json", "--out", str(out)]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
@@ -147,7 +158,7 @@ def test_bench_compares_with_an_explicit_baseline(served, capsys, tmp_path):
         "target": "tiny", "model": "random", "source": "test", "tolerance": 0.1,
         "expectations": [{"name": "impossible", "metric": "output_tok_s", "min_concurrency": 1, "value": 1e12, "relation": "at_least"}],
     }))
-    argv = ["bench", url, "--model", models["random"], "--concurrency", "1", "--requests", "1", "--input-len", "4"]
+    argv = ["bench", url, "--model", models["fluent"], "--concurrency", "1", "--requests", "1", "--input-len", "4"]
     argv += ["--output-len", "4", "--baseline", str(base), "--fail-below-baseline"]
     assert main(argv) == 1
     printed = capsys.readouterr().out
@@ -164,3 +175,38 @@ def test_api_key_file_is_sent_and_bad_files_are_refused(served, capsys, tmp_path
     assert main(["smoke", url, "--api-key-file", str(key)]) == 2
     assert main(["bench", url, "--api-key-file", str(tmp_path / "missing")]) == 2
     assert "hint:" in capsys.readouterr().err
+
+
+def test_bench_fails_on_runs_of_exclamation_marks(served, capsys):
+    url, models = served
+    argv = ["bench", url, "--model", models["bang"], "--concurrency", "1,2", "--requests", "2", "--input-len", "8"]
+    argv += ["--output-len", "32", "--json"]
+    assert main(argv) == 1
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert answers["judged"] == answers["broken"] == 4
+    assert answers["findings"]["char-run"] == 4
+    assert "!!!!" in answers["samples"][0]
+
+
+def test_bench_reports_answers_that_stop_early(served, capsys):
+    url, models = served
+    # The chat template ends every prompt the same way, so each answer is the fluent
+    # sequence from its start: fluent_length() tokens, then the end of text (which
+    # transformers serve counts in usage.completion_tokens).
+    length = verify_server.fluent_length() + 1
+    argv = ["bench", url, "--model", models["fluent"], "--api", "chat", "--concurrency", "1", "--requests", "2"]
+    argv += ["--input-len", "4", "--output-len", str(length + 20), "--warmup", "0"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"2 answer(s) ended before max_tokens (median {length} of {length + 20} tokens)" in printed
+    assert "--ignore-eos" in printed
+
+
+def test_bench_answers_of_the_endless_model_run_to_max_tokens(served, capsys):
+    url, models = served
+    argv = ["bench", url, "--model", models["endless"], "--concurrency", "2", "--requests", "4", "--input-len", "8"]
+    argv += ["--output-len", "24", "--json"]
+    assert main(argv) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert answers["broken"] == answers["early_stops"] == 0
+    assert answers["finish_reasons"] == {"length": 4}

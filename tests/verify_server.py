@@ -1,9 +1,9 @@
-"""A real OpenAI-compatible server for the verify tests: `transformers serve` on 127.0.0.1.
+"""Servers for the verify tests, on 127.0.0.1.
 
-The models are made on the spot, nothing is downloaded: a byte-level BPE
-tokenizer trained here on a few sentences, and a 2-layer Llama with random
-weights. Three variants, one server (it loads each local directory that a
-request names):
+A real OpenAI-compatible server, `transformers serve`, with models made on
+the spot (nothing is downloaded): a byte-level BPE tokenizer trained here on
+a few sentences, and small Llamas. Five variants, one server (it loads each
+local directory that a request names):
 
 - `random`: random weights, as a broken checkpoint would be.
 - `bang`: the final norm's weight is zero, so every logit is 0 and greedy
@@ -11,10 +11,28 @@ request names):
   seeds' "runs of !" symptom.
 - `silent`: the same zero norm with id 0 = the end-of-text token: every
   answer is empty.
+- `fluent`: sound answers. Its weights are set, not trained: the layers add
+  nothing (zero output projections), embeddings are one-hot and the output
+  head maps each token to its successor in a fixed sequence, the distinct
+  tokens of the training sentences in order, ending with `.` and then the
+  end of text. Every answer is that sequence from wherever the prompt's
+  last token leads (its start, for a token outside it): varied text, no
+  loops, and an end of text after at most `fluent_length()` tokens.
+- `endless`: the same, but the sequence starts over after `.` instead of
+  ending: every answer runs to its max_tokens (for benchmarks that assume so).
+
+And `FaultServer`: a scripted server for what no working server does on
+purpose, each fault the way a broken one shows it: `silent` (accepts and
+never answers), `stall` (lists a model, never answers a completion),
+`huge-event` (one SSE event of hundreds of MB), `nan` (empty answers that
+finish with "NaN happened", as the seed deployment's did) and `no-models`
+(an empty model list).
 
 Also usable by hand (the device run uses it):
     python tests/verify_server.py DIR [--port P] [--device cuda] [--size small|gpu]
-makes the models under DIR and serves them until interrupted.
+makes the models under DIR and serves them until interrupted, and
+    python tests/verify_server.py --fault KIND --port P
+serves one fault.
 """
 
 from __future__ import annotations
@@ -82,23 +100,66 @@ def _swap_to_front(tok, token: str):
     return new
 
 
+def fluent_sequence(tok) -> list[int]:
+    """The `fluent` model's tokens, in order: each distinct token of the corpus once, `.` last, then EOS."""
+    seen: dict[int, None] = {}
+    for sentence in _CORPUS:
+        for token_id in tok.encode(sentence).ids:
+            seen.setdefault(token_id, None)
+    period = tok.token_to_id(".")
+    ids = [i for i in seen if i != period] + [period]
+    return ids + [tok.token_to_id(EOS)]
+
+
+def fluent_length() -> int:
+    """The most tokens a `fluent` answer has before its end of text."""
+    return len(fluent_sequence(_train_tokenizer())) - 1
+
+
+def _set_fluent_weights(model, tok, vocab: int, *, endless: bool = False) -> None:
+    """Greedy decoding then follows fluent_sequence: token -> its successor (any other token -> the first).
+
+    endless: the last text token leads back to the first instead of to the end of text.
+    """
+    import torch
+
+    sequence = fluent_sequence(tok)
+    if endless:
+        sequence = sequence[:-1] + sequence[:1]
+    successor = {a: b for a, b in zip(sequence, sequence[1:])}
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        model.model.embed_tokens.weight.zero_()
+        model.model.embed_tokens.weight[:, :vocab] = torch.eye(vocab)
+        model.lm_head.weight.zero_()
+        for token in range(vocab):
+            model.lm_head.weight[successor.get(token, sequence[0]), token] = 10.0
+
+
 def make_models(root: Path, size: str = "small") -> dict[str, Path]:
-    """Writes the three model directories under root; returns name -> directory."""
+    """Writes the model directories under root; returns name -> directory."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     hidden, inter, layers, heads, kv = SIZES[size]
     base_tok = _train_tokenizer()
-    variants = {"random": base_tok, "bang": _swap_to_front(base_tok, "!"), "silent": base_tok}
+    variants = {"random": base_tok, "bang": _swap_to_front(base_tok, "!"), "silent": base_tok, "fluent": base_tok,
+                "endless": base_tok}
     out = {}
     for name, tok in variants.items():
         directory = root / name
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
         fast.chat_template = CHAT_TEMPLATE
         eos_id = fast.convert_tokens_to_ids(EOS)
+        vocab = tok.get_vocab_size()
+        width = hidden
+        if name in ("fluent", "endless"):  # one-hot embeddings need a hidden size of at least the vocabulary
+            width = max(hidden, -(-vocab // (2 * heads)) * 2 * heads)
         config = LlamaConfig(
-            vocab_size=tok.get_vocab_size(),
-            hidden_size=hidden,
+            vocab_size=vocab,
+            hidden_size=width,
             intermediate_size=inter,
             num_hidden_layers=layers,
             num_attention_heads=heads,
@@ -114,6 +175,8 @@ def make_models(root: Path, size: str = "small") -> dict[str, Path]:
         if name in ("bang", "silent"):
             with torch.no_grad():
                 model.model.norm.weight.zero_()  # every logit 0: greedy picks id 0
+        elif name in ("fluent", "endless"):
+            _set_fluent_weights(model, tok, vocab, endless=name == "endless")
         model.generation_config.eos_token_id = eos_id
         model.generation_config.pad_token_id = eos_id
         model.save_pretrained(directory)
@@ -126,6 +189,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def end_process(proc: subprocess.Popen) -> None:
+    """Terminate a server this file started, and kill it if it does not stop in 20 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class Server:
@@ -157,24 +231,126 @@ class Server:
         raise RuntimeError(f"transformers serve not ready after {timeout:g} s:\n{self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         self._log_fh.close()
+
+
+FAULTS = ("silent", "stall", "huge-event", "nan", "no-models")
+# How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
+HUGE_EVENT_BYTES = 256 << 20
+
+
+def _json_answer(data: dict) -> bytes:
+    body = json.dumps(data).encode()
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+_SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _nan_answer(path: str, stream: bool) -> bytes:
+    """An answer with no text that finishes with "NaN happened" (chat: null content)."""
+    chat = path.endswith("/chat/completions")
+    usage = {"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9}
+    if not stream:
+        choice = {"index": 0, "finish_reason": "NaN happened"}
+        choice.update({"message": {"role": "assistant", "content": None}} if chat else {"text": ""})
+        return _json_answer({"object": "chat.completion" if chat else "text_completion", "choices": [choice], "usage": usage})
+    choice = {"index": 0, "finish_reason": "NaN happened"}
+    choice.update({"delta": {"content": None}} if chat else {"text": ""})
+    events = [{"choices": [choice]}, {"choices": [], "usage": usage}]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return _SSE_HEAD + _chunk(body) + b"0\r\n\r\n"
+
+
+async def _serve_fault(fault: str, port: int) -> None:
+    import asyncio
+
+    listed = [] if fault == "no-models" else [{"id": f"fault-{fault}", "object": "model"}]
+    models = _json_answer({"object": "list", "data": listed})
+
+    async def handle(reader, writer) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request_line = head.split(b"\r\n", 1)[0].decode()
+            method, path = request_line.split(" ")[:2]
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            body = json.loads(await reader.readexactly(length)) if length else {}
+            if fault == "silent" or (fault == "stall" and method == "POST"):
+                await reader.read()  # hold the connection, answer nothing, until the client hangs up
+            elif method == "GET" and path.endswith("/models"):
+                writer.write(models)
+            elif fault == "nan":
+                writer.write(_nan_answer(path, bool(body.get("stream"))))
+            elif fault == "huge-event":
+                writer.write(_SSE_HEAD + _chunk(b'data: {"choices": [{"index": 0, "text": "'))
+                block = _chunk(b"a" * (1 << 20))
+                for _ in range(HUGE_EVENT_BYTES >> 20):
+                    writer.write(block)
+                    await writer.drain()
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass  # the client went away: what the faults are for
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    print(f"ready at http://127.0.0.1:{port}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+class FaultServer:
+    """One fault of FAULTS, served by this file in a child process on 127.0.0.1; stop() ends it."""
+
+    def __init__(self, fault: str):
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}: one of {FAULTS}")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--fault", fault, "--port", str(self.port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            self.stop()
+            raise RuntimeError(f"the {fault} fault server did not start: {line}")
+
+    def stop(self) -> None:
+        end_process(self.proc)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> "FaultServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("dir", type=Path)
+    parser.add_argument("dir", type=Path, nargs="?")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for transformers serve")
+    parser.add_argument("--fault", choices=FAULTS, help="serve this fault instead of the models")
     args = parser.parse_args()
+    if args.fault:
+        import asyncio
+
+        asyncio.run(_serve_fault(args.fault, args.port))
+        return 0
+    if args.dir is None:
+        parser.error("give DIR (where the models are made), or --fault")
     models = make_models(args.dir, args.size)
     print(json.dumps({k: str(v) for k, v in models.items()}), flush=True)
     server = Server(args.port, args.dir / "server.log", args.device, args.serve_arg)

@@ -1,7 +1,9 @@
 """The `blackwell-stack` command line: one subcommand group per concern.
 
 Each module in COMMAND_MODULES has `register(subparsers)`, which adds its
-parsers and sets `func(args) -> int` on them. Exit codes: errors.ExitCode.
+parsers and sets `func(args) -> int` on them. Exit codes: errors.ExitCode,
+listed in `--help`. A StackError is printed as its message and hint, never as
+a traceback; so is an operating-system error (a full disk, a vanished file).
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import argparse
 import importlib
 import sys
 
-from blackwell_stack import __version__
-from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack import __version__, output, proc
+from blackwell_stack.errors import ExitCode, StackError, exit_codes_help
 
 COMMAND_MODULES = (
     "blackwell_stack.plan",  # plan: the main job
@@ -28,8 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="blackwell-stack",
         description="Pin, build, check and verify SGLang + Qwen3.5-397B-A17B-NVFP4 on SM120 with CUDA 13.",
+        epilog=exit_codes_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"blackwell-stack {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show every external command before it runs ($ ...)")
+    parser.add_argument("--wide", dest="wide_tables", action="store_true",
+                        help="print table rows whole on one line instead of wrapping them to the terminal width")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -38,8 +45,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    with output.pipe_safe_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse has printed
+        return exc.code if isinstance(exc.code, int) else int(ExitCode.USAGE)
+    except StackError as exc:  # a data file a command reads for its help text
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.code)
+    proc.set_verbose(args.verbose)
+    # A command's own --wide (plan, pins show) means the same as the global one.
+    output.set_wide(args.wide_tables or bool(getattr(args, "wide", False)))
     try:
         return int(args.func(args) or 0)
     except StackError as exc:
@@ -47,9 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return int(ExitCode.OK)
+        return int(ExitCode.INTERRUPTED)
+    except OSError as exc:
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"error: {exc.strerror or exc}{where}\n  hint: check that path (its permissions, and the free space of its disk)",
+              file=sys.stderr)
+        return int(ExitCode.USAGE)
+    finally:
+        proc.set_verbose(False)
+        output.set_wide(False)
 
 
 if __name__ == "__main__":

@@ -8,24 +8,53 @@ traceback for a StackError.
 from __future__ import annotations
 
 import enum
+import textwrap
 
 
 class ExitCode(enum.IntEnum):
+    """One code per kind of failure, the same in every command (listed in `--help`)."""
+
     OK = 0
-    # A check ran and found a problem (doctor fail, smoke verdict, diff found).
+    # A check ran and found a problem: doctor fail, smoke verdict, broken bench
+    # answers, rules that refuse a configuration, a wheel diff or inspect error,
+    # and a server under test that is down or answers wrongly.
     CHECK_FAILED = 1
-    # The command line or an input file is wrong.
+    # The command line or a file the user named is wrong, or an output cannot be written.
     USAGE = 2
-    # A pins/profile/recipe data file is malformed.
+    # A data file of the project (pins, profile, recipe, rules, flag table) is malformed.
     BAD_DATA = 3
-    # Network or registry trouble (index unreachable, download failed).
+    # A package index or a download could not be reached.
     NETWORK = 4
-    # A downloaded or vendored file does not match its pinned hash.
+    # A downloaded or vendored file does not match its pin.
     HASH_MISMATCH = 5
-    # The toolchain is wrong for the job (old cmake, CUDA 12 nvcc, wrong torch).
+    # A tool is missing or wrong for the job (nix, cmake, nvcc, torch).
     TOOLCHAIN = 6
-    # An external build or process failed.
+    # An external build or program failed.
     BUILD_FAILED = 7
+    # Ctrl-C.
+    INTERRUPTED = 130
+
+
+EXIT_CODE_HELP = {
+    ExitCode.OK: "success",
+    ExitCode.CHECK_FAILED: "a check found a problem (doctor, smoke, bench, serve check, inspect, wheel diff), "
+    "including a server under test that is down or answers wrongly",
+    ExitCode.USAGE: "bad command line or input file, or an output that cannot be written",
+    ExitCode.BAD_DATA: "a data file of the project (pins, profile, recipe, rules) is malformed",
+    ExitCode.NETWORK: "a package index or a download could not be reached",
+    ExitCode.HASH_MISMATCH: "a file does not match its pin",
+    ExitCode.TOOLCHAIN: "a tool is missing or wrong (nix, cmake, nvcc, torch)",
+    ExitCode.BUILD_FAILED: "an external build or program failed",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+def exit_codes_help() -> str:
+    """The exit code table for `--help`."""
+    lines = ["exit codes:"]
+    for code, text in EXIT_CODE_HELP.items():
+        lines += textwrap.wrap(text, 78, initial_indent=f"  {int(code):<5}", subsequent_indent=" " * 7)
+    return "\n".join(lines)
 
 
 class StackError(Exception):
@@ -54,7 +83,7 @@ class DataError(StackError):
 
     code = ExitCode.BAD_DATA
 
-    def __init__(self, path, entry: str | None, field: str | None, problem: str, hint: str | None = None):
+    def __init__(self, path: object, entry: str | None, field: str | None, problem: str, hint: str | None = None):
         where = str(path)
         if entry:
             where += f": entry {entry!r}"
@@ -80,3 +109,9 @@ class ToolchainError(StackError):
 
 class BuildError(StackError):
     code = ExitCode.BUILD_FAILED
+
+
+class CheckFailed(StackError):
+    """A check could not pass: the thing checked (a server, a host) is broken or unreachable."""
+
+    code = ExitCode.CHECK_FAILED

@@ -1,14 +1,54 @@
-"""Writes that leave nothing half-written behind."""
+"""Writes that leave nothing half-written behind, with the modes a user expects.
+
+Every file the CLI writes goes through `atomic_file`: it is written beside its
+destination and renamed into place only when complete. A file that replaces
+another keeps that file's mode; a new one gets 0666 less the umask, as any
+program's new file does. Outputs named on the command line are checked with
+`check_output_path` before the work that produces them starts, so a sweep or a
+download is not wasted on a path that cannot be written.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from blackwell_stack.errors import StackError
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (/proc/self/status)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: Path) -> int:
+    """The replaced file's own mode, or what a new file gets under the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def write_error(path: Path, exc: OSError) -> StackError:
+    """A StackError for an OSError met while writing `path`, saying what to do."""
+    reason = exc.strerror or str(exc)
+    return StackError(f"cannot write {path}: {reason}",
+                      f"write to a path in a directory you can write to ({path.parent} is not usable)")
 
 
 @contextlib.contextmanager
@@ -16,19 +56,30 @@ def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[IO[bytes]]:
     """A binary file that appears at `path` only if the `with` block completes.
 
     It is written beside `path` and renamed into place; on any exception the
-    temporary file is removed and `path` is left as it was.
+    temporary file is removed and `path` is left as it was. Failures to create,
+    flush or rename it become a StackError naming the path.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+            try:
+                fh.flush()
+                os.fsync(fh.fileno())
+                os.fchmod(fh.fileno(), _mode_for(path))
+            except OSError as exc:
+                raise write_error(path, exc) from None
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise write_error(path, exc) from None
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
@@ -41,3 +92,31 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_write_json(path: str | Path, data: Any) -> None:
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     atomic_write_bytes(path, text.encode())
+
+
+def check_output_path(path: str | Path, option: str) -> Path:
+    """Refuse, before any work, an output path that cannot be written.
+
+    `option` names where the path came from (`--out`) for the message. The
+    directory is probed by creating and removing a temporary file in it: the
+    only test that also holds for read-only mounts and for root.
+    """
+    path = Path(path)
+    hint = f"pass {option} a file path in a directory you can write to"
+    if path.is_dir():
+        raise StackError(f"{option} {path} is a directory", hint)
+    parent = path.parent
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise StackError(f"{option} {path}: {existing} is not a directory", hint)
+    # Where the file, or the first directory atomic_file has to create, will be made.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=existing)
+    except OSError as exc:
+        raise StackError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc})", hint) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return path

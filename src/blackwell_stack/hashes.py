@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
@@ -14,11 +15,14 @@ _SRI_RE = re.compile(r"^sha256-([A-Za-z0-9+/]{43}=)$")
 _HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | Path, chunk: int = 1 << 20, *, progress: Callable[[int], None] | None = None) -> str:
+    """Hex sha256 of a file; progress(n) after each block read, when given."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(chunk):
             h.update(block)
+            if progress:
+                progress(len(block))
     return h.hexdigest()
 
 

@@ -9,6 +9,7 @@ the checkout this module was imported from (an editable install).
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
@@ -40,11 +41,38 @@ def data_path(*parts: str) -> Path:
     return repo_root().joinpath(*parts)
 
 
+CACHE_HINT = "set BLACKWELL_STACK_CACHE to a directory you can write to"
+
+
 def cache_dir(*parts: str) -> Path:
-    """The user cache directory for big downloads ($XDG_CACHE_HOME/blackwell-stack)."""
+    """The user cache directory for big downloads ($XDG_CACHE_HOME/blackwell-stack), made if missing.
+
+    A cache that cannot be used (a file in the way, a read-only directory) is
+    a StackError naming it, with the variable that moves it.
+    """
     base = os.environ.get("BLACKWELL_STACK_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "blackwell-stack"
     )
     path = Path(base).joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StackError(f"cannot use the cache directory {path}: {exc.strerror or exc}", CACHE_HINT) from None
+    _check_writable_once(path)
     return path
+
+
+_writable: set[Path] = set()
+
+
+def _check_writable_once(path: Path) -> None:
+    """Probe a cache directory once per process by creating a file in it (the test that holds for root too)."""
+    if path in _writable:
+        return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+    except OSError as exc:
+        raise StackError(f"the cache directory {path} is not writable: {exc.strerror or exc}", CACHE_HINT) from None
+    os.close(fd)
+    os.unlink(probe)
+    _writable.add(path)

@@ -13,8 +13,6 @@ from blackwell_stack import output
 from blackwell_stack.plan_model import PlanSection
 
 PLAN_VERSION = 1
-# Table cells longer than this are cut in the human output; --json has them whole.
-CELL_WIDTH = 72
 
 # Order of the sections in the plan; each module has plan_section().
 SECTION_MODULES = (
@@ -65,7 +63,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--stack", default=None, metavar="NAME",
                    help="the serving stack to show (default: the default stack; `all` for every stack)")
+    p.add_argument("--wide", action="store_true", help="print table rows whole instead of fitting them to the terminal")
     p.set_defaults(func=run)
+
+
+def checked_cell(item: dict) -> str:
+    """The `checked` column: NO for an unverified value, else what checked it ('-': no claim beyond the source)."""
+    if not item["verified"]:
+        return "NO (unverified)"
+    return item.get("checked_by") or "-"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,21 +79,28 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         output.dump_json(plan)
         return 0
-    print(f"blackwell-stack plan: {plan['target']}")
+    output.paragraph(f"blackwell-stack plan: {plan['target']}")
     for sec in plan["sections"].values():
         output.heading(sec["title"])
-        if sec["items"]:
+        shown = [i for i in sec["items"] if args.wide or not i.get("detail")]
+        if shown:
             output.table(
-                ["item", "value", "source", "verified"],
-                [[i["name"], i["value"], i["source"], i["verified"]] for i in sec["items"]],
-                max_width=CELL_WIDTH,
+                ["item", "value", "source", "checked"],
+                [[i["name"], i["value"], i["source"], checked_cell(i)] for i in shown],
             )
+        hidden = len(sec["items"]) - len(shown)
+        if hidden:
+            output.paragraph(f"({hidden} more rows, one per locked file: `plan --wide` or `plan --json` lists them)",
+                             indent="  ")
         for cmd in sec["commands"]:
             print(f"  $ {cmd}")
-    print("\n(long cells are cut; `blackwell-stack plan --json` has every value and source whole)")
     output.heading("Unverified")
     if not plan["unverified"]:
         print("every pin is verified")
     for u in plan["unverified"]:
-        print(f"  [{u['section']}] {u['name']}: {u['note']}")
+        output.paragraph(f"[{u['section']}] {u['name']}: {u['note']}", indent="  ")
+    print()
+    output.paragraph("checked: what checked a value on this project's machines (a hash computed here, PyPI's own "
+                     "sha256); 'not checked here' is a value only its source vouches for, or one that needs the GPU "
+                     "host (`blackwell-stack doctor` checks that there). `plan --json` has every value whole.")
     return 0

@@ -8,7 +8,7 @@ symbol in C++ (c++filt), shows the torch symbol with the same name and
 another signature (the usual cause: built against another torch), and
 compares the CUDA runtime majors of both sides.
 
-Known case (FACTS 2): sgl-kernel 0.3.21 from PyPI needs
+Known case (docs/reference-deployment.md#kernel-abi): sgl-kernel 0.3.21 from PyPI needs
 c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool);
 torch 2.10 changed the 4th parameter to unsigned int.
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from blackwell_stack.doctor import demangle, elf, inspection, linkage, remote_zip, wheelzip
 from blackwell_stack.errors import StackError
+from blackwell_stack.progress import Progress
 
 REBUILD_FIX = "rebuild sgl-kernel against this torch: `nix build .#sgl-kernel-wheel` or `blackwell-stack kernel build`"
 
@@ -99,9 +100,11 @@ def _python() -> str:
 
 
 def _collect(side: Side, source, names: list[str], *, want: str) -> None:
-    for name in names:
-        with source.open_elf(name) as (e, _path):
-            _add_elf(side, name, e, want=want)
+    with Progress(f"reading the symbol tables of {len(names)} torch libraries", len(names), unit="libraries") as bar:
+        for name in names:
+            with source.open_elf(name) as (e, _path):
+                _add_elf(side, name, e, want=want)
+            bar.advance()
 
 
 def _add_elf(side: Side, name: str, e: elf.ElfFile, *, want: str) -> None:
@@ -126,7 +129,9 @@ def load_kernel(spec: str, environment=None) -> Side:
         from blackwell_stack.download import download  # the whole kernel wheel: every library matters
         from blackwell_stack.paths import cache_dir
 
-        dist_name = _PYPI_SPEC.match(spec).group(1)
+        spec_match = _PYPI_SPEC.match(spec)
+        assert spec_match is not None  # _pypi_remote() matched it
+        dist_name = spec_match.group(1)
         dest = cache_dir("pypi", dist_name.lower(), remote.filename.split("-")[1]) / remote.filename
         if not (dest.is_file() and dest.stat().st_size == remote.size):
             download(remote.url, dest, expected_sha256=remote.sha256)
@@ -136,7 +141,7 @@ def load_kernel(spec: str, environment=None) -> Side:
         path, version = _installed_dir("sgl-kernel", "sgl_kernel", environment)
         spec = str(path)
     # The same per-library reports as `inspect`, read in parallel.
-    report = inspection.inspect_path(spec, reader="own")
+    report = inspection.inspect_path(spec, reader="own", check_record=False)
     side = Side(label=report["path"], version=version or (report["distribution"] or {}).get("version"))
     files = [f for f in report["files"] if not f["error"]]
     if report["errors"]:
@@ -194,10 +199,12 @@ def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
         if not names:
             raise StackError(f"{remote.filename} has no torch/lib libraries", "is this a torch wheel?")
         side.libraries = sorted(n.rsplit("/", 1)[-1] for n in names)
-        for name in names:
-            path = wheel.fetch_member(name)
-            with wheelzip.map_file(path) as buf:
-                _add_elf(side, name, elf.parse(buf, f"{remote.filename}:{name}"), want="defined")
+        paths = [wheel.fetch_member(name) for name in names]  # each fetch shows its own download progress
+        with Progress(f"reading the symbol tables of {len(names)} torch libraries", len(names), unit="libraries") as bar:
+            for name, path in zip(names, paths):
+                with wheelzip.map_file(path) as buf:
+                    _add_elf(side, name, elf.parse(buf, f"{remote.filename}:{name}"), want="defined")
+                bar.advance()
     return side
 
 

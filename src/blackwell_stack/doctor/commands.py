@@ -6,6 +6,7 @@ import argparse
 import time
 
 from blackwell_stack import output
+from blackwell_stack.argtypes import positive_int
 from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, wheeldiff
 from blackwell_stack.errors import ExitCode
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--reader", choices=inspection.READERS, default="auto",
                    help="fatbin reader: auto (own reader, checked against cuobjdump when installed), own, cuobjdump")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPUs, at most 4)")
+    p.add_argument("--jobs", type=positive_int, default=None, help="worker processes (default: CPUs, at most 4)")
     p.set_defaults(func=run_inspect)
 
     d = sub.add_parser("doctor", help="check this host and Python environment for the stack (ok / warn / fail)")
@@ -37,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--torch", default=abi.ENV,
                    help="torch: a wheel, torch/lib, `env` (installed) or `pypi:torch==2.10.0` (range reads, cached)")
     a.add_argument("--json", dest="abi_json", action="store_true", help="print JSON instead of text")
+    # Also accepted after `abi` (its own hints say so); SUPPRESS keeps `doctor --python X abi` working too.
+    a.add_argument("--python", default=argparse.SUPPRESS,
+                   help="resolve `env` in this interpreter's environment (a venv's bin/python)")
     a.set_defaults(func=run_abi)
 
     w = sub.add_parser("wheel", help="wheel tools")
@@ -88,6 +92,10 @@ def print_inspect(report: dict) -> None:
     libs = ", ".join(report["torch_libraries"]) or "none"
     print(f"torch:        {report['torch_symbols']} symbols from {libs}")
     print(f"fatbin check: {'cuobjdump ' + report['cuobjdump'] if report['cuobjdump'] else 'own reader only'}")
+    record = report.get("record")
+    if record:
+        verdict = "every file matches" if record["ok"] else "DISAGREES with the files (see the errors below)"
+        print(f"RECORD:       {record['checked']} files checked by sha256 and size; {verdict}")
     for f in report["files"]:
         if f.get("relocatable"):
             print(f"relocatable:  {f['name']}: {', '.join(f['relocatable'])} (device-link inputs, never loaded as is)")

@@ -13,9 +13,11 @@ import importlib.metadata
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from blackwell_stack import proc
+from blackwell_stack.errors import StackError
 
 _ENTRY = re.compile(r"^(ELF|PTX) file\s+\d+:\s+(\S+)$")
 _ARCH = re.compile(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)$")
@@ -49,8 +51,8 @@ def find() -> str | None:
 
 def version(binary: str) -> str | None:
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        out = proc.run([binary, "--version"], check=False, timeout=30).stdout
+    except StackError:
         return None
     m = re.search(r"release ([\d.]+)", out)
     return m.group(1) if m else None
@@ -63,16 +65,15 @@ class CuobjdumpError(Exception):
 def list_entries(binary: str, path: str | Path, timeout: float = 600) -> Listing:
     """Architectures of the cubins and PTX in path, as cuobjdump lists them (in file order, with repeats)."""
     try:
-        result = subprocess.run(
-            [binary, "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True, timeout=timeout
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CuobjdumpError(f"{binary} failed on {path}: {exc}") from None
+        result = proc.run([binary, "--list-elf", "--list-ptx", str(path)], check=False, timeout=timeout)
+    except StackError as exc:
+        raise CuobjdumpError(f"{binary} failed on {path}: {exc.message}") from None
     if "does not contain device code" in result.stderr + result.stdout:
         return Listing([], [])
     if result.returncode != 0:
         raise CuobjdumpError(f"cuobjdump exited {result.returncode} on {path}: {result.stderr.strip()[-300:]}")
-    cubin, ptx = [], []
+    cubin: list[str] = []
+    ptx: list[str] = []
     for line in result.stdout.splitlines():
         m = _ENTRY.match(line.strip())
         if not m:

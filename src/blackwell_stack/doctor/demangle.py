@@ -7,7 +7,9 @@ correct, only less readable.
 from __future__ import annotations
 
 import shutil
-import subprocess
+
+from blackwell_stack import proc
+from blackwell_stack.errors import StackError
 
 
 def available() -> bool:
@@ -21,8 +23,8 @@ def demangle(names: list[str]) -> dict[str, str]:
     if not names or tool is None:
         return {n: n for n in names}
     try:
-        result = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+        result = proc.run([tool], input="\n".join(names) + "\n", check=False, timeout=60)
+    except StackError:
         return {n: n for n in names}
     lines = result.stdout.splitlines()
     if result.returncode != 0 or len(lines) != len(names):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from blackwell_stack.errors import StackError
 
@@ -98,7 +99,7 @@ class ElfFile:
     """A parsed ELF image; `data` stays referenced for section reads."""
 
     label: str
-    data: object = field(repr=False)
+    data: Any = field(repr=False)  # bytes or an mmap
     bits: int = 64
     little_endian: bool = True
     elf_type: int = 0

@@ -12,15 +12,14 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+from blackwell_stack import proc
 from blackwell_stack.doctor import abi, elf, linkage, wheelzip
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
 
-PINNED_TORCH_FALLBACK = "2.12.1"  # the default stack's torch (stacks/stable/uv.lock), when the data cannot be read
 TARGET_CUDA_MAJOR = 13
 
 
@@ -35,17 +34,19 @@ class Environment:
             self.version = sys.version.split()[0]
         elif python:
             try:
-                r = subprocess.run(
+                r = proc.run(
                     [python, "-c", "import sys, json; print(json.dumps([sys.version.split()[0], sys.path]))"],
-                    capture_output=True, text=True, timeout=60,
+                    check=False, timeout=60,
                 )
-            except OSError as exc:
-                raise StackError(
-                    f"cannot run {python}: {exc.strerror or exc}", "pass the path of a python binary"
-                ) from None
+            except StackError as exc:
+                raise StackError(f"cannot run --python {python}: {exc.message}", "pass the path of a python binary") from None
             if r.returncode != 0:
-                raise StackError(f"{python} failed: {r.stderr.strip()[-300:]}", "pass the path of a working python")
-            self.version, paths = json.loads(r.stdout)
+                raise StackError(f"--python {python} failed: {r.stderr.strip()[-300:]}", "pass the path of a working python")
+            try:
+                self.version, paths = json.loads(r.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError, TypeError):
+                raise StackError(f"--python {python} did not answer like a Python interpreter: {r.stdout.strip()[-200:]!r}",
+                                 "pass the path of a python binary (a venv's bin/python)") from None
         else:
             self.version, paths = sys.version.split()[0], list(sys.path)
         self.paths = [str(p) for p in paths if p and Path(p).is_dir()]
@@ -64,13 +65,11 @@ def _normalize(name: str) -> str:
 
 
 def pinned_torch() -> str:
-    """The torch of the default stack's lock (stacks/<default>/uv.lock)."""
-    try:
-        from blackwell_stack.stacks import model
+    """The torch of the default stack's lock (stacks/<default>/uv.lock), read through the stacks loader
+    (a StackError naming the file and the fix when it cannot be read)."""
+    from blackwell_stack.stacks import model
 
-        return model.load(model.default_name()).versions()["torch"]
-    except (StackError, OSError, KeyError, ValueError):
-        return PINNED_TORCH_FALLBACK
+    return model.load(model.default_name()).versions()["torch"]
 
 
 def torch_cuda(dist) -> tuple[str | None, int | None, Path | None]:
@@ -120,14 +119,18 @@ def kernel_library_for(cc: str, names: list[str]) -> list[str]:
 
 def checks(env: Environment, *, gpu_cc: str | None, target_cc: str = "12.0") -> list[Check]:
     out: list[Check] = [Check("python", "interpreter", OK, f"{env.python} ({env.version})")]
+    try:
+        pin = pinned_torch()
+    except StackError as exc:
+        out.append(Check("python", "torch pin", FAIL, "unreadable", exc.message, exc.hint))
+        pin = "(the pinned version: see the error above)"
     torch = env.get("torch")
     torch_lib = None
     if torch is None:
         out.append(Check("python", "torch", FAIL, "not installed", f"no torch in {env.python}",
-                         f"install torch {pinned_torch()} (or pass --python of the serving venv)"))
+                         f"install torch {pin} (or pass --python of the serving venv)"))
     else:
         cuda_version, runtime, torch_lib = torch_cuda(torch)
-        pin = pinned_torch()
         value = f"{torch.version} (CUDA {cuda_version or 'none'})"
         if cuda_version is None or torch_lib is None or not (torch_lib / "libc10_cuda.so").is_file():
             out.append(Check("python", "torch", FAIL, value, "a CPU-only torch: no CUDA libraries in torch/lib",
@@ -190,10 +193,15 @@ def _arch_check(kdir: Path, version: str, cc: str, is_target: bool) -> Check:
         return Check("python", "sgl-kernel architectures", WARN, version, f"no common_ops library in {kdir}", None)
     from blackwell_stack.doctor import fatbin
 
-    missing, found = [], set()
+    missing: list[str] = []
+    found: set[str] = set()
     for name in libs:
-        with source.open_elf(name) as (e, _):
-            entries = fatbin.fatbin_entries(e)
+        try:
+            with source.open_elf(name) as (e, _):
+                entries = fatbin.fatbin_entries(e)
+        except StackError as exc:
+            return Check("python", "sgl-kernel architectures", FAIL, version, exc.message,
+                         exc.hint or "reinstall sgl-kernel")
         found.update(x.arch for x in entries)
         if not any(arch_runs_on(x.arch, cc, ptx=x.kind == "ptx") for x in entries):
             missing.append(name)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blackwell_stack import proc
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
+from blackwell_stack.errors import StackError
 
 # CUDA 13.0 needs an R580 driver or newer (CUDA 13.0 release notes, minimum driver 580.65.06 on Linux).
 MIN_DRIVER_MAJOR = 580
@@ -51,9 +52,9 @@ class HostFacts:
 
 def _run(argv: list[str], timeout: float = 30) -> tuple[int, str, str]:
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 127, "", str(exc)
+        r = proc.run(argv, check=False, timeout=timeout)
+    except StackError as exc:
+        return 127, "", exc.message
     return r.returncode, r.stdout, r.stderr
 
 
@@ -229,21 +230,22 @@ def interconnect_check(facts: HostFacts) -> Check:
 
 def build_memory_checks(facts: HostFacts) -> list[Check]:
     """How many sgl-kernel compile jobs fit, by the kernel area's measured rule (kernel/jobs.py, recipe.json)."""
-    import json
-
-    from blackwell_stack.errors import StackError
     from blackwell_stack.kernel import jobs
-    from blackwell_stack.paths import data_path
+    from blackwell_stack.kernel import recipe as kernel_recipe
 
     name = "memory for a kernel build"
     swap_gib = (facts.swap_total_kib or 0) / (1 << 20)
     try:
-        recipe = json.loads(data_path("pkgs", "sgl-kernel", "recipe.json").read_text())
-        rule = jobs.rule_from_recipe(recipe)
+        # The recipe's own loader validates it: the same data `kernel recipe` accepts or rejects.
+        rule = jobs.rule_from_recipe(kernel_recipe.load())
+    except StackError as exc:
+        return [Check("build", name, FAIL, "unknown", f"cannot read the build memory rule: {exc.message}",
+                      exc.hint or "restore pkgs/sgl-kernel/recipe.json from the repository")]
+    try:
         build_host = jobs.read_host()
-    except (StackError, OSError, KeyError, ValueError) as exc:
-        return [Check("build", name, WARN, "unknown", f"cannot apply the build memory rule: {exc}",
-                      "run `blackwell-stack kernel build` from a checkout; it plans the jobs itself")]
+    except (OSError, ValueError) as exc:
+        return [Check("build", name, WARN, "unknown", f"cannot read this host's memory: {exc}",
+                      "`blackwell-stack kernel build` plans the jobs itself")]
     avail_gib = build_host.available_mib / 1024
     value = f"{avail_gib:.0f} GiB available, {swap_gib:.0f} GiB swap, {build_host.cores} CPUs"
     per_job = f"{rule.per_thread_peak_mib / 1024:.1f} GiB per nvcc job (measured, pkgs/sgl-kernel/recipe.json)"

@@ -5,19 +5,26 @@ major, 12 or 13), the torch libraries and torch symbols it needs, and the
 CUDA architectures of its embedded cubins and PTX. The fatbin reader in
 fatbin.py always runs; cuobjdump, when present, runs too and the two must
 agree. Big wheels are read member by member in parallel worker processes.
+
+A wheel's RECORD is checked too (wheelrecord.py): every member against the
+sha256 and size the wheel lists for it. The ELF members are hashed by the
+workers that read them anyway, so the check costs little more than reading
+the rest. A disagreement is an error of the report.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import multiprocessing
 import os
 import platform
 from dataclasses import asdict, dataclass, field
 
 from blackwell_stack.doctor import cuobjdump as cuobjdump_tool
-from blackwell_stack.doctor import elf, fatbin, linkage, wheelzip
+from blackwell_stack.doctor import elf, fatbin, linkage, wheelrecord, wheelzip
 from blackwell_stack.errors import StackError, ToolchainError
+from blackwell_stack.progress import Progress
 
 READERS = ("auto", "own", "cuobjdump")
 
@@ -43,6 +50,7 @@ class ElfReport:
     fatbin_entries: int = 0
     relocatable: list[str] = field(default_factory=list)  # archs in __nv_relfatbin (device-link inputs only)
     build_id: str | None = None
+    sha256: str | None = None  # of the member's bytes (wheel members: for the RECORD check)
     cuobjdump: dict | None = None  # {"cubin": [...], "ptx": [...], "agrees": bool}
     error: str | None = None
 
@@ -82,6 +90,8 @@ def inspect_member(kind: str, root: str, name: str, size: int, cuobjdump_binary:
     try:
         with wheelzip.open_member_elf(kind, root, name, need_path=cuobjdump_binary is not None) as (e, path):
             rep = report_from_elf(name, size, e)
+            if kind == "wheel":
+                rep.sha256 = hashlib.sha256(e.data).hexdigest()  # bytes or an mmap
             if cuobjdump_binary and rep.fatbin_entries:
                 listing = cuobjdump_tool.list_entries(cuobjdump_binary, path)
                 own_cubin = sorted({cuobjdump_tool.listing_name(a) for a in rep.cubin}, key=fatbin.arch_sort_key)
@@ -111,8 +121,11 @@ def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
     return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
 
 
-def inspect_path(path: str, *, reader: str = "auto", jobs: int | None = None) -> dict:
-    """The report for a wheel, a directory or a single library, as a JSON-ready dict."""
+def inspect_path(path: str, *, reader: str = "auto", jobs: int | None = None, check_record: bool = True) -> dict:
+    """The report for a wheel, a directory or a single library, as a JSON-ready dict.
+
+    check_record: also check a wheel's RECORD against its files (an error of the report when they disagree).
+    """
     if reader not in READERS:
         raise StackError(f"unknown reader {reader!r}", f"use one of {', '.join(READERS)}")
     binary = None
@@ -125,16 +138,42 @@ def inspect_path(path: str, *, reader: str = "auto", jobs: int | None = None) ->
             )
     source = wheelzip.open_source(path)
     members = sorted(source.elf_members, key=lambda m: m.size, reverse=True)
+    if not members and source.kind != "wheel":
+        raise StackError(
+            f"{source.label} holds no ELF file: nothing to inspect",
+            "pass a wheel, an installed package directory with compiled libraries (e.g. site-packages/sgl_kernel), or a .so",
+        )
     jobs = jobs or min(os.cpu_count() or 1, 4)
     total = sum(m.size for m in members)
     args = [(source.kind, str(source.path), m.name, m.size, binary) for m in members]
-    if jobs > 1 and len(members) > 1 and total > _PARALLEL_THRESHOLD:
-        with _pool(jobs) as pool:
-            results = list(pool.map(inspect_member, *zip(*args)))
-    else:
-        results = [inspect_member(*a) for a in args]
+    results = []
+    with Progress(f"inspecting {len(members)} ELF files", total) as bar:
+        if jobs > 1 and len(members) > 1 and total > _PARALLEL_THRESHOLD:
+            with _pool(jobs) as pool:
+                futures = [pool.submit(inspect_member, *a) for a in args]
+                for future in concurrent.futures.as_completed(futures):
+                    results.append(future.result())
+                    bar.advance(results[-1]["size"])
+        else:
+            for a in args:
+                results.append(inspect_member(*a))
+                bar.advance(results[-1]["size"])
     results.sort(key=lambda r: r["name"])
-    return summarize(source, results, binary)
+    report = summarize(source, results, binary)
+    if source.kind == "wheel" and check_record:
+        _check_record(source, results, report)
+    return report
+
+
+def _check_record(source: wheelzip.WheelSource, results: list[dict], report: dict) -> None:
+    """RECORD against the wheel's files; the ELF members' hashes come from the workers that read them."""
+    known = {r["name"]: r["sha256"] for r in results if r.get("sha256")}
+    left = wheelrecord.total_bytes(source.path) - sum(r["size"] for r in results if r.get("sha256"))
+    with Progress("checking RECORD", left) as bar:
+        record = wheelrecord.check(source.path, known=known, progress=bar.advance)
+    report["record"] = record.to_json()
+    for problem in record.problems():
+        report["errors"].append({"name": "RECORD", "error": problem})
 
 
 def summarize(source, results: list[dict], binary: str | None) -> dict:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from blackwell_stack.doctor import envcheck, host
 from blackwell_stack.kernel import recipe as kernel_recipe
+from blackwell_stack.plan_model import PlanItem, PlanSection, not_checked_here
 from blackwell_stack.stacks import model as stacks_model
-from blackwell_stack.plan_model import PlanItem, PlanSection
 
 
 def _pinned_versions() -> dict[str, str]:
     """sglang, flashinfer and torch as the default stack's lock has them."""
     return stacks_model.load(stacks_model.default_name()).versions()
+
+
+DOCS = "docs/reference-deployment.md"
+ON_THE_HOST = not_checked_here("`doctor` on the GPU host")
 
 
 def plan_section() -> PlanSection:
@@ -20,25 +24,30 @@ def plan_section() -> PlanSection:
     s = PlanSection(key="doctor", title="Host checks (doctor)")
     s.items = [
         PlanItem("NVIDIA driver", f">= {host.MIN_DRIVER_MAJOR} (CUDA 13); reference host 590.48.01",
-                 source="CUDA 13.0 minimum driver; docs/reference-deployment.md"),
+                 source=f"CUDA 13.0 release notes; {DOCS}#target", checked_by=ON_THE_HOST),
         PlanItem("GPUs", f"{host.TARGET_GPUS} x NVIDIA RTX PRO 6000 Blackwell Server Edition (--tp {host.TARGET_GPUS})",
-                 source="docs/reference-deployment.md"),
-        PlanItem("compute capability", f"{host.TARGET_CC} on every GPU (sm_120a code)", source="docs/reference-deployment.md"),
+                 source=f"{DOCS}#target", checked_by=ON_THE_HOST),
+        PlanItem("compute capability", f"{host.TARGET_CC} on every GPU (sm_120a code)", source=f"{DOCS}#target",
+                 checked_by=ON_THE_HOST),
         PlanItem("interconnect", "PCIe only: --disable-custom-all-reduce stays on",
-                 source="nvidia-smi topo -m; sglang #4814, #25649"),
-        PlanItem("torch", f"{torch_pin} (CUDA {envcheck.TARGET_CUDA_MAJOR})", source="the default stack's uv.lock"),
+                 source=f"nvidia-smi topo -m; sglang #4814, #25649 ({DOCS}#custom-all-reduce)", checked_by=ON_THE_HOST),
+        PlanItem("torch", f"{torch_pin} (CUDA {envcheck.TARGET_CUDA_MAJOR})", source="the default stack's uv.lock",
+                 checked_by=ON_THE_HOST),
         PlanItem("sgl-kernel ABI", f"every torch symbol of sgl-kernel resolves in torch {torch_pin}; "
                  f"both link CUDA runtime {envcheck.TARGET_CUDA_MAJOR}",
-                 source="doctor abi (dynamic symbol tables); the PyPI sgl-kernel 0.3.21 fails this on torch >= 2.10"),
+                 source=f"doctor abi (dynamic symbol tables); the PyPI sgl-kernel 0.3.21 fails this on torch >= 2.10 "
+                 f"({DOCS}#kernel-abi)", checked_by=ON_THE_HOST),
         PlanItem("sgl-kernel architectures", "sgl_kernel/sm100/common_ops carries sm_120a cubins",
-                 source="inspect (fatbin headers, checked against cuobjdump)"),
+                 source=f"inspect (fatbin headers, checked against cuobjdump); {DOCS}#target-architectures",
+                 checked_by=ON_THE_HOST),
         PlanItem("flashinfer", f"flashinfer-python == flashinfer-cubin == {runtime['flashinfer']}",
-                 source="the default stack's uv.lock; flashinfer PR #2716"),
+                 source=f"the default stack's uv.lock; flashinfer PR #2716 ({DOCS}#fp4-gemm-backend)", checked_by=ON_THE_HOST),
         PlanItem("sglang", f"{runtime['sglang']} (its torch/flashinfer pins overridden by the stack's pyproject.toml)",
-                 source="the default stack's uv.lock"),
+                 source=f"the default stack's uv.lock; {DOCS}#what-sglang-requires", checked_by=ON_THE_HOST),
         PlanItem("memory for a kernel build",
                  f"one nvcc job per {job_peak_mib} MiB available (swap not counted); MAX_JOBS capped to what fits",
-                 source="pkgs/sgl-kernel/recipe.json memory (measured); kernel/jobs.py"),
+                 source=f"pkgs/sgl-kernel/recipe.json memory (measured); kernel/jobs.py; {DOCS}#build-memory",
+                 checked_by="measured on a GPU machine (benchmarks/kernel-compile-memory/)"),
     ]
     s.commands = [
         "blackwell-stack doctor --python /path/to/venv/bin/python",

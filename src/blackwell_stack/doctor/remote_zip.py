@@ -12,8 +12,6 @@ sha256 and the member name, and checked by the zip's CRC-32 on the way in.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import urllib.parse
 import zipfile
 import zlib
@@ -23,6 +21,7 @@ from pathlib import Path
 from blackwell_stack import pypi
 from blackwell_stack.download import open_url
 from blackwell_stack.errors import NetworkError, StackError
+from blackwell_stack.fileio import atomic_file
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.progress import Progress
 
@@ -81,6 +80,7 @@ class HttpRangeFile(io.RawIOBase):
             return 0
         if self._resp is None or self._resp_pos != self._pos:
             self._open()
+        assert self._resp is not None  # _open() set it
         n = self._resp.readinto(buf)
         if not n:
             raise NetworkError(f"{self.url}: the server closed the connection at byte {self._pos} of {self.size}")
@@ -144,19 +144,14 @@ class RemoteWheel:
         dest = self.cached_path(name)
         if dest.is_file() and dest.stat().st_size == info.file_size:
             return dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         try:
-            with os.fdopen(fd, "wb") as out, self._zip.open(info) as src:
+            # Written beside dest and renamed into place only when whole (the same writer as every other file).
+            with atomic_file(dest, suffix=".part") as out, self._zip.open(info) as src:
                 with Progress(f"{name} from {self.label}", info.file_size) as bar:
                     while block := src.read(4 << 20):
                         out.write(block)
                         bar.advance(len(block))
-            # ZipExtFile has checked the CRC-32 at the end of the member.
-            os.replace(tmp, dest)
+                # ZipExtFile has checked the CRC-32 at the end of the member.
         except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
             raise StackError(f"{self.label}: member {name} is corrupt ({exc})", "try again later") from None
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         return dest

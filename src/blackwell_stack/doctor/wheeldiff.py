@@ -26,6 +26,7 @@ from pathlib import Path
 from blackwell_stack.doctor import elf, wheelzip
 from blackwell_stack.errors import StackError
 from blackwell_stack.hashes import sha256_file
+from blackwell_stack.progress import Progress
 
 CLASSES = ("zip-metadata", "record", "build-id", "build-paths", "content", "only-in-a", "only-in-b")
 SEVERITY = {c: i for i, c in enumerate(CLASSES)}
@@ -137,22 +138,29 @@ def _path_only_difference(a: bytes, b: bytes) -> list[bytes] | None:
 
 def diff(path_a: str | Path, path_b: str | Path) -> dict:
     path_a, path_b = Path(path_a), Path(path_b)
-    sha_a, sha_b = _sha(path_a), _sha(path_b)
+    for p in (path_a, path_b):
+        if not p.is_file():
+            raise StackError(f"{p} does not exist or is not a file", "pass two wheel files")
+    with Progress("hashing both wheels", path_a.stat().st_size + path_b.stat().st_size) as bar:
+        sha_a, sha_b = sha256_file(path_a, progress=bar.advance), sha256_file(path_b, progress=bar.advance)
     result = {"a": str(path_a), "b": str(path_b), "sha256_a": sha_a, "sha256_b": sha_b}
     if sha_a == sha_b:
         return {**result, "identical": True, "verdict": "identical", "members": [], "classes": {}}
     with wheelzip.open_zip(path_a) as za, wheelzip.open_zip(path_b) as zb:
         infos_a = {i.filename: i for i in za.infolist()}
         infos_b = {i.filename: i for i in zb.infolist()}
-        members = []
+        members: list[dict] = []
         for name in sorted(infos_a.keys() - infos_b.keys()):
             members.append({"name": name, "class": "only-in-a", "detail": f"{infos_a[name].file_size} bytes"})
         for name in sorted(infos_b.keys() - infos_a.keys()):
             members.append({"name": name, "class": "only-in-b", "detail": f"{infos_b[name].file_size} bytes"})
-        for name in sorted(infos_a.keys() & infos_b.keys()):
-            entry = _compare_member(za, zb, infos_a[name], infos_b[name], path_a, path_b)
-            if entry:
-                members.append(entry)
+        common = sorted(infos_a.keys() & infos_b.keys())
+        with Progress(f"comparing {len(common)} members", sum(infos_a[n].file_size for n in common)) as bar:
+            for name in common:
+                entry = _compare_member(za, zb, infos_a[name], infos_b[name], path_a, path_b)
+                if entry:
+                    members.append(entry)
+                bar.advance(infos_a[name].file_size)
         order_a = [n for n in za.namelist() if n in infos_b]
         order_b = [n for n in zb.namelist() if n in infos_a]
         if order_a != order_b:
@@ -165,12 +173,6 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict:
         members.append({"name": "(archive)", "class": "zip-metadata", "detail": "zip headers or comment differ"})
         classes = {"zip-metadata": 1}
     return {**result, "identical": False, "verdict": verdict, "members": members, "classes": classes}
-
-
-def _sha(path: Path) -> str:
-    if not path.is_file():
-        raise StackError(f"{path} does not exist or is not a file", "pass two wheel files")
-    return sha256_file(path)
 
 
 def _compare_member(za, zb, ia: zipfile.ZipInfo, ib: zipfile.ZipInfo, pa: Path, pb: Path) -> dict | None:

@@ -13,12 +13,12 @@ import datetime as _dt
 import json
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack.errors import BuildError, ToolchainError
+from blackwell_stack import proc
+from blackwell_stack.errors import BuildError, StackError, ToolchainError
 from blackwell_stack.kernel import jobs, patchcheck, recipe, toolchain
 from blackwell_stack.paths import data_path
 from blackwell_stack.progress import Progress
@@ -61,9 +61,9 @@ def check_source(src: str | Path) -> SourceCheck:
     version = pyproject_version(kdir)
     rev = None
     try:
-        r = subprocess.run(["git", "-C", str(kdir), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30, check=False)
+        r = proc.run(["git", "-C", str(kdir), "rev-parse", "HEAD"], check=False, timeout=30)
         rev = r.stdout.strip() if r.returncode == 0 else None
-    except (FileNotFoundError, subprocess.TimeoutExpired):
+    except StackError:  # no git, or it hung
         rev = None
     check = SourceCheck(kdir, version, pins["sgl_kernel_version"], rev, pins["rev"])
     if version != check.pinned_version:
@@ -194,10 +194,11 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
     with open(plan.log_path, "w") as log, Progress("compiling sgl-kernel", None, unit="steps", stream=stream) as bar:
         log.write("$ " + " ".join(plan.command) + "\n" + json.dumps(plan.env) + "\n")
         try:
-            proc = subprocess.Popen(plan.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1)
-        except FileNotFoundError as exc:
-            raise BuildError(f"cannot start {plan.command[0]}: {exc}", "pass --python with the venv's interpreter") from exc
-        for line in proc.stdout:
+            child = proc.start(plan.command, env=env)
+        except ToolchainError as exc:
+            raise BuildError(exc.message, "pass --python with the venv's interpreter") from None
+        assert child.stdout is not None  # proc.start always pipes stdout
+        for line in child.stdout:
             log.write(line)
             tail = (tail + [line.rstrip()])[-40:]
             m = _NINJA_STEP.match(line.strip())
@@ -205,7 +206,7 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
                 done, total = int(m.group(1)), int(m.group(2))
                 bar.total = total
                 bar.advance(done - bar.done)
-        code = proc.wait()
+        code = child.wait()
     if code != 0:
         errors = [t for t in tail if "error" in t.lower()] or tail[-10:]
         raise BuildError(

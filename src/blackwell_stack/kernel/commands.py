@@ -83,18 +83,18 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     output.table(["define", "value", "why"], [[k, v, notes.get(k, "")] for k, v in sorted(data["defines"].items())])
     output.heading("environment")
     output.table(["variable", "value"], sorted(data["environment"].items()))
-    print(f"planned at build time: {', '.join(data['planned_at_build_time'])}")
+    output.paragraph(f"planned at build time: {', '.join(data['planned_at_build_time'])}")
     output.heading("memory")
     mem = rec["memory"]
     print(f"per nvcc thread: {mem['per_nvcc_thread_peak_mib']} MiB")
-    print(f"source: {mem['provenance']}")
-    print(f"rule: {mem['rule']}")
+    output.paragraph(f"source: {mem['provenance']}")
+    output.paragraph(f"rule: {mem['rule']}")
     plan = data["job_plan_here"]
     if "error" in plan:
         print(f"this host: {plan['error']}")
     else:
-        print(f"this host: {plan['jobs']} job(s) x {plan['nvcc_threads']} nvcc thread(s), planned peak "
-              f"{plan['planned_peak_mib']} MiB of {plan['available_mib']} MiB available ({plan['note']})")
+        output.paragraph(f"this host: {plan['jobs']} job(s) x {plan['nvcc_threads']} nvcc thread(s), planned peak "
+                         f"{plan['planned_peak_mib']} MiB of {plan['available_mib']} MiB available ({plan['note']})")
     return 0
 
 

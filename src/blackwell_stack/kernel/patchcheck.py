@@ -226,7 +226,7 @@ def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[Hunk
         else:
             state = CONFLICTING
         r = HunkResult(patch.name, fp.path, 1, "new file", state)
-        if state == CONFLICTING:
+        if state == CONFLICTING and text is not None:
             r.upstream_now, r.expected = text.splitlines()[:20], new_text.splitlines()[:20]
         return [r], new_text if state != CONFLICTING else text
     if text is None:
@@ -239,7 +239,8 @@ def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[Hunk
     delta = 0  # where the next hunk's old text is expected, relative to its old line number
     grown = 0  # lines the hunks before this one added (or removed) in `lines`
     for h in fp.hunks:
-        state, at = _classify(lines, h, delta)
+        state, found = _classify(lines, h, delta)
+        at = found if found is not None else -1  # -1 only with CONFLICTING, which has no position
         if state == APPLICABLE:
             # Reported like GNU patch: the distance from the hunk's line in the original file.
             offset = at - (h.old_start - 1) - grown
@@ -252,7 +253,7 @@ def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[Hunk
             results.append(
                 HunkResult(patch.name, fp.path, h.index, h.header, state, start + 1, upstream_now=now, expected=h.old)
             )
-        if at is not None:
+        if found is not None:
             grown += len(h.new) - len(h.old)
             delta = at - (h.old_start - 1) + len(h.new) - len(h.old)
     if fp.new_path is None:  # deletion

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import build, compile_work, patchcheck, recipe
-from blackwell_stack.plan_model import PlanItem, PlanSection
+from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
 
 
 def _first_line(text: str) -> str:
@@ -18,12 +18,13 @@ def plan_section() -> PlanSection:
     sec.items.append(PlanItem(
         "sglang source (sourceRoot sgl-kernel)",
         f"{sg['owner']}/{sg['repo']} {sg['tag']} ({sg['rev'][:12]}), sgl-kernel {sg['sgl_kernel_version']}",
-        sg.get("hash_source"), bool(sg.get("verified")), sg.get("reason"),
+        sg.get("hash_source"), bool(sg.get("verified")), sg.get("reason"), hash_checked_by(sg.get("hash_source")),
     ))
     for name, dep in sources.get("fetchcontent", {}).items():
         where = f"{dep.get('owner')}/{dep.get('repo')}@{str(dep.get('rev'))[:12]}"
         sec.items.append(PlanItem(f"FetchContent {name}", where, dep.get("hash_source"), bool(dep.get("verified")),
-                                  dep.get("reason") if not dep.get("verified") else None))
+                                  dep.get("reason") if not dep.get("verified") else None,
+                                  hash_checked_by(dep.get("hash_source"))))
     for patch in patchcheck.load_series():
         sec.items.append(PlanItem(f"patch {patch.name[:4]}", _first_line(patch.description), str(patch.path.name)))
     rec = recipe.load()

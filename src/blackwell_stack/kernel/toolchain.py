@@ -11,13 +11,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from blackwell_stack.errors import ToolchainError
+from blackwell_stack import proc
+from blackwell_stack.errors import BuildError, ToolchainError
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
 NVCC_MAJOR = 13  # CUDA 13: the pinned torch is cu130; CUDA 12 nvcc cannot target its ABI
@@ -49,10 +49,10 @@ def pinned_torch(python: str, stack: str | None = None) -> tuple[str, str]:
 
 def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
-    except FileNotFoundError:
+        r = proc.run(argv, check=False, timeout=120, env=env)
+    except ToolchainError:
         return 127, ""
-    except subprocess.TimeoutExpired:
+    except BuildError:  # timed out
         return 124, ""
     return r.returncode, (r.stdout + r.stderr).strip()
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from blackwell_stack import output
+from blackwell_stack.fileio import check_output_path
 from blackwell_stack.paths import data_path
 from blackwell_stack.pins import registry
 
@@ -90,7 +91,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("\n(long cells are cut: --wide or --json shows them whole)")
     missing = [r for r in rows if not r.verified]
     if missing:
-        print(f"\n{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
+        print()
+        output.paragraph(f"{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
     return 0
 
 
@@ -98,6 +100,7 @@ def cmd_update_torch(args: argparse.Namespace) -> int:
     from blackwell_stack.pins.update import update_torch
 
     path = args.file or data_path(TORCH_PINS)
+    check_output_path(path, "--file")  # before resolving and downloading
     data = update_torch(
         path,
         date=args.date,
@@ -114,6 +117,7 @@ def cmd_update_pypi(args: argparse.Namespace) -> int:
     from blackwell_stack import pypi as pypi_api
     from blackwell_stack.pins.update import update_pypi
 
+    check_output_path(args.file, "--file")  # before resolving and downloading
     data = update_pypi(
         args.file,
         args.specs,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import urllib.parse
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from blackwell_stack import pypi
 from blackwell_stack.download import download
@@ -138,7 +138,7 @@ def update_torch(
         from packaging.version import Version
 
         tfiles = index.list_files(index_url, triton_name)
-        assert triton_version is not None  # found with triton_name
+        assert triton_version is not None  # found together with triton_name
         tv = Version(triton_version)
         t_entries = {}
         for system in systems:

@@ -6,22 +6,32 @@ instead of downloading it: a nightly that vanished from the index still
 builds bit for bit. A file that a stack's uv.lock names (by file name) is
 checked against the lock's sha256, which is what the stack's Nix set fetches
 it by (nix/fixups/kept-wheels.nix, nix/fixups/wheel-choice.nix, uv2nix).
+
+A pin with a hash accepts only the file with that hash. A pin without one
+(`--record`) has nothing to compare with, so the file must prove itself:
+a readable wheel whose METADATA names the pinned package and version, and
+whose RECORD agrees with every file inside it (check_record_candidate).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shutil
 import tempfile
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from blackwell_stack import proc
+from blackwell_stack.doctor import wheelrecord, wheelzip
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.hashes import hex_to_sri, sha256_file, sri_to_hex
 from blackwell_stack.pins.store import PinsFile, load_pins
+from blackwell_stack.progress import Progress
 
 NIX_HINT = "install Nix (https://nixos.org/download, or Debian/Ubuntu's nix-bin package)"
 
@@ -54,6 +64,45 @@ def find_pin(pins_files: list[PinsFile], filename: str, digest: str):
             "vendor a file that a pins file names; pinned files: " + (", ".join(known) or "none"),
         )
     return hits[0]
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def check_record_candidate(file: Path, package: str, version: str | None) -> None:
+    """Refuse, with HashMismatch, a file that is not a sound wheel of `package` at `version`.
+
+    A sound wheel: a zip with a .dist-info/WHEEL, METADATA whose Name and
+    Version are the pin's, and a RECORD that lists every file inside with the
+    sha256 and size it has.
+    """
+    hint = "this is not the pinned wheel; nothing was added to the store and the pin is unchanged"
+    try:
+        with wheelzip.open_zip(file) as zf:
+            name, meta_version = wheelrecord.metadata(zf, file)
+    except StackError as exc:
+        raise HashMismatch(f"{file} is not a wheel: {exc.message}", hint) from None
+    if _normalize(name) != _normalize(package):
+        raise HashMismatch(f"{file} is a wheel of {name}, not of {package}", hint)
+    if version is not None and not _same_version(meta_version, version):
+        raise HashMismatch(f"{file} is {name} {meta_version}, but the pin is {package} {version}", hint)
+    try:
+        with Progress(f"checking {file.name}", wheelrecord.total_bytes(file)) as bar:
+            record = wheelrecord.check(file, progress=bar.advance)
+    except StackError as exc:
+        raise HashMismatch(f"{file}: {exc.message}", hint) from None
+    if not record.ok:
+        problems = record.problems()
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise HashMismatch(f"{file}: its RECORD disagrees with its files: {'; '.join(problems[:3])}{more}", hint)
 
 
 def fixed_path(name: str, digest: str) -> str:
@@ -93,6 +142,9 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
     if not file.is_file():
         raise StackError(f"{file}: no such file", "pass the path of the wheel you kept")
     filename = urllib.parse.unquote(file.name)
+    missing = [str(p) for p in pins_paths if not Path(p).is_file()]
+    if missing:
+        raise StackError(f"no such pins file: {', '.join(missing)}", "pass --file an existing pins.json, or leave --file out to match every pins file")
     digest = sha256_file(file)
     locked = find_locked(locks or [], filename)
     if locked is not None:
@@ -106,7 +158,7 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
             raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
                              "use the nix-store of the Nix that builds the flake")
         return VendorResult(store_path, str(lock_path), package, "uv.lock", False)
-    pins_files = [load_pins(p) for p in pins_paths if Path(p).exists()]
+    pins_files = [load_pins(p) for p in pins_paths]
     pins, package, key, entry = find_pin(pins_files, filename, digest)
     name = entry["filename"] or filename
     recorded = False
@@ -123,6 +175,7 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
             f"run `{pins.update_command}`, or pass --record to pin this file's own hash",
         )
     else:
+        check_record_candidate(file, package, pins.packages[package].get("version"))
         recorded = True
 
     expected = fixed_path(name, digest)
@@ -136,7 +189,8 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
             {
                 "filename": name,
                 "hash": hex_to_sri(digest),
-                "hash_source": f"computed by `blackwell-stack pins vendor` from a local copy ({filename}) on {dt.date.today().isoformat()}; not checked against the index",
+                "hash_source": f"computed by `blackwell-stack pins vendor` from a local copy ({filename}) on {dt.date.today().isoformat()}, "
+                "a wheel whose METADATA names this package and version and whose RECORD matches its files; not checked against the index",
                 "verified": True,
                 "reason": None,
             }

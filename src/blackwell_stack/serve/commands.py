@@ -8,8 +8,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from blackwell_stack import proc
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
 from blackwell_stack.serve.profile import DEFAULT_PROFILE, load_profile
@@ -142,9 +143,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     argv = [args.python, "-m", "sglang.launch_server", *rendered.argv]
     if args.dry_run:
-        print(command_line(rendered, args.python))
+        if args.json:
+            dump_json({"profile": rendered.profile, "argv": argv, "env": rendered.env,
+                       "command": command_line(rendered, args.python)})
+        else:
+            print(command_line(rendered, args.python))
         return int(ExitCode.OK)
     env = {**os.environ, **rendered.env}
+    proc.echo(argv)
     sys.stdout.flush()
     try:
         os.execvpe(argv[0], argv, env)
@@ -154,6 +160,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_flags_extract(args: argparse.Namespace) -> int:
+    # Checked before the wheel is read; without --output the table goes beside the
+    # others, named by the wheel's SGLang version (the same directory for every version).
+    check_output_path(args.output or flagmod.table_path("sglang"), "--output")
     data = flagmod.extract_wheel(args.wheel)
     out = args.output or flagmod.table_path(data["sglang_version"])
     atomic_write_json(out, data)

@@ -189,8 +189,8 @@ def _flag_entry(call: ast.Call, module: _Module, filename: str = SERVER_ARGS) ->
     action = "store"
     if "action" in kw:
         node = kw["action"]
-        if isinstance(node, ast.Constant):
-            action = str(node.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            action = node.value
         else:
             action = ast.unparse(node)  # a custom Action class, e.g. DeprecatedAction
 

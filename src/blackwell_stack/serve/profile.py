@@ -107,8 +107,8 @@ def available_profiles() -> list[str]:
 def load_profile(name_or_path: str | None = None) -> Profile:
     path = profile_path(name_or_path)
     if not path.is_file():
-        raise DataError(
-            path, None, None, "no such profile",
+        raise StackError(  # a name the user gave: a usage error, not malformed data
+            f"{path}: no such profile",
             f"use one of: {', '.join(available_profiles())}, or pass a path to a profile JSON file",
         )
     try:

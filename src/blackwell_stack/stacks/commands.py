@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ssub.required = True
 
     show = ssub.add_parser("show", help="a stack's versions, lock, kernel and torch pairs (default: every stack)")
-    show.add_argument("name", nargs="?", help=f"stack name (stacks: {', '.join(model.names()) or 'none'})")
+    # No data is read while the parser is built: a broken checkout must still get --help and a clean error.
+    show.add_argument("name", nargs="?", help="stack name (default: every stack under stacks/)")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
 

@@ -19,10 +19,12 @@ from typing import Any
 from blackwell_stack.errors import StackError
 from blackwell_stack.pins.registry import PinRow
 from blackwell_stack.pins.store import load_pins
-from blackwell_stack.plan_model import PlanItem, PlanSection
+from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
 from blackwell_stack.stacks import libraries, model, wheels
 
 HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
+# What checked a locked file here: `stack audit` downloaded it and compared its sha256 with the lock's.
+AUDITED = "PyPI's sha256, file hashed by `stack audit`"
 
 
 def _audit(stack: model.Stack) -> tuple[dict[str, Any] | None, str | None]:
@@ -96,7 +98,8 @@ def plan_section(name: str) -> PlanSection:
     sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{'sglang-env' if stack.default else 'sglang-env-' + name}"]
     for row in kept_wheel_pins(stack):
         sec.items.append(PlanItem(row.what, row.version or "-", row.hash_source if row.verified else row.file,
-                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}"))
+                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
+                                  checked_by=hash_checked_by(row.hash_source) if row.verified else None))
     if not stack.locked:
         sec.items.insert(0, PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False,
                                      stack.missing_lock_message()))
@@ -113,11 +116,13 @@ def plan_section(name: str) -> PlanSection:
         f"{stack.relpath}/uv.lock; `stack lock {name} --check` (tests: network) keeps it current with PyPI",
         checked == len(files), None if checked == len(files) else
         f"{len(files) - checked} file(s) not checked ({problem or 'see below'}). Fill it in with: "
-        f"blackwell-stack stack audit {name} --write"))
+        f"blackwell-stack stack audit {name} --write",
+        checked_by=f"{checked} of {len(files)} files hashed by `stack audit`; `uv lock --check` in the tests"))
     for key, package in stack.data["versions_from_lock"].items():
         row = by_package[package]
         sec.items.append(PlanItem(key, f"{versions[key]} ({package})", row.hash_source if row.verified else row.file,
-                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}"))
+                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
+                                  checked_by=AUDITED if row.verified else None))
     kernel = stack.kernel
     locked_kernel = lock.get(kernel["package"])
     kernel_version = kernel.get("version") or (locked_kernel.version if locked_kernel else None)
@@ -128,7 +133,8 @@ def plan_section(name: str) -> PlanSection:
         + (f" against torch {versions['torch']} (pkgs/sgl-kernel)" if kernel["from"] == "source" else ""),
         f"stack audit: {kpair['found']}" if kpair else f"{stack.relpath}/stack.json",
         bool(kpair.get("ok")), None if kpair.get("ok") else (problem or "not checked").rstrip(".")
-        + f". Fill it in with: blackwell-stack stack audit {name} --write"))
+        + f". Fill it in with: blackwell-stack stack audit {name} --write",
+        checked_by="`stack audit`" if kpair.get("ok") else None))
     for package, pair in sorted(stack.torch_pairs.items()):
         if package == kernel["package"]:
             continue
@@ -139,16 +145,19 @@ def plan_section(name: str) -> PlanSection:
             f"{package} with torch", f"{result.get('version') or '-'}: {result.get('found', 'not checked')}",
             f"stack audit ({how}); {pair['why']}", bool(result.get("ok")),
             None if result.get("ok") else f"{problem or 'the pair does not hold'}. "
-            f"Check it with: blackwell-stack stack audit {name}"))
+            f"Check it with: blackwell-stack stack audit {name}",
+            checked_by=f"`stack audit` ({how})" if result.get("ok") else None))
     choices = {p.name: (wheels.uv2nix_choice(p), wheels.uv_choice(p)) for p in lock.packages.values() if p.wheels}
     differing = sorted(n for n, (a, b) in choices.items() if a is not None and b is not None
                        and wheels.filename(a) != wheels.filename(b))
     sec.items.append(PlanItem(
         "same files in Nix and uv", f"uv's file for every package ({', '.join(differing) or 'no package'} "
         "where uv2nix alone would take another)", "computed from uv.lock here; nix/fixups/wheel-choice.nix; "
-        "tests/test_stacks_nix.py (the real uv2nix)", True))
+        "tests/test_stacks_nix.py (the real uv2nix)", True,
+        checked_by="computed from uv.lock here; the real uv2nix in the tests"))
     for row in files:
         sec.items.append(PlanItem(row.what.split(" (")[0] + f" {row.version}", (row.url or "").rsplit("/", 1)[-1],
                                   row.hash_source if row.verified else row.file, row.verified,
-                                  None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}"))
+                                  None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
+                                  checked_by=AUDITED if row.verified else None, detail=True))
     return sec

@@ -6,7 +6,8 @@ level(s) it applies to (`concurrency`, or every level from
 `min_concurrency` up, where the best one counts), a value and a relation:
 `at_least` (measured >= value x (1 - tolerance)) or `about` (within the
 tolerance either side, reported as a ratio). The default target's baseline
-(the seeds' figures, FACTS section 1) ships in baselines/ beside this file.
+(the seed report's figures, docs/reference-deployment.md#results) ships in
+baselines/ beside this file.
 """
 
 from __future__ import annotations

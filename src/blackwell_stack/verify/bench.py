@@ -7,7 +7,9 @@ own. Per level: aggregate output tok/s (all output tokens over the level's
 wall time), per-request decode tok/s, time to first token (TTFT) and the gap
 between stream events that carried text (ITL), each as p50/p90/p99, and
 errors. The client's own CPU time is recorded per level, so a result that
-the client itself limited is visible.
+the client itself limited is visible. After each level, outside its
+measured time, every answer is judged (answers.py): garbage and abnormal
+finish reasons make the answers broken, and bench fails on them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from blackwell_stack.errors import StackError
+from blackwell_stack.errors import CheckFailed, StackError
+from blackwell_stack.verify import answers
 from blackwell_stack.verify.openai_client import (
     Endpoint,
     HTTPStatusError,
@@ -79,7 +82,10 @@ class RequestResult:
     decode_tok_s: float | None = None
     text_events: int = 0
     finish_reason: str | None = None
+    findings: list[str] = field(default_factory=list)  # checks that failed on the answer (answers.py)
+    early_stop: bool = False  # fewer tokens than max_tokens
     itls_s: list[float] = field(default_factory=list)
+    text: str | None = None  # the answer, kept until it is judged (not in the JSON)
 
 
 @dataclass
@@ -99,6 +105,11 @@ class LevelResult:
     client_cpu_share: float
     error_samples: list[str]
     token_sources: list[str]
+    broken: int  # answers with findings
+    early_stops: int  # answers shorter than their max_tokens
+    finish_reasons: dict[str, int]
+    findings: dict[str, int]  # check -> answers it failed on
+    broken_samples: list[str]
     per_request: list[dict]
 
 
@@ -156,7 +167,7 @@ async def run_request(
     pieces: list[str] = []
     usage = None
 
-    def on_events(stamp: float, events: list) -> None:
+    def on_events(stamp: float, events: list[dict]) -> None:
         # Runs inside the socket read callback: keep it lean (benchmarks/bench-client/).
         nonlocal usage
         carried = False
@@ -181,19 +192,29 @@ async def run_request(
             stamps.append(stamp)
 
     try:
-        await stream_events(endpoint, path, body, on_events)
-    except (HTTPStatusError, ProtocolError, OSError, asyncio.TimeoutError) as exc:
+        await stream_events(endpoint, path, body, on_events, timeout=config.timeout_s)
+    except (HTTPStatusError, ProtocolError, OSError) as exc:
         result.error = describe_error(exc)
+        return result
+    except (AttributeError, TypeError) as exc:  # an event of the wrong shape (a choice that is not an object)
+        result.error = f"ProtocolError: stream events are not OpenAI-shaped ({exc})"
         return result
     ended = time.perf_counter()
     result.ok = True
     result.e2e_s = ended - started
-    if usage and usage.get("completion_tokens") is not None:
-        result.completion_tokens = int(usage["completion_tokens"])
-        result.prompt_tokens = usage.get("prompt_tokens")
+    try:
+        result.text = "".join(pieces)
+    except TypeError:
+        result.ok, result.error = False, "ProtocolError: answer text is not a string"
+        return result
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(tokens, int):
+        result.completion_tokens = tokens
+        prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        result.prompt_tokens = prompt_tokens if isinstance(prompt_tokens, int) else None
         result.token_source = SOURCE_USAGE
     elif counter is not None:
-        result.completion_tokens = counter.count("".join(pieces))
+        result.completion_tokens = counter.count(result.text)
         result.token_source = counter.source
     else:
         result.completion_tokens = result.text_events
@@ -235,10 +256,7 @@ async def run_level(
             prompt, max_tokens = planned[index]
             issued += 1
             body = request_body(config, model, prompt, max_tokens)
-            try:
-                result = await asyncio.wait_for(run_request(endpoint, config, body, counter), config.timeout_s)
-            except asyncio.TimeoutError:
-                result = RequestResult(ok=False, error=f"timed out after {config.timeout_s:g} s")
+            result = await run_request(endpoint, config, body, counter)
             result.index, result.max_tokens = index, max_tokens
             results.append(result)
             if on_done:
@@ -251,6 +269,13 @@ async def run_level(
     good = [r for r in results if r.ok]
     tokens = sum(r.completion_tokens or 0 for r in good)
     errors = [r.error or "" for r in results if not r.ok]
+    broken_samples = _judge(good)
+    finish_reasons: dict[str, int] = {}
+    findings: dict[str, int] = {}
+    for r in good:
+        finish_reasons[str(r.finish_reason)] = finish_reasons.get(str(r.finish_reason), 0) + 1
+        for check in r.findings:
+            findings[check] = findings.get(check, 0) + 1
     return LevelResult(
         concurrency=concurrency,
         requests=len(results),
@@ -267,10 +292,29 @@ async def run_level(
         client_cpu_share=cpu / wall,
         error_samples=sorted(set(errors))[:5],
         token_sources=sorted({r.token_source for r in good if r.token_source}),
+        broken=sum(1 for r in good if r.findings),
+        early_stops=sum(1 for r in good if r.early_stop),
+        finish_reasons=finish_reasons,
+        findings=findings,
+        broken_samples=broken_samples,
         per_request=[
-            {k: v for k, v in asdict(r).items() if k != "itls_s"} for r in results
+            {k: v for k, v in asdict(r).items() if k not in ("itls_s", "text")} for r in results
         ],
     )
+
+
+def _judge(results: list[RequestResult]) -> list[str]:
+    """Judge each answer (after the level's clock stopped); up to 5 lines describing broken ones."""
+    samples: list[str] = []
+    for r in results:
+        verdict = answers.judge(r.text, r.finish_reason, r.completion_tokens, r.max_tokens)
+        r.findings = [f.check for f in verdict.findings]
+        r.early_stop = verdict.early_stop
+        if verdict.findings and len(samples) < 5:
+            first = verdict.findings[0]
+            samples.append(f"request {r.index}: {first.check}: {first.detail}: {first.excerpt}")
+        r.text = None  # judged: free it
+    return samples
 
 
 async def warm_up(endpoint: Endpoint, model: str, config: BenchConfig) -> None:
@@ -278,12 +322,11 @@ async def warm_up(endpoint: Endpoint, model: str, config: BenchConfig) -> None:
     rng = random.Random(f"{config.seed}-warmup")
     for _ in range(config.warmup_requests):
         body = request_body(config, model, make_prompt(rng, config.input_len), min(config.output_len, 16))
-        result = await asyncio.wait_for(run_request(endpoint, config, body, None), config.timeout_s)
+        result = await run_request(endpoint, config, body, None)
         if not result.ok:
-            raise StackError(
+            raise CheckFailed(
                 f"the warm-up request to {endpoint.base_url} failed: {result.error}",
-                "check the URL and --model (and drop --ignore-eos for servers that reject it)",
-                code=1,
+                "check the URL, --model and --timeout (and drop --ignore-eos for servers that reject it)",
             )
 
 
@@ -300,3 +343,7 @@ def validate(config: BenchConfig) -> None:
         raise StackError(f"unknown length distribution {config.len_dist!r}", "use fixed or uniform")
     if not 0 <= config.range_ratio < 1:
         raise StackError("--range-ratio must be in [0, 1)", "for example --range-ratio 0.5")
+    if not config.timeout_s > 0:
+        raise StackError("--timeout must be a positive number of seconds", "for example --timeout 600")
+    if config.warmup_requests < 0:
+        raise StackError("--warmup must be 0 or more", "for example --warmup 1")

@@ -7,10 +7,12 @@ import asyncio
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TextIO
 
 from blackwell_stack import output
-from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.argtypes import non_negative_int, positive_float, positive_int
+from blackwell_stack.errors import CheckFailed, ExitCode, StackError
+from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.progress import Progress
 from blackwell_stack.verify import baseline as baseline_mod
 from blackwell_stack.verify import bench as bench_mod
@@ -26,12 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="ask fixed prompts at temperature 0 and fail on garbage output",
         description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail "
         "(exit 1) on empty/null content, a finish reason other than stop/length, degenerate text "
-        "(long character runs, looping phrases, low character diversity, U+FFFD), or HTTP/protocol errors.",
+        "(long character runs, looping phrases, low character diversity, U+FFFD), or HTTP/protocol errors. "
+        "--timeout bounds every request, the model listing included.",
     )
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
-    p.add_argument("--max-tokens", type=int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=smoke_mod.DEFAULT_TIMEOUT_S, help="seconds per request (default %(default)s)")
+    p.add_argument("--max-tokens", type=positive_int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
+    p.add_argument("--timeout", type=positive_float, default=smoke_mod.DEFAULT_TIMEOUT_S,
+                   help="seconds for each request, the model listing included (default %(default)s)")
     _api_key_args(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_smoke)
@@ -40,23 +44,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bench",
         help="concurrency sweep: throughput, TTFT and inter-token latency",
         description="Stream requests at each concurrency level and report aggregate output tok/s, per-request "
-        "decode tok/s, TTFT and ITL percentiles and errors; token counts come from the server's usage.",
+        "decode tok/s, TTFT and ITL percentiles and errors; token counts come from the server's usage. Every "
+        "answer is judged after its level: garbage or a finish reason other than stop/length fails the run "
+        "(exit 1); answers shorter than --output-len are counted. --timeout bounds every request (model "
+        "listing, warm-up, each stream).",
     )
     b.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000")
     b.add_argument("--model", help="model name (default: the first one /v1/models lists)")
     b.add_argument("--concurrency", default=",".join(map(str, bench_mod.DEFAULT_CONCURRENCY)), help="comma-separated levels (default %(default)s)")
     group = b.add_mutually_exclusive_group()
-    group.add_argument("--requests", type=int, help="requests per level (default: 4 x concurrency, at least 8)")
-    group.add_argument("--duration", type=float, help="seconds per level instead of a request count")
-    b.add_argument("--input-len", type=int, default=256, help="prompt length in words, about one token each (default %(default)s)")
-    b.add_argument("--output-len", type=int, default=256, help="max_tokens per request (default %(default)s)")
+    group.add_argument("--requests", type=positive_int, help="requests per level (default: 4 x concurrency, at least 8)")
+    group.add_argument("--duration", type=positive_float, help="seconds per level instead of a request count")
+    b.add_argument("--input-len", type=positive_int, default=256, help="prompt length in words, about one token each (default %(default)s)")
+    b.add_argument("--output-len", type=positive_int, default=256, help="max_tokens per request (default %(default)s)")
     b.add_argument("--len-dist", choices=("fixed", "uniform"), default="fixed", help="fixed lengths, or uniform in len x [1-r, 1+r]")
     b.add_argument("--range-ratio", type=float, default=0.5, help="r of --len-dist uniform (default %(default)s)")
     b.add_argument("--api", choices=("completion", "chat"), default="completion", help="endpoint to load (default %(default)s)")
     b.add_argument("--ignore-eos", action="store_true", help="send ignore_eos (SGLang/vLLM) so every request makes --output-len tokens")
     b.add_argument("--seed", type=int, default=0, help="seed of the prompt words and sampled lengths")
-    b.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default %(default)s)")
-    b.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the sweep (default %(default)s)")
+    b.add_argument("--timeout", type=positive_float, default=600.0,
+                   help="seconds for each request: model listing, warm-up, each stream (default %(default)s)")
+    b.add_argument("--warmup", type=non_negative_int, default=1, help="unmeasured requests before the sweep (default %(default)s)")
     b.add_argument("--tokenizer", help="tokenizer.json (or a directory with one) to count tokens if the server reports no usage")
     b.add_argument(
         "--baseline",
@@ -88,16 +96,15 @@ def _api_key(args: argparse.Namespace) -> str | None:
     return key
 
 
-async def _model(endpoint: Endpoint, model: str | None) -> str:
+async def _model(endpoint: Endpoint, model: str | None, timeout: float) -> str:
     if model:
         return model
     try:
-        return await first_model_id(endpoint)
-    except (OSError, HTTPStatusError, ProtocolError, asyncio.TimeoutError) as exc:
-        raise StackError(
+        return await first_model_id(endpoint, timeout=timeout)
+    except (OSError, HTTPStatusError, ProtocolError) as exc:
+        raise CheckFailed(
             f"cannot list models at {endpoint.base_url}/models: {describe_error(exc)}",
             "check that the server is up at that URL, or pass --model",
-            code=ExitCode.CHECK_FAILED,
         ) from None
 
 
@@ -105,12 +112,10 @@ async def _model(endpoint: Endpoint, model: str | None) -> str:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    if args.max_tokens < 1:
-        raise StackError("--max-tokens must be at least 1", "for example --max-tokens 128")
     endpoint = Endpoint.parse(args.url, _api_key(args))
 
-    async def go():
-        model = await _model(endpoint, args.model)
+    async def go() -> smoke_mod.SmokeReport:
+        model = await _model(endpoint, args.model, args.timeout)
         return await smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout)
 
     report = asyncio.run(go())
@@ -176,8 +181,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench_mod.validate(config)
     endpoint = Endpoint.parse(args.url, _api_key(args))
     counter = TokenizerCounter(args.tokenizer) if args.tokenizer else None
+    # Everything that could fail after the sweep is checked before it: the baseline, the output paths, matplotlib.
     if args.baseline and args.baseline.lower() != "none":
-        baseline_mod.load(args.baseline)  # fail on a bad file before the sweep, not after
+        baseline_mod.load(args.baseline)
+    if args.out:
+        check_output_path(args.out, "--out")
+    if args.plot:
+        from blackwell_stack.verify.plot import require_matplotlib
+
+        check_output_path(args.plot, "--plot")
+        require_matplotlib()
     result = asyncio.run(_bench(endpoint, args.model, config, counter))
     base = _baseline_for(args.baseline, result["model"])
     if base is not None:
@@ -188,29 +201,49 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "tolerance": base.tolerance,
             "comparison": baseline_mod.compare(base, result["levels"]),
         }
-    if args.out:
-        atomic_write_json(args.out, result)
-    if args.plot:
-        from blackwell_stack.verify.plot import write_plot
-
-        write_plot(result, args.plot)
+    # The results are printed first: a file that cannot be written after all loses nothing.
     if args.json:
         output.dump_json(result)
     else:
         print_bench(result)
-        if args.out:
-            print(f"\nJSON: {args.out}")
-        if args.plot:
-            print(f"plot: {args.plot}")
-    if all(lv["ok"] == 0 for lv in result["levels"]):
+    written = _write_outputs(result, args)
+    if written is not None:
+        return written
+    if all(lv["ok"] == 0 for lv in result["levels"]) or result["answers"]["broken"]:
         return int(ExitCode.CHECK_FAILED)
     if args.fail_below_baseline and any(r["status"] == "below" for r in result.get("baseline", {}).get("comparison", [])):
         return int(ExitCode.CHECK_FAILED)
     return int(ExitCode.OK)
 
 
-async def _bench(endpoint: Endpoint, model: str | None, config: bench_mod.BenchConfig, counter) -> dict:
-    model = await _model(endpoint, model)
+def _write_outputs(result: dict, args: argparse.Namespace) -> int | None:
+    """Write --out and --plot; on failure say so on stderr and return the exit code (None when all went well)."""
+    failed = None
+    for path, write, label in (
+        (args.out, lambda p: atomic_write_json(p, result), "JSON"),
+        (args.plot, lambda p: _plot(result, p), "plot"),
+    ):
+        if not path:
+            continue
+        try:
+            write(path)
+        except StackError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed = int(exc.code)
+            continue
+        print(f"{label}: {path}", file=sys.stderr if args.json else sys.stdout)
+    return failed
+
+
+def _plot(result: dict, path: str) -> None:
+    from blackwell_stack.verify.plot import write_plot
+
+    write_plot(result, path)
+
+
+async def _bench(endpoint: Endpoint, model: str | None, config: bench_mod.BenchConfig,
+                 counter: TokenizerCounter | None) -> dict:
+    model = await _model(endpoint, model, config.timeout_s)
     if config.warmup_requests:
         await bench_mod.warm_up(endpoint, model, config)
     levels = []
@@ -219,8 +252,9 @@ async def _bench(endpoint: Endpoint, model: str | None, config: bench_mod.BenchC
         label = f"c={concurrency}"
         with Progress(label, total, unit="requests") as bar:
             level = await bench_mod.run_level(endpoint, model, config, concurrency, counter, on_done=lambda _r: bar.advance())
+        broken = f", {level.broken} broken answer(s)" if level.broken else ""
         print(
-            f"{label}: {level.ok}/{level.requests} ok, {level.output_tok_s:.1f} output tok/s, {level.wall_s:.1f} s",
+            f"{label}: {level.ok}/{level.requests} ok{broken}, {level.output_tok_s:.1f} output tok/s, {level.wall_s:.1f} s",
             file=sys.stderr,
         )
         levels.append(asdict(level))
@@ -231,8 +265,51 @@ async def _bench(endpoint: Endpoint, model: str | None, config: bench_mod.BenchC
         "config": asdict(config),
         "token_source": "; ".join(sources) if sources else None,
         "token_source_is_server_usage": sources == [SOURCE_USAGE],
+        "answers": _answers_summary(levels, config),
         "levels": levels,
     }
+
+
+def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
+    """Answers judged over the whole sweep: broken ones (exit 1), early stops, finish reasons."""
+    judged = sum(lv["ok"] for lv in levels)
+    findings: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    for lv in levels:
+        for name, n in lv["findings"].items():
+            findings[name] = findings.get(name, 0) + n
+        for name, n in lv["finish_reasons"].items():
+            reasons[name] = reasons.get(name, 0) + n
+    short = [r["completion_tokens"] for lv in levels for r in lv["per_request"] if r["ok"] and r["early_stop"]]
+    asked = [r["max_tokens"] for lv in levels for r in lv["per_request"] if r["ok"] and r["early_stop"]]
+    return {
+        "judged": judged,
+        "broken": sum(lv["broken"] for lv in levels),
+        "findings": findings,
+        "finish_reasons": reasons,
+        "early_stops": len(short),
+        "early_stop_median_tokens": sorted(short)[len(short) // 2] if short else None,
+        "early_stop_median_max_tokens": sorted(asked)[len(asked) // 2] if asked else None,
+        "ignore_eos": config.ignore_eos,
+        "samples": [s for lv in levels for s in lv["broken_samples"]][:5],
+    }
+
+
+def _print_answers(answers: dict, out: TextIO) -> None:
+    reasons = ", ".join(f"{name} {n}" for name, n in sorted(answers["finish_reasons"].items()))
+    print(f"answers: {answers['judged']} judged; finish reasons: {reasons or '-'}", file=out)
+    if answers["early_stops"]:
+        note = (" although ignore_eos was sent: the server ignored it" if answers["ignore_eos"]
+                else "; pass --ignore-eos for answers of full length")
+        print(f"warning: {answers['early_stops']} answer(s) ended before max_tokens (median "
+              f"{answers['early_stop_median_tokens']} of {answers['early_stop_median_max_tokens']} tokens): the "
+              f"figures are for shorter answers than asked{note}", file=out)
+    if answers["broken"]:
+        found = ", ".join(f"{name} {n}" for name, n in sorted(answers["findings"].items()))
+        print(f"FAIL: {answers['broken']} broken answer(s) ({found}); the figures are not those of a working "
+              f"server (`blackwell-stack smoke` shows the garbage)", file=out)
+        for sample in answers["samples"]:
+            print(f"  {sample}", file=out)
 
 
 def _ms(summary: dict, field: str) -> str:
@@ -260,6 +337,7 @@ def print_bench(result: dict, out=None) -> None:
                 lv["concurrency"],
                 f"{lv['ok']}/{lv['requests']}",
                 lv["errors"],
+                lv["broken"],
                 _num(lv["output_tok_s"]),
                 _num(lv["decode_tok_s"]["p50"]),
                 _ms(lv["ttft_s"], "p50"),
@@ -272,11 +350,12 @@ def print_bench(result: dict, out=None) -> None:
             ]
         )
     output.table(
-        ["conc", "ok", "err", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p90", "p99", "ITL p50 ms", "p90", "p99", "client cpu"],
+        ["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p90", "p99", "ITL p50 ms", "p90", "p99", "client cpu"],
         rows,
         out,
     )
     print(f"\ntoken counts: {result['token_source'] or 'none (no request succeeded)'}", file=out)
+    _print_answers(result["answers"], out)
     busy = [lv["concurrency"] for lv in result["levels"] if lv["client_cpu_share"] > bench_mod.CLIENT_BUSY_WARNING]
     if busy:
         print(f"warning: the client used most of a core at c={busy}: those figures may be limited by the client", file=out)

@@ -1,7 +1,8 @@
 """Detectors of garbage model output.
 
 The deployment this project reproduces first answered with runs of `!`,
-null content and the finish reason "NaN happened" (FACTS §1). Each detector
+null content and the finish reason "NaN happened"
+(docs/reference-deployment.md#failures-and-fixes). Each detector
 here looks at one symptom of broken numerics and returns a Finding that
 names the check and quotes the offending text, or None.
 
@@ -139,8 +140,8 @@ TEXT_DETECTORS = (replacement_chars, control_chars, char_run, repeated_unit, low
 def inspect_text(text: str | None) -> list[Finding]:
     """Every finding on one model output; empty content stops the other checks."""
     empty = empty_content(text)
-    if empty:
-        return [empty]
+    if empty or text is None:
+        return [empty] if empty else []
     return [f for f in (detector(text) for detector in TEXT_DETECTORS) if f]
 
 

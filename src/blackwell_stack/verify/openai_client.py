@@ -10,6 +10,12 @@ Streaming responses arrive as Server-Sent Events inside an HTTP/1.1 body that
 is chunk-encoded (uvicorn, used by SGLang, vLLM and transformers serve) or
 delimited by the connection closing. Every read is stamped once with
 time.perf_counter(); all events decoded from that read share the stamp.
+
+Nothing a server sends is trusted to be small or quick: every request runs
+under a timeout (connecting, sending and reading included), and an answer's
+size is capped from the request's own max_tokens (`Limits`), both the whole
+body and each SSE event, so that a broken or hostile server can neither hang
+the client nor fill its memory.
 """
 
 from __future__ import annotations
@@ -18,17 +24,50 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
-from blackwell_stack.errors import StackError
+from blackwell_stack.errors import CheckFailed, StackError
+
+T = TypeVar("T")
 
 _READ_SIZE = 1 << 18
+# An HTTP error's body is kept up to this size (it is only shown to the user).
+_ERROR_BODY_LIMIT = 64 << 10
+# Answers that name no max_tokens (/v1/models): at most this much.
+DEFAULT_BODY_LIMIT = 8 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest answer a request may get.
+
+    One SSE event carries at most the whole answer: max_tokens tokens, each
+    well under 256 bytes even as escaped JSON with its metadata, plus 64 KiB.
+    The whole body is at most max_tokens events of 8 KiB (text, logprobs,
+    token ids) plus 1 MiB for everything else. Generous for a healthy server,
+    and bounded: a 200 MB line is refused after its first MiB.
+    """
+
+    event_bytes: int
+    body_bytes: int
+
+    @classmethod
+    def for_request(cls, body: dict | None) -> "Limits":
+        max_tokens = body.get("max_tokens") if isinstance(body, dict) else None
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            return cls(DEFAULT_BODY_LIMIT, DEFAULT_BODY_LIMIT)
+        return cls(event_bytes=(64 << 10) + 256 * max_tokens, body_bytes=(1 << 20) + (8 << 10) * max_tokens)
 
 
 class ProtocolError(Exception):
     """The server answered, but not in the OpenAI wire format (bad status line, bad JSON, bad SSE)."""
+
+
+class RequestTimeout(TimeoutError):
+    """No complete answer within the request's timeout."""
 
 
 class HTTPStatusError(Exception):
@@ -138,47 +177,82 @@ class _ChunkedDecoder:
 
 
 class SSEParser:
-    """Splits an SSE byte stream into the JSON payloads of its `data:` fields.
+    """Splits an SSE byte stream into the JSON objects of its `data:` fields.
 
-    feed() returns the decoded events of the complete blocks seen so far;
-    `done` turns true at `data: [DONE]`.
+    feed() returns the events of the blocks completed so far; `done` turns
+    true at `data: [DONE]`. Usually a read holds whole events and nothing is
+    kept; the tail of an event that spans reads waits in one bytearray that
+    is extended (not rebuilt) on each read, and only the new bytes are
+    searched for the blank line that ends it. An event longer than
+    max_event_bytes is a ProtocolError.
     """
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, max_event_bytes: int = DEFAULT_BODY_LIMIT) -> None:
+        self._buf = bytearray()
+        self._scan = 0  # where the search for the next blank line resumes in _buf
+        self._cr = False  # the previous read ended with \r (a \r\n may straddle two reads)
+        self.max_event_bytes = max_event_bytes
         self.done = False
 
-    def feed(self, data: bytes) -> list:
+    def feed(self, data: bytes) -> list[dict]:
+        if self._cr and data[:1] == b"\n":
+            data = data[1:]
+        self._cr = data[-1:] == b"\r"
+        if b"\r" in data:  # SSE lines may end in \r\n or a lone \r
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        text: bytes | bytearray
         if self._buf:
-            data = self._buf + data
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n")
-        blocks = data.split(b"\n\n")
-        self._buf = blocks.pop()
-        events = []
-        loads = json.loads
-        for block in blocks:
-            if not block:
-                continue
-            if block.startswith(b"data: ") and b"\n" not in block:
-                payload = block[6:]  # the common case: one data line
-            else:
-                payload = b"\n".join(
-                    line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")
-                )
-                if not payload:
-                    continue  # comments (": ping") and event/id/retry fields only
-            if payload == b"[DONE]":
-                self.done = True
-                continue
-            try:
-                events.append(loads(payload))
-            except ValueError:
-                raise ProtocolError(f"SSE data is not JSON: {payload[:120]!r}") from None
+            self._buf += data
+            text, pos, scan = self._buf, 0, self._scan
+        else:
+            text, pos, scan = data, 0, 0
+        events: list[dict] = []
+        while True:
+            end = text.find(b"\n\n", max(scan, pos))
+            if end < 0:
+                break
+            self._block(text, pos, end, events)
+            pos = end + 2
+        if text is self._buf:
+            del self._buf[:pos]
+        elif pos < len(text):
+            self._buf += text[pos:]
+        if len(self._buf) > self.max_event_bytes:
+            raise ProtocolError(
+                f"an SSE event is longer than {self.max_event_bytes} bytes (more than max_tokens can explain)"
+            )
+        self._scan = max(len(self._buf) - 1, 0)
         return events
 
+    def _block(self, text: bytes | bytearray, start: int, end: int, events: list[dict]) -> None:
+        if start == end:
+            return
+        if text.startswith(b"data: ", start) and text.find(b"\n", start, end) < 0:
+            payload = bytes(text[start + 6 : end])  # the common case: one data line
+        else:
+            payload = b"\n".join(
+                line[5:].lstrip(b" ") for line in bytes(text[start:end]).split(b"\n") if line.startswith(b"data:")
+            )
+            if not payload:
+                return  # comments (": ping") and event/id/retry fields only
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        events.append(_json_object(payload, "SSE data"))
 
-async def _open(endpoint: Endpoint):
+
+def _json_object(payload: str | bytes, what: str) -> dict:
+    """payload parsed as a JSON object, or a ProtocolError that quotes its start."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        raise ProtocolError(f"{what} is not JSON: {payload[:120]!r}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{what} is not a JSON object: {payload[:120]!r}")
+    return data
+
+
+async def _open(endpoint: Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     ctx = ssl.create_default_context() if endpoint.scheme == "https" else None
     try:
         return await asyncio.open_connection(endpoint.host, endpoint.port, ssl=ctx, limit=_READ_SIZE)
@@ -191,6 +265,8 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
         raise ProtocolError(f"connection closed before the HTTP headers ended ({len(exc.partial)} bytes)") from None
+    except asyncio.LimitOverrunError:
+        raise ProtocolError(f"HTTP headers longer than {_READ_SIZE} bytes") from None
     return _parse_head(head)
 
 
@@ -241,23 +317,53 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         pass
 
 
-async def request_json(endpoint: Endpoint, method: str, path: str, body: dict | None = None) -> dict:
-    """One request with a JSON answer. Raises ConnectionError, HTTPStatusError or ProtocolError."""
+async def _within(awaitable: Awaitable[T], timeout: float, what: str) -> T:
+    """awaitable, or RequestTimeout once `timeout` seconds have passed."""
+    if not timeout > 0:
+        raise ValueError(f"timeout must be positive, not {timeout!r}")
+    try:
+        return await asyncio.wait_for(awaitable, timeout)
+    except asyncio.TimeoutError:
+        raise RequestTimeout(f"{what}: no complete answer within {timeout:g} s") from None
+
+
+async def request_json(
+    endpoint: Endpoint, method: str, path: str, body: dict | None = None, *, timeout: float, max_bytes: int | None = None
+) -> dict:
+    """One request with a JSON answer, all of it within `timeout` seconds.
+
+    The answer may be at most max_bytes (default: Limits.for_request(body)).
+    Raises ConnectionError, RequestTimeout, HTTPStatusError or ProtocolError.
+    """
+    limit = max_bytes or Limits.for_request(body).body_bytes
+    return await _within(_request_json(endpoint, method, path, body, limit), timeout, f"{method} {endpoint.base_url}{path}")
+
+
+async def _request_json(endpoint: Endpoint, method: str, path: str, body: dict | None, limit: int) -> dict:
     reader, writer = await _open(endpoint)
     try:
         writer.write(_request_bytes(endpoint, method, path, body, stream=False))
         await writer.drain()
         status, headers = await _read_head(reader)
-        data = b"".join([chunk async for _, chunk in _iter_body(reader, headers)])
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit and 200 <= status < 300:
+            raise ProtocolError(f"the answer is {length} bytes, more than the {limit} this request can need")
+        keep = limit if 200 <= status < 300 else _ERROR_BODY_LIMIT
+        parts: list[bytes] = []
+        size = 0
+        async for _, chunk in _iter_body(reader, headers):
+            parts.append(chunk)
+            size += len(chunk)
+            if size > keep:
+                if keep == _ERROR_BODY_LIMIT:
+                    break  # enough of an error page to show
+                raise ProtocolError(f"the answer is longer than the {limit} bytes this request can need")
     finally:
         await _close(writer)
-    text = data.decode("utf-8", errors="replace")
+    text = b"".join(parts)[:keep].decode("utf-8", errors="replace")
     if not 200 <= status < 300:
         raise HTTPStatusError(status, text)
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise ProtocolError(f"answer is not JSON: {text[:200]!r}") from None
+    return _json_object(text, "answer")
 
 
 class _SSEProtocol(asyncio.BufferedProtocol):
@@ -269,7 +375,8 @@ class _SSEProtocol(asyncio.BufferedProtocol):
     handed to on_events at once.
     """
 
-    def __init__(self, request: bytes, on_events: Callable[[float, list], None], done: asyncio.Future):
+    def __init__(self, request: bytes, on_events: Callable[[float, list[dict]], None], done: asyncio.Future,
+                 limits: Limits):
         self._request = request
         self._on_events = on_events
         self._done = done
@@ -279,11 +386,15 @@ class _SSEProtocol(asyncio.BufferedProtocol):
         self._chunked: _ChunkedDecoder | None = None
         self._left: int | None = None  # body bytes still due, when Content-Length is given
         self._error_body: list[bytes] = []
-        self._parser = SSEParser()
+        self._error_size = 0
+        self._body_size = 0
+        self._body_limit = limits.body_bytes
+        self._parser = SSEParser(limits.event_bytes)
         self.transport: asyncio.BaseTransport | None = None
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        assert isinstance(transport, asyncio.WriteTransport)
         transport.write(self._request)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -322,9 +433,13 @@ class _SSEProtocol(asyncio.BufferedProtocol):
             body_done = self._left is not None and self._left <= 0
         if not 200 <= self._status < 300:
             self._error_body.append(payload)
-            if body_done:
-                self._finish(HTTPStatusError(self._status, b"".join(self._error_body).decode("utf-8", "replace")))
+            self._error_size += len(payload)
+            if body_done or self._error_size >= _ERROR_BODY_LIMIT:  # enough of an error page to show
+                self._finish(HTTPStatusError(self._status, self._error_text()))
             return
+        self._body_size += len(payload)
+        if self._body_size > self._body_limit:
+            raise ProtocolError(f"the streamed answer is longer than the {self._body_limit} bytes its max_tokens can need")
         if payload:
             events = self._parser.feed(payload)
             if events:
@@ -342,11 +457,14 @@ class _SSEProtocol(asyncio.BufferedProtocol):
         if self._status is None:
             self._finish(ProtocolError("connection closed before the HTTP headers ended"))
         elif not 200 <= self._status < 300:
-            self._finish(HTTPStatusError(self._status, b"".join(self._error_body).decode("utf-8", "replace")))
+            self._finish(HTTPStatusError(self._status, self._error_text()))
         elif self._chunked is not None or self._left:
             self._finish(ProtocolError(f"connection closed in the middle of the body ({exc or 'EOF'})"))
         else:
             self._finish(None)  # a body delimited by the connection's end
+
+    def _error_text(self) -> str:
+        return b"".join(self._error_body)[:_ERROR_BODY_LIMIT].decode("utf-8", "replace")
 
     def _finish(self, exc: BaseException | None) -> None:
         if not self._done.done():
@@ -358,19 +476,28 @@ class _SSEProtocol(asyncio.BufferedProtocol):
             self.transport.close()
 
 
-async def stream_events(endpoint: Endpoint, path: str, body: dict, on_events: Callable[[float, list], None]) -> None:
+async def stream_events(
+    endpoint: Endpoint, path: str, body: dict, on_events: Callable[[float, list[dict]], None], *, timeout: float
+) -> None:
     """POST body (stream=true) and call on_events(arrival time, decoded SSE events) for each socket read.
 
-    Returns at `data: [DONE]` or at the end of the body. Raises ConnectionError,
+    Returns at `data: [DONE]` or at the end of the body; the whole stream must
+    end within `timeout` seconds, and its size stays within
+    Limits.for_request(body). Raises ConnectionError, RequestTimeout,
     HTTPStatusError (non-2xx), ProtocolError, or what on_events raised.
     """
+    return await _within(_stream(endpoint, path, body, on_events), timeout, f"POST {endpoint.base_url}{path}")
+
+
+async def _stream(endpoint: Endpoint, path: str, body: dict, on_events: Callable[[float, list[dict]], None]) -> None:
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     request = _request_bytes(endpoint, "POST", path, body, stream=True)
+    limits = Limits.for_request(body)
     ctx = ssl.create_default_context() if endpoint.scheme == "https" else None
     try:
         transport, _ = await loop.create_connection(
-            lambda: _SSEProtocol(request, on_events, done), endpoint.host, endpoint.port, ssl=ctx
+            lambda: _SSEProtocol(request, on_events, done, limits), endpoint.host, endpoint.port, ssl=ctx
         )
     except OSError as exc:
         raise ConnectionError(f"cannot connect to {endpoint.host}:{endpoint.port}: {exc}") from exc
@@ -380,12 +507,12 @@ async def stream_events(endpoint: Endpoint, path: str, body: dict, on_events: Ca
         transport.close()
 
 
-async def first_model_id(endpoint: Endpoint) -> str:
+async def first_model_id(endpoint: Endpoint, *, timeout: float) -> str:
     """The first model the server lists at /v1/models (SGLang lists exactly one)."""
-    answer = await request_json(endpoint, "GET", "/models")
-    models = answer.get("data") if isinstance(answer, dict) else None
-    if not models or not isinstance(models[0], dict) or not models[0].get("id"):
-        raise StackError(
+    answer = await request_json(endpoint, "GET", "/models", timeout=timeout)
+    models = answer.get("data")
+    if not isinstance(models, list) or not models or not isinstance(models[0], dict) or not models[0].get("id"):
+        raise CheckFailed(
             f"{endpoint.base_url}/models lists no model",
             "pass the model name with --model",
         )
@@ -394,6 +521,8 @@ async def first_model_id(endpoint: Endpoint) -> str:
 
 def describe_error(exc: BaseException) -> str:
     """One line for a transport or protocol failure, for verdicts and error counts."""
+    if isinstance(exc, RequestTimeout):
+        return f"timed out: {exc}"
     if isinstance(exc, asyncio.TimeoutError):
         return "timed out"
     return f"{type(exc).__name__}: {exc}"

@@ -2,44 +2,39 @@
 
 from __future__ import annotations
 
-import json
-
 from blackwell_stack.errors import StackError
-from blackwell_stack.paths import data_path
-from blackwell_stack.plan_model import PlanItem, PlanSection
+from blackwell_stack.plan_model import PlanItem, PlanSection, not_checked_here
+from blackwell_stack.serve.profile import load_profile
 from blackwell_stack.verify import baseline
-
-PROFILE = ("modules", "profiles", "qwen3.5-397b-a17b-nvfp4-sm120.json")
-FALLBACK_MODEL = "nvidia/Qwen3.5-397B-A17B-NVFP4"
-FALLBACK_PORT = 30000
 
 
 def _target() -> tuple[str, str, int, str]:
-    """(model id, host, port, where they came from), from the serving profile when it is there."""
-    try:
-        path = data_path(*PROFILE)
-        profile = json.loads(path.read_text())
-        service = profile.get("service", {})
-        host = service.get("host", "127.0.0.1")
-        if host in ("0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return profile["model"]["id"], host, int(service.get("port", FALLBACK_PORT)), "/".join(PROFILE)
-    except (StackError, OSError, ValueError, KeyError, TypeError):
-        return FALLBACK_MODEL, "127.0.0.1", FALLBACK_PORT, f"built-in default ({'/'.join(PROFILE)} not readable)"
+    """(model id, host, port, where they came from) from the serving profile, read by its validated loader."""
+    profile = load_profile()
+    service = profile.data["service"]
+    host = str(service["host"])
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return str(profile.data["model"]["id"]), host, int(service["port"]), f"modules/profiles/{profile.path.name}"
 
 
 def plan_section() -> PlanSection:
-    model, host, port, source = _target()
-    url = f"http://{host}:{port}"
+    try:
+        model, host, port, source = _target()
+        url = f"http://{host}:{port}"
+        items = [PlanItem("endpoint", url, source), PlanItem("model", model, source)]
+    except (StackError, TypeError, ValueError) as exc:  # a profile the serve section reports in full
+        model, url = "MODEL", "http://HOST:PORT"
+        items = [PlanItem("endpoint", "unknown", None, verified=False,
+                          note=f"the serving profile cannot be read: {getattr(exc, 'message', exc)}")]
     base = baseline.load(baseline.DEFAULT_BASELINE)
-    items = [
-        PlanItem("endpoint", url, source),
-        PlanItem("model", model, source),
+    items += [
         PlanItem(
             "smoke",
             "4 prompts (2 chat, 2 completion) x stream/no-stream at temperature 0; fails on null/empty content, "
             "finish reason not stop/length, character runs, looping phrases, low diversity, U+FFFD, HTTP errors",
             "src/blackwell_stack/verify/smoke.py",
+            checked_by="tests: real server, broken and sound models",
         ),
     ]
     for exp in base.expectations:
@@ -48,7 +43,8 @@ def plan_section() -> PlanSection:
             PlanItem(
                 f"baseline: {exp.name}",
                 f"{exp.metric} {exp.relation.replace('_', ' ')} {exp.value:g} at {where} (tolerance {base.tolerance:.0%})",
-                f"src/blackwell_stack/verify/baselines/{base.path.name} (seeds' figures, FACTS section 1)",
+                f"src/blackwell_stack/verify/baselines/{base.path.name} (docs/reference-deployment.md#results)",
+                checked_by=not_checked_here("reported figures; needs the GPU host"),
             )
         )
     return PlanSection(

@@ -17,17 +17,23 @@ def _series(levels: list[dict], metric: str, field: str) -> list[float | None]:
     return [(lv.get(metric) or {}).get(field) for lv in levels]
 
 
-def write_plot(result: dict, path: str | Path) -> Path:
+def require_matplotlib() -> None:
+    """Fail now, not after a sweep, when --plot cannot be drawn."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot  # noqa: F401
     except ImportError:
         raise StackError(
             "the bench plot needs matplotlib",
             "pip install 'blackwell-stack[plot]' (or matplotlib), or drop --plot",
         ) from None
+
+
+def write_plot(result: dict, path: str | Path) -> Path:
+    require_matplotlib()
+    import matplotlib.pyplot as plt
 
     levels = result["levels"]
     conc = [lv["concurrency"] for lv in levels]

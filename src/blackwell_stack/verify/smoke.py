@@ -105,11 +105,22 @@ def _path(prompt: Prompt) -> str:
 def _choice_text(choice: dict, api: str, streamed: bool) -> tuple[str | None, str | None]:
     """(content, reasoning) of one choice or one stream delta."""
     if api == "completion":
-        return choice.get("text"), None
+        return _text(choice.get("text")), None
     part = choice.get("delta" if streamed else "message")
     if not isinstance(part, dict):
         raise ProtocolError(f"choice has no {'delta' if streamed else 'message'} object: {str(choice)[:120]}")
-    return part.get("content"), part.get("reasoning_content") or part.get("reasoning")
+    return _text(part.get("content")), _text(part.get("reasoning_content") or part.get("reasoning"))
+
+
+def _text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ProtocolError(f"answer text is not a string: {str(value)[:120]}")
+
+
+def _completion_tokens(usage: object) -> int | None:
+    value = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return value if isinstance(value, int) else None
 
 
 def _joined(content: str | None, reasoning: str | None) -> str | None:
@@ -118,33 +129,35 @@ def _joined(content: str | None, reasoning: str | None) -> str | None:
     return (reasoning or "") + (content or "")
 
 
-async def _ask_plain(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer) -> None:
-    data = await request_json(endpoint, "POST", _path(prompt), body)
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not choices or not isinstance(choices[0], dict):
+async def _ask_plain(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float) -> None:
+    data = await request_json(endpoint, "POST", _path(prompt), body, timeout=timeout)
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProtocolError(f"answer has no choices: {str(data)[:200]}")
     content, reasoning = _choice_text(choices[0], prompt.api, streamed=False)
     answer.text = _joined(content, reasoning)
     answer.finish_reason = choices[0].get("finish_reason")
-    usage = data.get("usage") or {}
-    answer.completion_tokens = usage.get("completion_tokens")
+    answer.completion_tokens = _completion_tokens(data.get("usage"))
 
 
-async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer) -> None:
+async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float) -> None:
     content: list[str] = []
     reasoning: list[str] = []
     saw_content = False
 
-    def on_events(_stamp: float, events: list) -> None:
+    def on_events(_stamp: float, events: list[dict]) -> None:
         nonlocal saw_content
         for event in events:
-            if not isinstance(event, dict):
-                raise ProtocolError(f"stream event is not an object: {str(event)[:120]}")
             if "error" in event:
                 raise ProtocolError(f"error event in the stream: {str(event['error'])[:200]}")
             if event.get("usage"):
-                answer.completion_tokens = event["usage"].get("completion_tokens")
-            for choice in event.get("choices") or ():
+                answer.completion_tokens = _completion_tokens(event["usage"])
+            choices = event.get("choices") or []
+            if not isinstance(choices, list):
+                raise ProtocolError(f"stream event's choices is not a list: {str(event)[:120]}")
+            for choice in choices:
+                if not isinstance(choice, dict):
+                    raise ProtocolError(f"stream choice is not an object: {str(choice)[:120]}")
                 c, r = _choice_text(choice, prompt.api, streamed=True)
                 if c is not None:
                     content.append(c)
@@ -154,7 +167,7 @@ async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: An
                 if choice.get("finish_reason") is not None:
                     answer.finish_reason = choice["finish_reason"]
 
-    await stream_events(endpoint, _path(prompt), body, on_events)
+    await stream_events(endpoint, _path(prompt), body, on_events, timeout=timeout)
     answer.text = _joined("".join(content) if saw_content else None, "".join(reasoning) or None)
 
 
@@ -166,7 +179,7 @@ async def _run_one(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool,
     started = loop.time()
     ask = _ask_stream if stream else _ask_plain
     try:
-        await asyncio.wait_for(ask(endpoint, prompt, body, answer), timeout)
+        await ask(endpoint, prompt, body, answer, timeout)
     except HTTPStatusError as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "http", f"HTTP status {exc.status}", repr(exc.body[:200])))
         return answer

@@ -1,0 +1,179 @@
+"""A wheel's RECORD against its own files, and its METADATA name and version.
+
+A wheel lists every file it holds in `<name>.dist-info/RECORD`, each with the
+urlsafe-base64 sha256 of its bytes and its size (PEP 376/427, the "binary
+distribution format" specification). Installers check these while unpacking;
+a file that disagrees means the wheel was changed after it was built, or is
+corrupt. Each member is streamed, never unpacked to disk.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path
+
+from blackwell_stack.doctor import wheelzip
+from blackwell_stack.errors import StackError
+
+# Files a wheel may hold without listing them in RECORD (the RECORD's own signatures).
+_UNLISTED_OK = ("RECORD.jws", "RECORD.p7s")
+
+
+@dataclass
+class RecordReport:
+    record: str | None  # the RECORD member's name, None when the wheel has none
+    checked: int = 0  # members whose hash and size were compared
+    mismatched: list[str] = field(default_factory=list)  # "name: what differs"
+    missing: list[str] = field(default_factory=list)  # listed, not in the wheel
+    unlisted: list[str] = field(default_factory=list)  # in the wheel, not listed
+
+    @property
+    def ok(self) -> bool:
+        return self.record is not None and not (self.mismatched or self.missing or self.unlisted)
+
+    def problems(self) -> list[str]:
+        if self.record is None:
+            return ["the wheel has no .dist-info/RECORD"]
+        out = [f"{m}" for m in self.mismatched]
+        out += [f"{name}: listed in RECORD but not in the wheel" for name in self.missing]
+        out += [f"{name}: in the wheel but not listed in RECORD" for name in self.unlisted]
+        return out
+
+    def to_json(self) -> dict:
+        return {"record": self.record, "ok": self.ok, "checked": self.checked, "mismatched": self.mismatched,
+                "missing": self.missing, "unlisted": self.unlisted}
+
+
+def dist_info_dir(zf: zipfile.ZipFile) -> str | None:
+    """The wheel's `<name>-<version>.dist-info` directory (the one holding WHEEL)."""
+    for name in zf.namelist():
+        if name.endswith(".dist-info/WHEEL") and name.count("/") == 1:
+            return name.split("/", 1)[0]
+    return None
+
+
+def metadata(zf: zipfile.ZipFile, path: Path) -> tuple[str, str]:
+    """(Name, Version) from the wheel's METADATA; a StackError when it has none or they are missing."""
+    info = dist_info_dir(zf)
+    text = _read_text(zf, f"{info}/METADATA", path) if info else None
+    if text is None:
+        raise wheelzip.NotAWheelError(f"{path} has no .dist-info/METADATA", "a wheel built by pip or a build backend has one")
+    headers = HeaderParser().parsestr(text, headersonly=True)
+    name, version = headers.get("Name"), headers.get("Version")
+    if not name or not version:
+        raise wheelzip.NotAWheelError(f"{path}: METADATA has no Name or Version", "the wheel is malformed; build or download it again")
+    return name.strip(), version.strip()
+
+
+def check(path: str | Path, *, known: dict[str, str] | None = None,
+          progress: Callable[[int], None] | None = None) -> RecordReport:
+    """Compare every member of the wheel at `path` with its RECORD entry.
+
+    known: hex sha256 of members already hashed (by inspect's workers): they
+    are not read again. progress, when given, is called with the number of
+    uncompressed bytes read after each block.
+    """
+    known = known or {}
+    path = Path(path)
+    with wheelzip.open_zip(path) as zf:
+        info = dist_info_dir(zf)
+        record_name = f"{info}/RECORD"
+        text = _read_text(zf, record_name, path)
+        if text is None:
+            return RecordReport(record=None)
+        report = RecordReport(record=record_name)
+        listed = _parse_record(text, record_name)
+        members = {i.filename: i for i in zf.infolist() if not i.is_dir()}
+        for name, (algorithm, digest, size) in listed.items():
+            member = members.get(name)
+            if member is None:
+                report.missing.append(name)
+                continue
+            if name == record_name or algorithm is None:
+                continue  # RECORD cannot hash itself
+            report.checked += 1
+            if name in known and algorithm == "sha256":
+                problem = _compare_known(known[name], member, digest, size)
+            else:
+                problem = _compare(zf, member, algorithm, digest, size, path, progress)
+            if problem:
+                report.mismatched.append(f"{name}: {problem}")
+        report.unlisted = sorted(
+            name for name in members if name not in listed and name.rsplit("/", 1)[-1] not in _UNLISTED_OK
+        )
+    return report
+
+
+def _read_text(zf: zipfile.ZipFile, name: str, path: Path) -> str | None:
+    try:
+        return zf.read(name).decode("utf-8", errors="replace")
+    except KeyError:
+        return None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise wheelzip.NotAWheelError(f"{path}: {name} cannot be read ({exc})", "the wheel is corrupt; download it again") from None
+
+
+def _parse_record(text: str, where: str) -> dict[str, tuple[str | None, str | None, int | None]]:
+    """RECORD rows: name -> (hash algorithm, urlsafe-base64 digest, size); (None, None, None) when unhashed."""
+    rows: dict[str, tuple[str | None, str | None, int | None]] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or not row[0]:
+            continue
+        if len(row) != 3:
+            raise StackError(f"{where} line {number}: expected name,hash,size, found {row!r}", "the wheel is malformed")
+        name, hashed, size = row
+        if not hashed:
+            rows[name] = (None, None, None)
+            continue
+        algorithm, _, digest = hashed.partition("=")
+        try:
+            rows[name] = (algorithm, digest, int(size) if size else None)
+        except ValueError:
+            raise StackError(f"{where} line {number}: size {size!r} is not a number", "the wheel is malformed") from None
+    return rows
+
+
+def _compare(zf: zipfile.ZipFile, member: zipfile.ZipInfo, algorithm: str, digest: str | None, size: int | None,
+             path: Path, progress: Callable[[int], None] | None) -> str | None:
+    if algorithm not in hashlib.algorithms_guaranteed or algorithm in ("md5", "sha1"):
+        return f"RECORD hashes it with {algorithm!r}, which is not a secure hash"
+    if size is not None and size != member.file_size:
+        return f"size {member.file_size}, RECORD says {size}"
+    h = hashlib.new(algorithm)
+    try:
+        with zf.open(member) as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+                if progress:
+                    progress(len(block))
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        return f"cannot be read ({exc})"
+    actual = _b64(h.digest())
+    if actual != digest:
+        return f"{algorithm} {actual}, RECORD says {digest}"
+    return None
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _compare_known(hex_digest: str, member: zipfile.ZipInfo, digest: str | None, size: int | None) -> str | None:
+    if size is not None and size != member.file_size:
+        return f"size {member.file_size}, RECORD says {size}"
+    actual = _b64(bytes.fromhex(hex_digest))
+    return None if actual == digest else f"sha256 {actual}, RECORD says {digest}"
+
+
+def total_bytes(path: str | Path) -> int:
+    """Uncompressed bytes of all members (the progress total of check())."""
+    with wheelzip.open_zip(path) as zf:
+        return sum(i.file_size for i in zf.infolist() if not i.is_dir())

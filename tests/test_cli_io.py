@@ -1,0 +1,151 @@
+"""What every command shares: exit codes by kind, a closed stdout pipe, -v, tables that fit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from blackwell_stack import output
+from blackwell_stack.cli import main
+from blackwell_stack.errors import ExitCode
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+# A command that fails a check (exit 1) after printing a table: an FP8 KV cache is refused by the rules.
+FAILING = ["serve", "check", "--set", "kv-cache-dtype=fp8_e4m3"]
+
+
+def cli(*argv: str, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.update(kwargs.pop("env", {}))
+    return subprocess.run([sys.executable, "-m", "blackwell_stack", *argv], env=env, **kwargs)
+
+
+def closed_pipe_run(*argv: str) -> subprocess.CompletedProcess:
+    """Run the CLI with stdout on a real pipe whose reading end is already closed."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return cli(*argv, stdout=write_end, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+
+
+def test_help_documents_every_exit_code():
+    result = cli("--help", capture_output=True, text=True)
+    assert result.returncode == 0
+    for code in ExitCode:
+        assert f"\n  {int(code)} " in result.stdout
+
+
+def test_a_failing_command_keeps_its_exit_code_on_a_closed_pipe():
+    assert cli(*FAILING, capture_output=True).returncode == ExitCode.CHECK_FAILED
+    result = closed_pipe_run(*FAILING)
+    assert result.returncode == ExitCode.CHECK_FAILED
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+def test_a_passing_command_on_a_closed_pipe_exits_0_quietly():
+    result = closed_pipe_run("plan")
+    assert result.returncode == 0
+    assert result.stderr == ""
+
+
+def test_a_reader_that_stops_early_does_not_change_the_code():
+    env = {**os.environ, "PYTHONPATH": SRC}
+    child = subprocess.Popen([sys.executable, "-m", "blackwell_stack", *FAILING], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.readline()
+    child.stdout.close()  # like `| head -1`
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == ExitCode.CHECK_FAILED
+    assert "Traceback" not in err
+
+
+def test_usage_errors_are_code_2_without_a_traceback(capsys):
+    assert main(["no-such-command"]) == ExitCode.USAGE
+    assert main(["serve", "check", "--profile", "no-such-profile"]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "no such profile" in err and "hint:" in err and "Traceback" not in err
+
+
+def test_verbose_echoes_the_commands_it_runs(tmp_path, capsys):
+    python = sys.executable
+    assert main(["-v", "doctor", "--python", python, "--json"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert f"$ {python} -c " in err
+    assert main(["doctor", "--python", python, "--json"]) in (0, 1)
+    assert "$ " not in capsys.readouterr().err
+
+
+def _plan_lines(columns: str, *extra: str) -> list[str]:
+    result = cli(*extra, "plan", capture_output=True, text=True, env={"COLUMNS": columns})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_plan_fits_the_terminal_and_wide_prints_rows_whole():
+    for columns in ("80", "120"):
+        lines = _plan_lines(columns)
+        assert max(len(line) for line in lines if not line.startswith("  $ ")) <= int(columns)
+    wide = _plan_lines("80", "--wide")
+    assert max(len(line) for line in wide) > 120
+    # Nothing is cut: long cells wrap onto more lines instead.
+    narrow = _plan_lines("80")
+    assert not any("…" in line for line in narrow) and len(narrow) > len(wide)
+
+
+def test_table_wraps_cells_instead_of_cutting_them(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "40")
+    long = "word " * 30
+    output.table(["name", "text"], [["a", long.strip()]])
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 40
+    assert " ".join(line[6:].strip() for line in lines[2:]).split() == long.split()
+
+
+def test_fit_widths_keeps_narrow_columns_and_shares_the_rest():
+    assert output.fit_widths([4, 10, 200], 80) == [4, 10, 62]
+    assert output.fit_widths([4, 10, 20], 80) == [4, 10, 20]
+    widths = output.fit_widths([30, 100, 100, 8], 100)
+    assert sum(widths) + 2 * 3 <= 100 and widths[3] == 8
+
+
+@pytest.mark.parametrize("argv", [
+    ["inspect", "x.whl", "--jobs", "0"],
+    ["bench", "http://127.0.0.1:1", "--timeout", "-1"],
+    ["bench", "http://127.0.0.1:1", "--timeout", "0"],
+    ["bench", "http://127.0.0.1:1", "--warmup", "-1"],
+    ["smoke", "http://127.0.0.1:1", "--timeout", "0"],
+])
+def test_impossible_numbers_are_refused_by_the_parser(argv, capsys):
+    assert main(argv) == ExitCode.USAGE
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_serve_run_dry_run_json_prints_json(capsys):
+    assert main(["serve", "run", "--dry-run", "--json", "--python", "python3.12"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["argv"][:3] == ["python3.12", "-m", "sglang.launch_server"]
+    assert "--kv-cache-dtype" in data["argv"] and data["command"].startswith(next(iter(data["env"])))
+
+
+def test_pins_vendor_with_a_missing_pins_file_says_so(tmp_path, capsys):
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    assert main(["pins", "vendor", str(wheel), "--file", str(tmp_path / "nonexistent.json")]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "no such pins file" in err and "nonexistent.json" in err
+
+
+@pytest.mark.parametrize("argv", [["kernel", "recipe"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
+def test_tables_and_prose_fit_80_columns(argv):
+    result = cli(*argv, capture_output=True, text=True, env={"COLUMNS": "80"})
+    assert result.returncode in (0, 1), result.stderr
+    # Commands are printed whole, to be copied: the launch command and `$ ...` lines.
+    lines = [line for line in result.stdout.splitlines() if "sglang.launch_server" not in line and not line.startswith("  $ ")]
+    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80][:3]

@@ -1,0 +1,170 @@
+"""Written files: their modes, outputs that cannot be written (refused before any work), an unusable cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import pytest
+
+from blackwell_stack import fileio, paths
+from blackwell_stack.cli import main
+from blackwell_stack.errors import ExitCode, StackError
+
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing answers
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.fixture
+def umask_027():
+    old = os.umask(0o027)
+    yield
+    os.umask(old)
+
+
+def test_a_new_file_gets_the_umask(tmp_path, umask_027):
+    fileio.atomic_write_json(tmp_path / "new.json", {"a": 1})
+    assert mode(tmp_path / "new.json") == 0o640
+    assert fileio.current_umask() == 0o027
+
+
+def test_a_rewritten_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "pins.json"
+    target.write_text("{}")
+    for wanted in (0o644, 0o600, 0o664):
+        os.chmod(target, wanted)
+        fileio.atomic_write_bytes(target, b"{}\n")
+        assert mode(target) == wanted
+
+
+def test_pins_vendor_and_update_keep_a_0644_pins_file(tmp_path, repo):
+    # What `pins update` and `pins vendor --record` do to the file: PinsFile.save.
+    from blackwell_stack.pins.store import load_pins
+
+    copy = tmp_path / "pins.json"
+    copy.write_bytes((repo / "stacks/nightly/pins.json").read_bytes())
+    os.chmod(copy, 0o644)
+    load_pins(copy).save()
+    assert mode(copy) == 0o644
+
+
+def test_nothing_is_left_behind_when_a_write_fails(tmp_path):
+    with pytest.raises(RuntimeError):
+        with fileio.atomic_file(tmp_path / "out.bin") as fh:
+            fh.write(b"half")
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("make", ["directory", "under-a-file", "deep-under-a-file"])
+def test_check_output_path_refuses_what_cannot_be_written(tmp_path, make):
+    (tmp_path / "file").write_text("x")
+    target = {
+        "directory": tmp_path,
+        "under-a-file": tmp_path / "file" / "out.json",
+        "deep-under-a-file": tmp_path / "file" / "a" / "b" / "out.json",
+    }[make]
+    with pytest.raises(StackError) as err:
+        fileio.check_output_path(target, "--out")
+    assert "--out" in str(err.value) and err.value.hint
+
+
+def test_check_output_path_accepts_new_directories(tmp_path):
+    assert fileio.check_output_path(tmp_path / "new" / "dir" / "out.json", "--out")
+    assert not (tmp_path / "new").exists()  # the probe leaves nothing behind
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_only_directory_is_refused(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o500)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as root: a 0500 directory is writable, so there is nothing to refuse")
+        with pytest.raises(StackError, match="cannot write in"):
+            fileio.check_output_path(ro / "out.json", "--out")
+    finally:
+        os.chmod(ro, 0o700)
+
+
+@pytest.mark.parametrize("option", ["--out", "--plot"])
+def test_bench_refuses_an_unwritable_output_before_the_sweep(tmp_path, capsys, option):
+    (tmp_path / "file").write_text("x")
+    # The server is unreachable: had bench started, it would fail on the model listing (exit 1).
+    code = main(["bench", UNREACHABLE, "--timeout", "2", option, str(tmp_path / "file" / "result")])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE, err
+    assert option in err and "not a directory" in err and "cannot list models" not in err
+    code = main(["bench", UNREACHABLE, "--timeout", "2", option, str(tmp_path)])
+    assert code == ExitCode.USAGE and "is a directory" in capsys.readouterr().err
+
+
+def test_pins_update_refuses_an_unwritable_file_before_downloading(tmp_path, capsys):
+    code = main(["pins", "update", "pypi", "sglang==0.5.9", "--file", str(tmp_path), "--index-url", UNREACHABLE])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE and "--file" in err and "is a directory" in err
+    code = main(["pins", "update", "torch", "--date", "20260307", "--file", str(tmp_path), "--index-url", UNREACHABLE])
+    assert code == ExitCode.USAGE and "--file" in capsys.readouterr().err
+
+
+def test_serve_flags_extract_refuses_an_unwritable_output_first(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    code = main(["serve", "flags", "extract", "--wheel", str(tmp_path / "missing.whl"),
+                 "--output", str(tmp_path / "file" / "flags.json")])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE and "--output" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["regular-file", "under-a-file"])
+def test_an_unusable_cache_is_a_clear_error(tmp_path, monkeypatch, kind):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    cache = blocker if kind == "regular-file" else blocker / "cache"
+    monkeypatch.setenv("BLACKWELL_STACK_CACHE", str(cache))
+    with pytest.raises(StackError) as err:
+        paths.cache_dir("pypi")
+    assert "BLACKWELL_STACK_CACHE" in err.value.hint
+
+
+def test_an_unusable_cache_through_the_cli(tmp_path, repo, monkeypatch, capsys):
+    """`pins update` against a real index on loopback, with the cache under a regular file."""
+    from index_server import Index, build_wheel, serve
+
+    wheel = build_wheel(tmp_path, "torch", "2.12.0.dev20260307+cu130")
+    server = serve(index := Index(projects={"torch": [wheel]}))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    monkeypatch.setenv("BLACKWELL_STACK_CACHE", str(blocker / "cache"))
+    pins = tmp_path / "pins.json"
+    pins.write_bytes((repo / "stacks/nightly/pins.json").read_bytes())
+    try:
+        code = main(["pins", "update", "torch", "--date", "20260307", "--file", str(pins), "--index-url", index.url])
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE, err
+    assert "cache directory" in err and "BLACKWELL_STACK_CACHE" in err and "Traceback" not in err
+    assert pins.read_bytes() == (repo / "stacks/nightly/pins.json").read_bytes()
+
+
+def test_bench_prints_its_results_even_when_the_file_cannot_be_written(tmp_path, capsys, monkeypatch):
+    """A disk that fills during the sweep: the results still reach stdout, then the error and exit 2."""
+    from verify_server import FaultServer
+
+    from blackwell_stack.verify import commands
+
+    def full_disk(path, data):
+        raise fileio.write_error(fileio.Path(path), OSError(28, "No space left on device"))
+
+    monkeypatch.setattr(commands, "atomic_write_json", full_disk)
+    with FaultServer("nan") as server:
+        code = main(["bench", server.url, "--concurrency", "1", "--requests", "1", "--output-len", "4", "--json",
+                     "--out", str(tmp_path / "result.json")])
+    captured = capsys.readouterr()
+    assert code == ExitCode.USAGE
+    assert json.loads(captured.out)["levels"][0]["requests"] == 1
+    assert "No space left on device" in captured.err

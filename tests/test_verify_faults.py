@@ -1,0 +1,154 @@
+"""smoke and bench against broken servers on loopback (verify_server.FaultServer): bounded, no traceback.
+
+Each run is a real CLI process with a wall-clock bound far above what the
+command needs, so a client that hangs fails the test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from verify_server import HUGE_EVENT_BYTES, FaultServer, free_port
+
+from blackwell_stack.errors import ExitCode
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+BOUND_S = 120  # a hang fails the test here; the commands below need a few seconds
+# Runs the CLI and reports the process's peak resident memory (KiB) on stderr's last line: VmHWM
+# of its own address space (getrusage's ru_maxrss would count the forking parent's memory too).
+_WITH_PEAK_RSS = (
+    "import sys\n"
+    "from blackwell_stack.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "peak = next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+    "print('peak-rss-kib', peak, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.run([sys.executable, "-c", _WITH_PEAK_RSS, *argv], capture_output=True, text=True,
+                          env=env, timeout=BOUND_S)
+
+
+def peak_rss_mib(result: subprocess.CompletedProcess) -> float:
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("peak-rss-kib"), result.stderr
+    return int(line.split()[1]) / 1024
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == ExitCode.CHECK_FAILED, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    text = result.stdout + result.stderr
+    for needle in needles:
+        assert needle in text, (needle, text[-3000:])
+
+
+@pytest.fixture(scope="module")
+def silent():
+    with FaultServer("silent") as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def stall():
+    with FaultServer("stall") as server:
+        yield server.url
+
+
+def test_smoke_model_listing_is_bounded_by_timeout(silent):
+    result = cli("smoke", silent, "--timeout", "1")
+    assert_clean_failure(result, "cannot list models", "timed out", "hint:")
+
+
+def test_bench_model_listing_is_bounded_by_timeout(silent):
+    result = cli("bench", silent, "--timeout", "1", "--concurrency", "1", "--requests", "1")
+    assert_clean_failure(result, "cannot list models", "timed out")
+
+
+def test_bench_warm_up_timeout_is_an_error_not_a_traceback(stall):
+    result = cli("bench", stall, "--timeout", "1", "--concurrency", "1", "--requests", "1")
+    assert_clean_failure(result, "warm-up request", "timed out", "--timeout")
+
+
+def test_bench_requests_that_time_out_are_counted_as_errors(stall):
+    result = cli("bench", stall, "--timeout", "1", "--warmup", "0", "--concurrency", "2", "--requests", "2", "--json")
+    assert_clean_failure(result)
+    level = json.loads(result.stdout)["levels"][0]
+    assert level["ok"] == 0 and level["errors"] == 2
+    assert all("timed out" in sample for sample in level["error_samples"])
+
+
+def test_smoke_answers_that_time_out_are_verdicts(stall):
+    result = cli("smoke", stall, "--model", "m", "--timeout", "1", "--max-tokens", "4", "--json")
+    assert_clean_failure(result)
+    verdicts = json.loads(result.stdout)["verdicts"]
+    assert len(verdicts) == 8 and all("timed out" in v["excerpt"] for v in verdicts)
+
+
+def test_a_huge_sse_event_is_refused_with_bounded_memory():
+    with FaultServer("huge-event") as server:
+        result = cli("bench", server.url, "--warmup", "0", "--concurrency", "1", "--requests", "1",
+                     "--output-len", "8", "--json")
+    assert_clean_failure(result)
+    level = json.loads(result.stdout)["levels"][0]
+    assert level["errors"] == 1 and "SSE event is longer than" in level["error_samples"][0]
+    # The server offered a 256 MiB event; the client kept at most its cap (a few MiB).
+    assert peak_rss_mib(result) < HUGE_EVENT_BYTES / (1 << 20) / 2
+
+
+def test_nan_answers_fail_bench_and_smoke():
+    with FaultServer("nan") as server:
+        bench = cli("bench", server.url, "--concurrency", "1,2", "--requests", "2", "--output-len", "8", "--json")
+        smoke = cli("smoke", server.url, "--json")
+    assert_clean_failure(bench)
+    answers = json.loads(bench.stdout)["answers"]
+    assert answers["broken"] == answers["judged"] == 4
+    assert answers["findings"] == {"finish-reason": 4, "empty-content": 4}
+    assert answers["finish_reasons"] == {"NaN happened": 4}
+    assert_clean_failure(smoke)
+    report = json.loads(smoke.stdout)
+    assert {v["check"] for v in report["verdicts"]} == {"finish-reason", "empty-content"}
+    assert any("NaN happened" in v["detail"] for v in report["verdicts"])
+
+
+def test_bench_prints_the_broken_answers_in_its_table():
+    with FaultServer("nan") as server:
+        result = cli("bench", server.url, "--concurrency", "1", "--requests", "1", "--output-len", "8")
+    assert_clean_failure(result, "FAIL: 1 broken answer(s)", "finish-reason", "NaN happened")
+
+
+def test_a_server_without_models_or_without_the_api_is_a_failed_check(tmp_path):
+    """An empty model list and an HTTP 404 (a plain file server) are the same kind of failure: exit 1."""
+    with FaultServer("no-models") as server:
+        assert_clean_failure(cli("smoke", server.url), "lists no model", "--model")
+        assert_clean_failure(cli("bench", server.url, "--requests", "1"), "lists no model")
+    port = free_port()
+    files = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
+                              str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_port(port)
+        assert_clean_failure(cli("smoke", url), "cannot list models", "HTTP 404")
+    finally:
+        files.terminate()
+        files.wait(timeout=30)
+    # Nothing listening at all: the same code.
+    assert_clean_failure(cli("smoke", f"http://127.0.0.1:{free_port()}"), "cannot list models", "cannot connect")
+
+
+def wait_for_port(port: int) -> None:
+    for _ in range(200):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
