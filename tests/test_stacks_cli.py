@@ -74,7 +74,8 @@ def test_vendor_checks_a_file_against_the_lock_and_adds_it_where_fetchurl_looks(
     if shutil.which("nix-store") is None:
         pytest.skip("nix-store is not installed (apt-get install nix-bin)")
     lock = model.load("stable").lock()
-    wheel = wheels.uv_choice(lock.get("aiohappyeyeballs"))
+    # A file only the stable lock names (the other locks take another python-dateutil).
+    wheel = wheels.uv_choice(lock.get("python-dateutil"))
     name, digest = wheels.filename(wheel), libraries.sha256_of(wheel)
     kept = tmp_path / name
     download(wheel["url"], kept, expected_sha256=digest)
