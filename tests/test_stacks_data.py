@@ -229,9 +229,15 @@ def test_torchvision_is_paired_by_hand(name, torch, torchvision):
 
 @pytest.mark.nix
 def test_nix_lists_the_same_stacks_and_default(nix):
-    got = nix.eval("let s = import ./lib/stacks.nix; in { inherit (s) names default status; }")
+    got = nix.eval("let s = import ./lib/stacks.nix; in { inherit (s) names default status lockedNames; "
+                   "envNames = map s.envName s.names; profiles = map s.profiles s.names; }")
     assert got["names"] == model.names()
     assert got["default"] == model.default_name()
+    assert got["lockedNames"] == LOCKED
+    # The flake's package of each stack's environment, and the profiles the module and `serve --stack` offer.
+    assert got["envNames"] == [model.load(n).env_attribute for n in model.names()]
+    assert dict(zip(model.names(), got["envNames"]))["current"] == "sglang-env-current"
+    assert got["profiles"] == [model.load(n).profiles for n in model.names()]
     assert got["status"] == {n: {"locked": model.load(n).locked, "command": model.load(n).lock_command}
                              for n in model.names()}
 
