@@ -1,4 +1,5 @@
-# services.sglang: SGLang serving a profile of modules/profiles/ (by default
+# services.sglang: SGLang serving a profile of modules/profiles/ on one of the
+# locked serving stacks (services.sglang.stack; by default the stable stack's
 # Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell, SM120, PCIe).
 #
 # The argv is rendered by lib/sglang-service.nix (`render`), the same function

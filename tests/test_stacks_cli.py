@@ -86,6 +86,14 @@ def test_the_kernel_toolchain_check_takes_the_stacks_torch():
     assert info.value.hint == "run `blackwell-stack stack lock nightly --wheels DIR`"
 
 
+def test_kernel_build_refuses_a_stack_whose_kernel_comes_from_its_lock(capsys, tmp_path):
+    assert main(["kernel", "build", "--stack", "current", "--src", str(tmp_path), "--out", str(tmp_path / "dist")]) == 2
+    err = capsys.readouterr().err
+    assert "the current stack builds no kernel: it takes sglang-kernel from its lock" in err
+    assert "uv sync --frozen" in err and "Traceback" not in err
+    assert not (tmp_path / "dist").exists()
+
+
 @pytest.mark.nix
 @pytest.mark.network
 def test_vendor_checks_a_file_against_the_lock_and_adds_it_where_fetchurl_looks(tmp_path, capsys):

@@ -210,7 +210,7 @@ def test_the_current_stack_overrides_nothing_and_says_why_for_each_requirement()
     for entry, comment in stated.items():
         if entry == "sglang==0.5.23":
             continue
-        assert comment and "sglang" in comment or "torch 2.14.1" in comment, (entry, comment)
+        assert comment and ("sglang" in comment or "torch 2.14.1" in comment), (entry, comment)
 
 
 @pytest.mark.parametrize(("name", "torch", "torchvision"), [("stable", "2.12.1", "0.27.1"), ("current", "2.14.1", "0.29.1")])

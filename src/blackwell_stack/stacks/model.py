@@ -169,6 +169,16 @@ class Stack:
         """The flake's package of this stack's environment (lib/stacks.nix `envName`)."""
         return "sglang-env" if self.default else f"sglang-env-{self.name}"
 
+    def require_source_kernel(self) -> None:
+        """StackError unless this stack builds its kernel from source (`kernel build --stack NAME`)."""
+        if self.kernel["from"] != "source":
+            raise StackError(
+                f"the {self.name} stack builds no kernel: it takes {self.kernel['package']} from its lock "
+                f"({self.kernel['why']})",
+                f"install the stack with `{self.sync_command('VENV')}`; `kernel build` is for the stacks that build "
+                f"theirs: {', '.join(n for n in names() if load(n).kernel['from'] == 'source')}",
+            )
+
     def sync_command(self, venv: str | Path) -> str:
         """The one command that installs the lock into a venv (keeping a source-built kernel there)."""
         return f"UV_PROJECT_ENVIRONMENT={venv} uv sync --frozen --inexact --project {self.path}"
