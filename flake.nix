@@ -76,12 +76,13 @@
       # f pkgs sets, for each system.
       forAllSystems = f: lib.genAttrs systems (system: f pkgsFor.${system} setsFor.${system});
 
-      envName = name: if name == stacks.default then "sglang-env" else "sglang-env-${name}";
+      # `sglang-env` for the default stack, `sglang-env-<name>` for the others.
+      inherit (stacks) envName lockedNames;
 
-      # Environments of locked stacks are packages (built and checked); a stack
-      # without a lock is only a legacyPackages attribute, which throws with
-      # the command that makes the lock when built (`nix flake check` skips it).
-      lockedNames = builtins.filter stacks.isLocked stacks.names;
+      # Environments of locked stacks (lockedNames) are packages (built and
+      # checked); a stack without a lock is only a legacyPackages attribute,
+      # which throws with the command that makes the lock when built (`nix
+      # flake check` skips it).
       unlockedNames = builtins.filter (name: !stacks.isLocked name) stacks.names;
     in
     {
@@ -157,17 +158,11 @@
       formatter = forAllSystems (pkgs: _sets: pkgs.nixfmt-tree);
 
       nixosModules = {
-        # services.sglang on the default stack's environment. It sets no
-        # nixpkgs.config and no overlays: the environment is built with this
-        # flake's own nixpkgs, whatever the host's nixpkgs is.
-        sglang =
-          { pkgs, lib, ... }:
-          {
-            imports = [ ./modules/sglang.nix ];
-            services.sglang.package = lib.mkDefault self.packages.${pkgs.stdenv.hostPlatform.system}.sglang-env;
-            # The smoke test runs this flake's CLI (blackwell-stack smoke).
-            services.sglang.smokeTest.package = lib.mkDefault self.packages.${pkgs.stdenv.hostPlatform.system}.blackwell-stack;
-          };
+        # services.sglang on the environment of services.sglang.stack (the
+        # default stack's unless set). It sets no nixpkgs.config and no
+        # overlays: the environments are built with this flake's own nixpkgs,
+        # whatever the host's nixpkgs is.
+        sglang = import ./modules/flake-module.nix { packagesFor = system: self.packages.${system}; };
         default = self.nixosModules.sglang;
       };
     };

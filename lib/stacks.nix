@@ -10,6 +10,9 @@
 #   stacks.workspaceRoot "stable"  # ../stacks/stable, or a throw naming the lock command
 #   stacks.versions "stable"       # { sglang = "0.5.9"; flashinfer = "0.6.5"; torch = "2.12.1"; }
 #   stacks.rootDependencies "stable"  # [ "flashinfer-cubin" "flashinfer-python" "sglang" "torch" "torchvision" ]
+#   stacks.lockedNames             # [ "current" "stable" ]: the stacks with a lock
+#   stacks.envName "current"       # "sglang-env-current": the flake's package of its environment
+#   stacks.profiles "current"      # its profiles (modules/profiles/<name>.json), the first one its default
 #
 # Everything that needs the lock throws, for a stack without one, with the
 # message of Stack.missing_lock_message() and the command that makes it.
@@ -89,6 +92,26 @@ let
 
   defaults = filter (name: (meta name).default or false) names;
 
+  default =
+    if length defaults == 1 then
+      head defaults
+    else
+      throw "blackwell-stack: ${toString (length defaults)} stacks say \"default\": true; exactly one must";
+
+  # The flake's package of a stack's environment: the default stack's is
+  # `sglang-env`, every other's `sglang-env-<name>` (flake.nix, nixosModules.sglang).
+  envName = name: if name == default then "sglang-env" else "sglang-env-${name}";
+
+  profiles =
+    name:
+    let
+      listed = (meta name).profiles or [ ];
+    in
+    if listed != [ ] then
+      listed
+    else
+      throw "blackwell-stack: stacks/${name}/stack.json lists no profiles; name the modules/profiles/<name>.json it serves";
+
   # A wheel's file name from its URL or path in the lock (percent escapes
   # decoded as uv2nix does for its fetchurl names: `%2B` is `+`).
   wheelFile =
@@ -121,15 +144,14 @@ in
     rootDependencies
     wheelFile
     lockedWheel
+    default
+    envName
+    profiles
     ;
 
   lock = lockOf;
 
-  default =
-    if length defaults == 1 then
-      head defaults
-    else
-      throw "blackwell-stack: ${toString (length defaults)} stacks say \"default\": true; exactly one must";
+  lockedNames = filter isLocked names;
 
   # What plan and checks list: every stack, locked or not, with the command
   # that makes a missing lock.

@@ -1,4 +1,5 @@
-# services.sglang: SGLang serving a profile of modules/profiles/ (by default
+# services.sglang: SGLang serving a profile of modules/profiles/ on one of the
+# locked serving stacks (services.sglang.stack; by default the stable stack's
 # Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell, SM120, PCIe).
 #
 # The argv is rendered by lib/sglang-service.nix (`render`), the same function
@@ -22,6 +23,7 @@ let
 
   cfg = config.services.sglang;
   service = import ../lib/sglang-service.nix;
+  stacks = import ../lib/stacks.nix;
   # The flag table of the profile's SGLang (the assertions below hold the
   # package's SGLang to the profile's runtime).
   table = service.flagTableFor cfg.profile.runtime.sglang;
@@ -45,6 +47,39 @@ let
   # package from elsewhere.
   stack = if cfg.package == null then null else cfg.package.passthru.blackwellStack or null;
   stackVersions = if stack == null then null else stack.versions or null;
+
+  # services.sglang.stack against the package and the profile (each with the fix in its message).
+  packageStack = if stack == null then null else stack.stack or null;
+  stackLocks = stacks.versions cfg.stack;
+  profileName = cfg.profile.name or "(unnamed)";
+  profileStacks = cfg.profile.stacks or null;
+  # A profile names the stacks it is made for; one without that list must at
+  # least be for the SGLang and flashinfer the stack locks.
+  profileFitsStack =
+    if profileStacks != null then
+      builtins.elem cfg.stack profileStacks
+    else
+      builtins.all (c: (cfg.profile.runtime.${c} or null) == stackLocks.${c}) [ "sglang" "flashinfer" ];
+  packageFitsStack = packageStack == null || packageStack == cfg.stack;
+  profileIsFor =
+    if profileStacks != null then
+      "the stacks " + lib.concatStringsSep ", " profileStacks
+    else
+      "sglang ${toString (cfg.profile.runtime.sglang or "?")}, flashinfer ${toString (cfg.profile.runtime.flashinfer or "?")}";
+  useAProfileOfTheStack = "a profile of the ${cfg.stack} stack: ${lib.concatStringsSep ", " (stacks.profiles cfg.stack)}";
+  profileFix =
+    if stacksForProfile != [ ] then
+      ''Set services.sglang.stack = "${builtins.head stacksForProfile}", or use ${useAProfileOfTheStack}''
+    else
+      "Use ${useAProfileOfTheStack}";
+  # The locked stacks this profile is made for, to name in the message.
+  stacksForProfile =
+    if profileStacks != null then
+      builtins.filter (name: builtins.elem name stacks.lockedNames) profileStacks
+    else
+      builtins.filter (
+        name: (stacks.versions name).sglang == (cfg.profile.runtime.sglang or null)
+      ) stacks.lockedNames;
 
   # The module's typed options, as flag settings on top of the profile (a null
   # value removes the flag; false renders nothing for a switch).
@@ -170,16 +205,33 @@ in
   options.services.sglang = {
     enable = lib.mkEnableOption "SGLang serving the blackwell-stack profile (Qwen3.5-397B-A17B-NVFP4 on SM120 by default)";
 
+    stack = mkOption {
+      type = types.enum stacks.lockedNames;
+      default = stacks.default;
+      defaultText = literalExpression ''"${stacks.default}"'';
+      example = "current";
+      description = ''
+        The serving stack (`stacks/<name>/` of blackwell-stack, one uv lock each; the
+        choices are the stacks with a lock). It chooses the environment (the flake's
+        `nixosModules.sglang` sets `package` to the flake's `sglang-env` for the default
+        stack, `sglang-env-<name>` for another) and the default `profile` (the first one the
+        stack lists). `stable`: SGLang 0.5.9 on torch 2.12.1, as the seed deployment ran;
+        `current`: SGLang 0.5.23 as released, with the prebuilt sglang-kernel 0.4.10. A
+        `package` or `profile` of another stack is refused.
+      '';
+    };
+
     package = mkOption {
       type = types.nullOr types.package;
       default = null;
-      example = literalExpression "blackwell-stack.packages.x86_64-linux.sglang-env";
+      example = literalExpression "blackwell-stack.packages.x86_64-linux.sglang-env-current";
       description = ''
         A Python environment with SGLang; its `bin/python3` runs `sglang.launch_server`.
-        The flake's `nixosModules.sglang` sets it to the flake's `packages.<system>.sglang-env`,
-        built from the stack's own package set, so importing the module rebuilds nothing
-        else on the host. Its `passthru.blackwellStack` gives `runtime.cudaHome`,
-        `runtime.cc` and the versions the rules are checked against.
+        The flake's `nixosModules.sglang` sets it to the environment of `stack` (the flake's
+        `packages.<system>.sglang-env`, or `sglang-env-<stack>`), built from the stack's own
+        package set, so importing the module rebuilds nothing else on the host. Its
+        `passthru.blackwellStack` gives `runtime.cudaHome`, `runtime.cc`, the stack's name
+        and the versions the rules are checked against.
       '';
     };
 
@@ -208,12 +260,15 @@ in
 
     profile = mkOption {
       type = types.attrs;
-      default = service.defaultProfile;
-      defaultText = literalExpression "lib.importJSON ./profiles/qwen3.5-397b-a17b-nvfp4-sm120.json";
+      default = service.loadProfile (builtins.head (stacks.profiles cfg.stack));
+      defaultText = literalExpression "lib.importJSON ./profiles/<the first profile of stacks/<stack>/stack.json>.json";
+      example = literalExpression "lib.importJSON \"\${blackwell-stack}/modules/profiles/qwen3.5-397b-a17b-nvfp4-v2-sm120-current.json\"";
       description = ''
         The serving profile (model, hardware, flags, environment; see
-        `modules/profiles/`). The typed options below default to its values, and the
-        rules check the flags against its hardware.
+        `modules/profiles/`), by default the first one `stack` lists. It must be made for
+        `stack` (its `stacks` list, or else its runtime versions). The typed options below
+        default to its values, their choices are its SGLang's flags, and the rules check
+        the flags against its hardware.
       '';
     };
 
@@ -539,7 +594,23 @@ in
             passthru.blackwellStack to take them from (the flake's sglang-env does).'';
         }
       ]
-      ++ lib.optionals (stackVersions != null) (
+      ++ [
+        {
+          assertion = packageFitsStack;
+          message = ''
+            services.sglang.package is the environment of the ${toString packageStack} stack, but services.sglang.stack = "${cfg.stack}":
+            set services.sglang.stack = "${toString packageStack}" (with blackwell-stack.nixosModules.sglang the package then follows it),
+            or leave services.sglang.package to the flake's module.'';
+        }
+        {
+          assertion = profileFitsStack;
+          message = ''
+            services.sglang.profile ${profileName} is not made for services.sglang.stack = "${cfg.stack}" (sglang ${stackLocks.sglang},
+            flashinfer ${stackLocks.flashinfer}); it is for ${profileIsFor}. ${profileFix}.'';
+        }
+      ]
+      # With the package, the profile and the stack in agreement, the package must hold what the lock says.
+      ++ lib.optionals (stackVersions != null && packageFitsStack && profileFitsStack) (
         map
           (component: {
             assertion = (stackVersions.${component} or null) == cfg.profile.runtime.${component};

@@ -25,6 +25,9 @@ let
     let
       bs = set.blackwellStackEnv.passthru.blackwellStack;
       versions = stacks.versions name;
+      kernel = (stacks.meta name).kernel;
+      audit = lib.importJSON (../stacks + "/${name}/wheels.json");
+      kernelPair = audit.torch_pairs.pairs.${kernel.package};
     in
     {
       "stack-${name}-versions" =
@@ -38,8 +41,18 @@ let
           "the ${name} environment carries the lock's sglang ${versions.sglang}, flashinfer ${versions.flashinfer} and torch ${versions.torch}";
 
       "stack-${name}-kernel-torch" =
-        assertion "stack-${name}-kernel-torch" (set.sgl-kernel.passthru.torch == set.torch)
-          "sgl-kernel of the ${name} stack is built against that stack's own torch ${set.torch.version}";
+        if kernel.from == "source" then
+          assertion "stack-${name}-kernel-torch" (set.${kernel.package}.passthru.torch == set.torch)
+            "${kernel.package} of the ${name} stack is built against that stack's own torch ${set.torch.version}"
+        else
+          # A prebuilt kernel from the lock: stack audit read its symbol tables against the locked torch.
+          assertion "stack-${name}-kernel-torch"
+            (
+              set.${kernel.package}.version == stacks.lockedVersion name kernel.package
+              && kernelPair.ok
+              && audit.torch_pairs.torch == set.torch.version
+            )
+            "${kernel.package} ${set.${kernel.package}.version} of the ${name} stack is the locked wheel; ${kernelPair.found} (stacks/${name}/wheels.json)";
 
       "stack-${name}-cuda-home" =
         assertion "stack-${name}-cuda-home" (bs.cudaHome.cudaMajorMinorVersion == "13.0")

@@ -24,6 +24,11 @@ PROFILE = json.loads((REPO / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-s
 ENV_PATH = "/nix/store/0000000000000000000000000000000a-sglang-env"
 CUDA_PATH = "/nix/store/0000000000000000000000000000000b-cuda-13.0"
 CC_PATH = "/nix/store/0000000000000000000000000000000c-gcc-wrapper"
+CLI_PATH = "/nix/store/0000000000000000000000000000000e-blackwell-stack"
+# The flake's package of each stack's environment, as tests/nixos/eval.nix places it with flake=True.
+FLAKE_ENV_PREFIX = "/nix/store/0000000000000000000000000000000f-"
+FLAKE = (f'{{ envPath = name: "{FLAKE_ENV_PREFIX}" + (import ./lib/stacks.nix).envName name; '
+         f'cudaHome = "{CUDA_PATH}"; cc = "{CC_PATH}"; cli = "{CLI_PATH}"; }}')
 
 
 def stack_package(env_path: str = ENV_PATH, versions: dict | None = None, with_passthru: bool = True) -> str:
@@ -39,17 +44,19 @@ def stack_package(env_path: str = ENV_PATH, versions: dict | None = None, with_p
     )
 
 
-def host(*settings: str, package: str | None = None, nvidia: bool = True) -> str:
+def host(*settings: str, package: str | None = None, nvidia: bool = True, flake: bool = False) -> str:
     """A host module: services.sglang enabled with a stack env, the NVIDIA data-center
     driver with open modules (as the SM120 host has), then `settings` (Nix attribute
-    bindings, each its own module so that they merge as in a real configuration)."""
+    bindings, each its own module so that they merge as in a real configuration).
+    With flake=True the package is left to the flake's module (evaluate(..., flake=True))."""
     imports = " ".join(f"{{ {s} }}" for s in settings)
     driver = "hardware.nvidia.datacenter.enable = lib.mkDefault true; hardware.nvidia.open = lib.mkDefault true;" if nvidia else ""
+    chosen = "" if flake else f"services.sglang.package = lib.mkDefault ({package or stack_package()});"
     return f"""{{ standIn, lib, ... }}:
 {{
   imports = [ {imports} ];
   services.sglang.enable = true;
-  services.sglang.package = lib.mkDefault ({package or stack_package()});
+  {chosen}
   {driver}
 }}
 """
@@ -61,9 +68,11 @@ def nixpkgs_lib(tmp_path_factory) -> Path:
     return nix_inputs.source("nixpkgs-lib") / "lib"
 
 
-def evaluate(nix, lib_dir: Path, hosts: dict[str, str], tmp_path: Path) -> dict[str, dict]:
+def evaluate(nix, lib_dir: Path, hosts: dict[str, str], tmp_path: Path, *, flake: bool = False) -> dict[str, dict]:
     """Each host's evaluation. --read-write-mode: the launcher and the readiness gate
-    (builtins.path) are added to the Nix store, so the unit's commands can be run."""
+    (builtins.path) are added to the Nix store, so the unit's commands can be run.
+    flake=True evaluates the flake's nixosModules.sglang (modules/flake-module.nix)
+    with stand-ins of the flake's packages instead of modules/sglang.nix alone."""
     paths = {}
     for name, text in hosts.items():
         path = tmp_path / f"host-{name}.nix"
@@ -71,7 +80,8 @@ def evaluate(nix, lib_dir: Path, hosts: dict[str, str], tmp_path: Path) -> dict[
         paths[name] = path
     attrs = " ".join(f'"{name}" = {path};' for name, path in paths.items())
     expr = (
-        f"builtins.mapAttrs (_: config: import ./tests/nixos/eval.nix {{ libPath = {lib_dir}; inherit config; }}) "
+        f"builtins.mapAttrs (_: config: import ./tests/nixos/eval.nix {{ libPath = {lib_dir}; inherit config; "
+        f"flake = {FLAKE if flake else 'null'}; }}) "
         f"{{ {attrs} }}"
     )
     result = subprocess.run([nix.binary, "--eval", "--strict", "--json", "--read-write-mode", "--expr", expr],
@@ -81,8 +91,8 @@ def evaluate(nix, lib_dir: Path, hosts: dict[str, str], tmp_path: Path) -> dict[
     return json.loads(result.stdout)
 
 
-def evaluate_one(nix, lib_dir: Path, text: str, tmp_path: Path) -> dict:
-    return evaluate(nix, lib_dir, {"host": text}, tmp_path)["host"]
+def evaluate_one(nix, lib_dir: Path, text: str, tmp_path: Path, *, flake: bool = False) -> dict:
+    return evaluate(nix, lib_dir, {"host": text}, tmp_path, flake=flake)["host"]
 
 
 def exec_argv(line: str, credentials: str | None = None) -> list[str]:

@@ -28,7 +28,8 @@ def test_plan_json_schema():
     plan = json.loads(result.stdout)
     assert plan["plan_version"] == 1
     assert "SM120" in plan["target"]
-    assert list(plan["sections"]) == ["pins", "stack-nightly", "stack-stable", "kernel", "service", "doctor", "verify"]
+    assert list(plan["sections"]) == ["pins", "stack-current", "stack-nightly", "stack-stable", "kernel",
+                                      "service-current", "service-nightly", "service-stable", "doctor", "verify"]
     for section in plan["sections"].values():
         assert set(section) == {"title", "items", "commands"}
         for item in section["items"]:

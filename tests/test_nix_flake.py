@@ -209,7 +209,11 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
     expr = f"""
       let
         f = builtins.getFlake "path:{flake}";
-        module = f.nixosModules.sglang {{ pkgs.stdenv.hostPlatform.system = "x86_64-linux"; lib = f.inputs.nixpkgs-lib.lib; }};
+        module = f.nixosModules.sglang {{
+          pkgs.stdenv.hostPlatform.system = "x86_64-linux";
+          lib = f.inputs.nixpkgs-lib.lib;
+          config.services.sglang.stack = "current";
+        }};
       in {{
         outputs = builtins.attrNames f.outputs;
         lib = builtins.attrNames f.lib;
@@ -227,11 +231,12 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
                                      "nixosModules", "packages"])
     assert {"stacks", "nixpkgsConfig", "pins", "kernelRecipe", "kernelSources", "sglangService"} <= set(got["lib"])
     assert got["nixosModules"] == ["default", "sglang"]
-    # The module brings services.sglang and the default stack's environment, and no nixpkgs config or overlays.
+    # The module brings services.sglang and the chosen stack's environment, and no nixpkgs config or overlays
+    # (tests/test_serve_module_eval.py evaluates it, modules/flake-module.nix, with stand-in packages).
     assert got["moduleKeys"] == ["imports", "services"]
     assert [p.rsplit("/", 2)[-2:] for p in got["moduleImports"]] == [["modules", "sglang.nix"]]
     assert got["packageOption"] == {"_type": "override", "priority": 1000}  # lib.mkDefault
-    assert got["stacks"] == ["nightly", "stable"]
+    assert got["stacks"] == ["current", "nightly", "stable"]
     assert got["libVersion"] == "26.05"
 
 

@@ -193,3 +193,74 @@ def test_check_on_the_current_stack_lists_versions_and_unverified_entries():
     assert "sglang 0.5.23, flashinfer 0.7.2" in text and "n/a" in text and "not verified for this stack" in text
     argv = json.loads(cli("serve", "render", "--profile", "qwen3.5-397b-a17b-nvfp4-sm120-current", "--json").stdout)["argv"]
     assert argv[argv.index("--tp-size") + 1] == "8"  # 0.5.23's primary spelling
+
+
+# --- serve on a stack: the flags and rules of the SGLang its lock holds -------------------------
+
+@pytest.mark.parametrize("stack", ["stable", "current"])
+def test_every_profile_of_a_stack_passes_check_on_its_lock(stack):
+    from blackwell_stack.stacks import model
+
+    versions = model.load(stack).versions()
+    profiles = model.load(stack).profiles
+    for profile in [None, *profiles]:
+        args = ["serve", "check", "--stack", stack, "--json"] + (["--profile", profile] if profile else [])
+        result = cli(*args)
+        assert result.returncode == 0, (profile, result.stdout[-2000:], result.stderr)
+        data = json.loads(result.stdout)
+        assert data["ok"] is True
+        assert data["profile"] == (profile or profiles[0])
+        assert data["runtime"] == {"sglang": versions["sglang"], "flashinfer": versions["flashinfer"],
+                                   "source": f"stacks/{stack}/uv.lock"}
+
+
+def test_render_on_the_current_stack_takes_its_first_profile_and_0_5_23s_flags():
+    data = json.loads(cli("serve", "render", "--stack", "current", "--json").stdout)
+    assert data["profile"] == "qwen3.5-397b-a17b-nvfp4-sm120-current"
+    assert data["runtime"]["source"] == "stacks/current/uv.lock"
+    argv = data["argv"]
+    assert argv[argv.index("--tp-size") + 1] == "8" and "--tensor-parallel-size" not in argv
+    v2 = json.loads(cli("serve", "render", "--stack", "current", "--profile", "qwen3.5-397b-a17b-nvfp4-v2-sm120-current",
+                        "--json").stdout)["argv"]
+    assert v2[v2.index("--quantization") + 1] == "modelopt_mixed"
+
+
+def test_a_profile_of_another_stack_is_refused_with_the_fix():
+    result = cli("serve", "check", "--stack", "stable", "--profile", "qwen3.5-397b-a17b-nvfp4-v2-sm120-current")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "is not made for the stable stack (sglang 0.5.9, flashinfer 0.6.5); it is for the stacks current" in result.stderr
+    assert "hint: pass --stack current, or --profile with one of the stable stack's profiles: qwen3.5-397b-a17b-nvfp4-sm120" in result.stderr
+
+
+def test_a_profile_file_without_stacks_is_held_to_the_stacks_versions(repo, tmp_path):
+    data = json.loads((repo / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-v2-sm120-current.json").read_text())
+    del data["stacks"]
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(data))
+    assert cli("serve", "check", "--stack", "current", "--profile", str(path)).returncode == 0
+    refused = cli("serve", "check", "--stack", "stable", "--profile", str(path))
+    assert refused.returncode == 2
+    assert "it is for sglang 0.5.23, flashinfer 0.7.2" in refused.stderr and "pass --stack current" in refused.stderr
+
+
+def test_a_stack_without_a_lock_names_the_command_that_makes_it():
+    result = cli("serve", "render", "--stack", "nightly")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "hint: run `blackwell-stack stack lock nightly --wheels DIR`" in result.stderr
+
+
+def test_plan_shows_each_stacks_service_on_its_own_versions():
+    from blackwell_stack.serve.plan import plan_sections
+
+    current, stable, nightly = plan_sections(["current", "stable", "nightly"])
+    assert [s.key for s in (current, stable, nightly)] == ["service-current", "service-stable", "service-nightly"]
+    items = {i.name: i for i in current.items}
+    assert items["runtime"].value == "sglang 0.5.23, flashinfer 0.7.2" and items["runtime"].source == "stacks/current/uv.lock"
+    assert items["flag table"].value.startswith("sglang 0.5.23 ")
+    assert "--tp-size 8" in items["service command"].value
+    assert "blackwell-stack serve check --stack current" in current.commands
+    assert {i.name: i for i in stable.items}["runtime"].value == "sglang 0.5.9, flashinfer 0.6.5"
+    # No lock: the profile's own runtime block, and the command that makes the lock.
+    runtime = {i.name: i for i in nightly.items}["runtime"]
+    assert runtime.value == "sglang 0.5.9, flashinfer 0.6.5" and "blackwell-stack stack lock nightly --wheels DIR" in runtime.source
+    assert [s.key for s in plan_sections(["current"])] == ["service"]

@@ -18,8 +18,10 @@ import pytest
 
 from module_eval import (
     CC_PATH,
+    CLI_PATH,
     CUDA_PATH,
     ENV_PATH,
+    FLAKE_ENV_PREFIX,
     PROFILE,
     REPO,
     evaluate,
@@ -85,6 +87,127 @@ def test_a_stack_of_other_versions_than_the_profile_is_refused(nix, nixpkgs_lib,
     result = evaluate_one(nix, nixpkgs_lib, host(package=other), tmp_path)
     (message,) = failed(result, "has sglang 0.5.23")
     assert f"sglang {PROFILE['runtime']['sglang']}" in message
+
+
+# --- the stack: the flake's module picks its environment and its first profile ----------------
+
+V2_PROFILE = "qwen3.5-397b-a17b-nvfp4-v2-sm120-current"
+CURRENT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120-current"
+
+
+def _profile_setting(name: str) -> str:
+    return f"services.sglang.profile = lib.importJSON {REPO}/modules/profiles/{name}.json;"
+
+
+def _python_render(profile: str, stack: str) -> dict:
+    """What `blackwell-stack serve render --stack STACK --profile PROFILE --json` prints."""
+    import contextlib
+    import io
+
+    from blackwell_stack.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["serve", "render", "--stack", stack, "--profile", profile, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def flake_hosts(nix, nixpkgs_lib, tmp_path_factory):
+    return evaluate(nix, nixpkgs_lib, {
+        "default": host(flake=True),
+        "current": host('services.sglang.stack = "current";', flake=True),
+        "current-v2": host('services.sglang.stack = "current";', _profile_setting(V2_PROFILE),
+                           'services.sglang.quantization = "modelopt_mixed";', flake=True),
+        "stable-with-v2": host(_profile_setting(V2_PROFILE), flake=True),
+        "current-with-seed": host('services.sglang.stack = "current";',
+                                  _profile_setting("qwen3.5-397b-a17b-nvfp4-sm120"), flake=True),
+        "current-with-stable-env": host('services.sglang.stack = "current";', f"services.sglang.package = {stack_package()};",
+                                        flake=True),
+    }, tmp_path_factory.mktemp("flake"), flake=True)
+
+
+def test_the_flake_module_runs_the_default_stack_unless_told(flake_hosts):
+    from blackwell_stack.stacks import model
+
+    default = flake_hosts["default"]
+    assert default["failedAssertions"] == []
+    assert default["final"]["stack"] == model.default_name() == "stable"
+    assert default["final"]["profile"] == model.load("stable").profiles[0] == PROFILE["name"]
+    # The flake's sglang-env (lib/stacks.nix envName), and its own CLI for the smoke test.
+    assert default["unit"]["path"][0] == f"{FLAKE_ENV_PREFIX}sglang-env"
+    assert default["final"]["finalArgs"] == _python_render(PROFILE["name"], "stable")["argv"]
+
+
+def test_the_current_stack_takes_its_environment_and_first_profile(flake_hosts):
+    from blackwell_stack.stacks import model
+
+    current = flake_hosts["current"]
+    assert current["failedAssertions"] == []
+    assert current["final"]["profile"] == model.load("current").profiles[0] == CURRENT_PROFILE
+    assert current["unit"]["path"] == [f"{FLAKE_ENV_PREFIX}sglang-env-current", CUDA_PATH, CC_PATH]
+    args = current["final"]["finalArgs"]
+    # SGLang 0.5.23's table: --tp-size is the primary spelling there (0.5.9: --tensor-parallel-size).
+    assert args[args.index("--tp-size") + 1] == "8" and "--tensor-parallel-size" not in args
+    assert args == _python_render(CURRENT_PROFILE, "current")["argv"]
+    # The current profile drops SGLANG_DISABLE_CUDNN_CHECK (0.5.23 no longer reads it).
+    assert "SGLANG_DISABLE_CUDNN_CHECK" not in current["final"]["finalEnvironment"]
+
+
+def test_the_v2_profile_on_the_current_stack_takes_modelopt_mixed(flake_hosts):
+    """The option's choices are the profile's SGLang's: modelopt_mixed exists in 0.5.23 only."""
+    v2 = flake_hosts["current-v2"]
+    assert v2["failedAssertions"] == []
+    args = v2["final"]["finalArgs"]
+    assert args[args.index("--quantization") + 1] == "modelopt_mixed"
+    assert args[:2] == ["--model-path", "nvidia/Qwen3.5-397B-A17B-NVFP4-V2"]
+    assert args == _python_render(V2_PROFILE, "current")["argv"]
+
+
+def test_modelopt_mixed_is_not_a_choice_of_the_seed_stacks_sglang(nix, nixpkgs_lib, tmp_path):
+    with pytest.raises(AssertionError) as info:
+        evaluate_one(nix, nixpkgs_lib, host('services.sglang.quantization = "modelopt_mixed";', flake=True), tmp_path,
+                     flake=True)
+    assert "services.sglang.quantization" in str(info.value) and "modelopt_fp4" in str(info.value)
+
+
+def test_a_profile_of_another_stack_is_refused_with_the_fix(flake_hosts):
+    (message,) = failed(flake_hosts["stable-with-v2"], "is not made for services.sglang.stack")
+    assert V2_PROFILE in message and 'services.sglang.stack = "stable"' in message
+    assert 'Set services.sglang.stack = "current"' in message
+    assert flake_hosts["stable-with-v2"]["unit"] is None
+    (message,) = failed(flake_hosts["current-with-seed"], "is not made for services.sglang.stack")
+    assert 'Set services.sglang.stack = "stable"' in message
+    assert f"a profile of the current stack: {CURRENT_PROFILE}, {V2_PROFILE}" in message
+
+
+def test_an_environment_of_another_stack_is_refused_with_the_fix(flake_hosts):
+    """A package set by hand (here the stable stand-in) must be the chosen stack's environment."""
+    result = flake_hosts["current-with-stable-env"]
+    (message,) = failed(result, "is the environment of the stable stack")
+    assert 'services.sglang.stack = "current"' in message and 'set services.sglang.stack = "stable"' in message
+    assert result["unit"] is None
+
+
+def test_the_stack_is_one_with_a_lock(nix, nixpkgs_lib, tmp_path):
+    from blackwell_stack.stacks import model
+
+    with pytest.raises(AssertionError) as info:
+        evaluate_one(nix, nixpkgs_lib, host('services.sglang.stack = "nightly";', flake=True), tmp_path, flake=True)
+    assert "services.sglang.stack" in str(info.value)
+    locked = [n for n in model.names() if model.load(n).locked]
+    assert all(f'"{n}"' in str(info.value) for n in locked)
+
+
+def test_a_profile_without_a_stacks_list_is_held_to_the_stacks_versions(nix, nixpkgs_lib, tmp_path):
+    unlisted = f"services.sglang.profile = builtins.removeAttrs (lib.importJSON {REPO}/modules/profiles/{V2_PROFILE}.json) [ \"stacks\" ];"
+    results = evaluate(nix, nixpkgs_lib, {
+        "current": host('services.sglang.stack = "current";', unlisted, flake=True),
+        "stable": host(unlisted, flake=True),
+    }, tmp_path, flake=True)
+    assert results["current"]["failedAssertions"] == []
+    (message,) = failed(results["stable"], "is not made for services.sglang.stack")
+    assert "it is for sglang 0.5.23, flashinfer 0.7.2" in message and 'Set services.sglang.stack = "current"' in message
 
 
 # --- what the unit needs at run time -----------------------------------------------------------

@@ -22,6 +22,7 @@ from blackwell_stack.serve import flags
 from blackwell_stack.serve.profile import Profile, Runtime, available_profiles, load_profile, load_rules
 from blackwell_stack.serve.render import render
 from blackwell_stack.serve.rules import evaluate
+from blackwell_stack.stacks import model as stacks_model
 
 pytestmark = pytest.mark.nix
 
@@ -409,3 +410,73 @@ def generated_case(draw):
 @given(cases=st.lists(generated_case(), min_size=40, max_size=40))
 def test_generated_profiles_agree(nix, tmp_path, cases):
     assert_same(nix, cases, tmp_path)
+
+
+# --- per stack: the runtime comes from the lock, on both sides ---------------------------------
+
+STACK_BATCH = """
+let
+  stacks = import ./lib/stacks.nix;
+  s = import ./lib/sglang-service.nix;
+  cases = builtins.fromJSON (builtins.readFile {path});
+in
+map (c:
+  let
+    locked = stacks.versions c.stack;
+    r = s.render {{ profile = s.loadProfile c.profile; runtime = {{ inherit (locked) sglang flashinfer; }}; inherit (c) overrides; }};
+  in
+  {{ inherit (r) argv env; verdicts = map (v: {{ inherit (v) id severity fired messages applies note; }}) r.verdicts; }})
+  cases
+"""
+# Settings whose verdicts depend on the SGLang or flashinfer a stack locks.
+STACK_SETTINGS = [
+    {},
+    {"fp4-gemm-backend": "flashinfer_cutlass"},
+    {"attention-backend": "trtllm_mha"},
+    {"moe-runner-backend": "flashinfer_cutedsl"},
+    {"attention-backend": "fa3"},
+]
+LOCKED_STACKS = [n for n in stacks_model.names() if stacks_model.load(n).locked]
+
+
+def _stack_python(c: dict) -> dict:
+    """`serve check --stack STACK --profile PROFILE --set K=V`: the lock's runtime, the profile held to the stack."""
+    from blackwell_stack.serve.service import configure
+
+    service = configure(c["profile"], stack=c["stack"], settings=[f"{k}={v}" for k, v in c["overrides"].items()])
+    return {
+        "argv": service.rendered.argv,
+        "env": service.rendered.env,
+        # The secret-flag verdict is serve's own (serve/secrets.py); the module asserts it apart from the rules.
+        "verdicts": [{"id": v.id, "severity": v.severity, "fired": v.fired, "messages": v.messages, "applies": v.applies,
+                      "note": v.note} for v in service.verdicts if v.id != "secret-flag-on-command-line"],
+    }
+
+
+@pytest.mark.parametrize("stack", LOCKED_STACKS)
+def test_nix_and_python_agree_on_each_stacks_verdicts(nix, tmp_path, stack):
+    """lib/stacks.nix reads the lock's versions, lib/sglang-service.nix renders with them; the
+    CLI's `--stack` does the same from the same lock: the same argv and the same verdicts."""
+    cases = [{"stack": stack, "profile": profile, "overrides": overrides}
+             for profile in stacks_model.load(stack).profiles for overrides in STACK_SETTINGS]
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases))
+    got = nix.eval(STACK_BATCH.format(path=path))
+    assert len(got) == len(cases)
+    for c, n in zip(cases, got):
+        assert _stack_python(c) == n, c
+    fired = {(c["profile"], json.dumps(c["overrides"])): {v["id"] for v in n["verdicts"] if v["fired"] and v["severity"] == "error"}
+             for c, n in zip(cases, got)}
+    first = stacks_model.load(stack).profiles[0]
+    assert fired[(first, "{}")] == set()
+    cutlass = fired[(first, json.dumps({"fp4-gemm-backend": "flashinfer_cutlass"}))]
+    trtllm = fired[(first, json.dumps({"attention-backend": "trtllm_mha"}))]
+    if stack == "stable":
+        # flashinfer 0.6.5 lacks the PDL fix (flashinfer PR #2780), and SGLang 0.5.9 refuses trtllm_mha on SM120.
+        assert "sm120-fp4-gemm-cutlass-before-flashinfer-fix" in cutlass
+        assert "sm120-trtllm-mha-refused-by-sglang" in trtllm
+    else:
+        # flashinfer 0.7.2 has it; SGLang 0.5.23 runs trtllm_mha on SM120 (with a bf16 KV cache here).
+        assert cutlass == set() and trtllm == set()
+    for overrides in ({"moe-runner-backend": "flashinfer_cutedsl"}, {"attention-backend": "fa3"}):
+        assert fired[(first, json.dumps(overrides))], (stack, overrides)

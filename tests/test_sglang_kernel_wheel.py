@@ -1,6 +1,8 @@
 """The current stack's kernel package, the real PyPI wheel sglang-kernel 0.4.10 (sglang
 0.5.23 requires it): built for CUDA 13 with sm_120a code, and every torch symbol it needs
-is in torch 2.14.1 (sglang 0.5.23's torch pin), so no source build is needed for SM120.
+is in the torch the current stack locks (2.14.1, sglang 0.5.23's torch pin), so no source
+build is needed for SM120. The kernel's and torch's files are the ones stacks/current/uv.lock
+names, with its sha256.
 
 The kernel wheel is downloaded whole (373 MB, 342 MB of it the FA3 library, whose symbols
 count too) and cached; torch is read with range requests (only torch/lib's libraries).
@@ -10,12 +12,16 @@ from __future__ import annotations
 
 import pytest
 
-from blackwell_stack.doctor import abi, inspection, remote_zip
+from blackwell_stack.doctor import abi, inspection
+from blackwell_stack.hashes import sha256_file
+from blackwell_stack.stacks import libraries, model, wheels
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
+LOCK = model.load("current").lock()
+KERNEL = LOCK.get(model.load("current").kernel["package"])
+TORCH = LOCK.get("torch")
 WHEEL = "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl"
-TORCH_WHEEL = "torch-{v}-cp312-cp312-manylinux_2_28_x86_64.whl"
 SM120_LIBRARIES = (
     "sgl_kernel/sm100/common_ops.abi3.so",
     "sgl_kernel/sm90/common_ops.abi3.so",
@@ -24,9 +30,16 @@ SM120_LIBRARIES = (
 )
 
 
+def test_the_current_stack_locks_this_wheel_and_torch_2_14_1():
+    assert (KERNEL.name, KERNEL.version, wheels.filename(wheels.uv_choice(KERNEL))) == ("sglang-kernel", "0.4.10", WHEEL)
+    assert TORCH.version == "2.14.1"
+
+
 @pytest.fixture(scope="module")
 def wheel(pypi_file):
-    return pypi_file("sglang-kernel", "0.4.10", WHEEL)
+    path = pypi_file(KERNEL.name, KERNEL.version, wheels.filename(wheels.uv_choice(KERNEL)))
+    assert sha256_file(path) == libraries.sha256_of(wheels.uv_choice(KERNEL)), "not the file the lock names"
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +78,10 @@ def test_own_reader_agrees_with_cuobjdump(report):
     assert all(f["cuobjdump"]["agrees"] for f in checked), [f["name"] for f in checked if not f["cuobjdump"]["agrees"]]
 
 
-def test_every_torch_symbol_resolves_in_torch_2_14_1(wheel):
+def test_every_torch_symbol_resolves_in_the_locked_torch(wheel):
     kernel = abi.load_kernel(str(wheel))
-    remote = remote_zip.pypi_file("torch", "2.14.1", TORCH_WHEEL.format(v="2.14.1"))
+    # The torch file of the current lock (URL, sha256, size from uv.lock), read by range requests.
+    remote = libraries.remote_file(wheels.uv_choice(TORCH))
     result = abi.compare(kernel, abi._load_remote_torch(remote, kernel))
     assert result["ok"], result["problems"]
     assert result["missing"] == []

@@ -22,15 +22,19 @@ def test_stack_show_json(capsys):
     stacks = {s["name"]: s for s in json.loads(capsys.readouterr().out)["stacks"]}
     assert stacks["stable"]["versions"] == {"sglang": "0.5.9", "flashinfer": "0.6.5", "torch": "2.12.1"}
     assert stacks["stable"]["audit"]["current"] is True
+    assert stacks["current"]["versions"] == {"sglang": "0.5.23", "flashinfer": "0.7.2", "torch": "2.14.1"}
+    assert stacks["current"]["audit"]["current"] is True
+    assert stacks["current"]["kernel"] == {**stacks["current"]["kernel"], "package": "sglang-kernel", "from": "lock"}
     assert stacks["nightly"]["locked"] is False
     assert "Make it with: blackwell-stack stack lock nightly --wheels DIR" in stacks["nightly"]["missing"]
 
 
-def test_plan_for_the_stable_stack_has_every_pin_verified_with_its_source(capsys):
-    assert main(["plan", "--stack", "stable", "--json"]) == 0
+@pytest.mark.parametrize("name", ["stable", "current"])
+def test_plan_for_a_locked_stack_has_every_pin_verified_with_its_source(capsys, name):
+    assert main(["plan", "--stack", name, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    section = plan["sections"]["stack-stable"]
-    lock = model.load("stable").lock()
+    section = plan["sections"][f"stack-{name}"]
+    lock = model.load(name).lock()
     files = [i for i in section["items"] if " " in i["name"] and i["value"].endswith(".whl")]
     assert len(files) == len([p for p in lock.packages.values() if p.wheels])
     for item in section["items"]:
@@ -39,7 +43,21 @@ def test_plan_for_the_stable_stack_has_every_pin_verified_with_its_source(capsys
     for item in files:
         assert "PyPI's registry sha256, recorded by uv 0.10.7" in item["source"]
         assert "downloaded from its URL in uv.lock and hashed on" in item["source"]
-    assert not [u for u in plan["unverified"] if u["section"] in ("pins", "stack-stable")]
+    assert not [u for u in plan["unverified"] if u["section"] in ("pins", f"stack-{name}")]
+    assert f"nix build .#{model.load(name).env_attribute}" in section["commands"]
+    # The service section follows the stack: its first profile on its lock's versions.
+    runtime = {i["name"]: i for i in plan["sections"]["service"]["items"]}["runtime"]
+    versions = model.load(name).versions()
+    assert runtime["value"] == f"sglang {versions['sglang']}, flashinfer {versions['flashinfer']}"
+
+
+def test_the_current_stacks_kernel_is_the_locked_wheel_checked_against_the_locked_torch(capsys):
+    assert main(["plan", "--stack", "current", "--json"]) == 0
+    items = {i["name"]: i for i in json.loads(capsys.readouterr().out)["sections"]["stack-current"]["items"]}
+    kernel = items["sglang-kernel"]
+    assert kernel["value"].startswith("0.4.10 from lock") and kernel["verified"]
+    assert "122 of 122 torch symbols resolve in torch 2.14.1" in kernel["source"]
+    assert items["sglang-kernel 0.4.10"]["value"] == "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl"
 
 
 def test_plan_for_the_nightly_says_what_is_missing_and_what_fills_it(capsys):
@@ -68,13 +86,22 @@ def test_the_kernel_toolchain_check_takes_the_stacks_torch():
     assert info.value.hint == "run `blackwell-stack stack lock nightly --wheels DIR`"
 
 
+def test_kernel_build_refuses_a_stack_whose_kernel_comes_from_its_lock(capsys, tmp_path):
+    assert main(["kernel", "build", "--stack", "current", "--src", str(tmp_path), "--out", str(tmp_path / "dist")]) == 2
+    err = capsys.readouterr().err
+    assert "the current stack builds no kernel: it takes sglang-kernel from its lock" in err
+    assert "uv sync --frozen" in err and "Traceback" not in err
+    assert not (tmp_path / "dist").exists()
+
+
 @pytest.mark.nix
 @pytest.mark.network
 def test_vendor_checks_a_file_against_the_lock_and_adds_it_where_fetchurl_looks(tmp_path, capsys):
     if shutil.which("nix-store") is None:
         pytest.skip("nix-store is not installed (apt-get install nix-bin)")
     lock = model.load("stable").lock()
-    wheel = wheels.uv_choice(lock.get("aiohappyeyeballs"))
+    # A file only the stable lock names (the other locks take another python-dateutil).
+    wheel = wheels.uv_choice(lock.get("python-dateutil"))
     name, digest = wheels.filename(wheel), libraries.sha256_of(wheel)
     kept = tmp_path / name
     download(wheel["url"], kept, expected_sha256=digest)

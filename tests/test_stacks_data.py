@@ -15,21 +15,35 @@ import pytest
 from blackwell_stack.errors import StackError
 from blackwell_stack.serve.profile import load_profile
 from blackwell_stack.stacks import lock as locking
-from blackwell_stack.stacks import model, wheels
+from blackwell_stack.stacks import libraries, model, wheels
 
 REPO = Path(__file__).resolve().parent.parent
 LOCKED = [n for n in model.names() if model.load(n).locked]
 
-# What the project runs (issue "One lock, two realizations"; docs/stacks.md).
+# What the project runs (docs/stacks.md): the seed's versions on PyPI's torch
+# (stable), and SGLang 0.5.23 as released with what its METADATA requires (current).
 EXPECTED = {
     "stable": {"sglang": "0.5.9", "flashinfer": "0.6.5", "torch": "2.12.1"},
+    "current": {"sglang": "0.5.23", "flashinfer": "0.7.2", "torch": "2.14.1"},
+}
+# The files of the key packages each lock installs on x86_64-linux / CPython 3.12.
+KEY_FILES = {
+    "current": {
+        "sglang": "sglang-0.5.23-cp312-cp312-manylinux_2_34_x86_64.whl",
+        "sglang-kernel": "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl",
+        "torch": "torch-2.14.1-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "flashinfer-python": "flashinfer_python-0.7.2-py3-none-any.whl",
+        "triton": "triton-3.8.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "torchvision": "torchvision-0.29.1-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "torchaudio": "torchaudio-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+    },
 }
 
 
-def test_the_stacks_are_stable_and_nightly_and_stable_is_the_default():
-    assert {"stable", "nightly"} <= set(model.names())
+def test_the_stacks_and_their_default():
+    assert {"stable", "nightly", "current"} <= set(model.names())
     assert model.default_name() == "stable"
-    assert model.load("stable").locked
+    assert model.load("stable").locked and model.load("current").locked
     assert not model.load("nightly").locked, "the nightly lock needs its vanished wheels (docs/stacks.md)"
 
 
@@ -79,22 +93,53 @@ def test_key_versions_are_the_ones_the_project_runs(name):
     stack = model.load(name)
     lock = stack.lock()
     assert stack.versions(lock) == EXPECTED[name]
-    # flashinfer's two halves are versioned together.
-    assert lock.get("flashinfer-cubin").version == lock.get("flashinfer-python").version
+    cubin = lock.get("flashinfer-cubin")
+    if name == "current":
+        # sglang 0.5.23 does not require it and PyPI has no 0.7 release of it (stacks/current/pyproject.toml).
+        assert cubin is None
+    else:
+        # flashinfer's two halves are versioned together.
+        assert cubin.version == lock.get("flashinfer-python").version
 
 
-def test_the_stable_stack_runs_the_seed_profile():
-    stack = model.load("stable")
+@pytest.mark.parametrize("name", sorted(KEY_FILES))
+def test_key_files_are_the_ones_the_project_runs(name):
+    lock = model.load(name).lock()
+    for package, file in KEY_FILES[name].items():
+        assert wheels.filename(wheels.uv_choice(lock.get(package))) == file, package
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("name", sorted(KEY_FILES))
+def test_key_files_have_pypis_own_sha256(name):
+    """The lock's sha256 of each key file is the one PyPI's JSON API publishes for it."""
+    from blackwell_stack import pypi
+
+    lock = model.load(name).lock()
+    for package, file in KEY_FILES[name].items():
+        pkg = lock.get(package)
+        published = {f.filename: f.sha256 for f in pypi.release_files(package, pkg.version)}
+        assert libraries.sha256_of(wheels.uv_choice(pkg)) == published[file], package
+
+
+@pytest.mark.parametrize("name", LOCKED)
+def test_each_stack_runs_its_profiles_on_its_locked_versions(name):
+    """A stack's profiles name it, and their runtime blocks are the lock's versions (the module
+    and `serve check --stack` check flags against that SGLang's table)."""
+    stack = model.load(name)
     versions = stack.versions()
-    runtime = load_profile(stack.data["profiles"][0]).data["runtime"]
-    assert (runtime["sglang"], runtime["flashinfer"]) == (versions["sglang"], versions["flashinfer"])
+    assert stack.data["profiles"]
+    for profile_name in stack.data["profiles"]:
+        profile = load_profile(profile_name)
+        assert name in profile.stacks, profile_name
+        runtime = profile.data["runtime"]
+        assert (runtime["sglang"], runtime["flashinfer"]) == (versions["sglang"], versions["flashinfer"]), profile_name
 
 
-@pytest.mark.parametrize("name", model.names())
+@pytest.mark.parametrize("name", [n for n in model.names() if model.load(n).kernel["from"] == "source"])
 def test_the_source_built_kernel_is_kept_out_of_the_lock(name):
     stack = model.load(name)
     kernel = stack.kernel
-    assert kernel["from"] == "source"
     sources = json.loads((REPO / "pkgs" / "sgl-kernel" / "sources.json").read_text())
     assert kernel["version"] == sources["sglang"]["sgl_kernel_version"]
     pyproject = tomllib.loads((stack.path / "pyproject.toml").read_text())
@@ -103,6 +148,19 @@ def test_the_source_built_kernel_is_kept_out_of_the_lock(name):
         lock = stack.lock()
         assert lock.get(kernel["package"]) is None
         assert kernel["package"] in lock.excludes
+
+
+@pytest.mark.parametrize("name", [n for n in model.names() if model.load(n).kernel["from"] == "lock"])
+def test_a_prebuilt_kernel_is_the_one_sglang_requires_and_is_paired_by_the_lock(name):
+    stack = model.load(name)
+    kernel = stack.kernel
+    assert kernel["version"] is None, "the version of a kernel from the lock is read from the lock, never typed twice"
+    lock = stack.lock()
+    locked = lock.get(kernel["package"])
+    assert locked is not None and locked.wheels
+    assert kernel["package"] in lock.get("sglang").dependencies
+    assert kernel["package"] not in lock.excludes
+    assert stack.torch_pairs[kernel["package"]]["check"] == "lock"
 
 
 def _commented_entries(text: str, key: str) -> dict[str, str]:
@@ -125,7 +183,7 @@ def _commented_entries(text: str, key: str) -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("name", model.names())
+@pytest.mark.parametrize("name", [n for n in model.names() if n != "current"])
 def test_every_override_says_why_and_from_where(name):
     text = (REPO / "stacks" / name / "pyproject.toml").read_text()
     overrides = _commented_entries(text, "override-dependencies")
@@ -140,11 +198,30 @@ def test_every_override_says_why_and_from_where(name):
     assert "never taken from PyPI" in excludes or "never" in excludes
 
 
-def test_torchvision_is_paired_by_hand_because_the_torch_override_unpins_it():
-    parsed = tomllib.loads((REPO / "stacks" / "stable" / "pyproject.toml").read_text())
+def test_the_current_stack_overrides_nothing_and_says_why_for_each_requirement():
+    """sglang 0.5.23's own pins resolve as they are: each line of the current stack's
+    requirements states one of them, or pairs what sglang leaves open, and says which."""
+    text = (REPO / "stacks" / "current" / "pyproject.toml").read_text()
+    parsed = tomllib.loads(text)
+    uv = parsed["tool"]["uv"]
+    assert "override-dependencies" not in uv and "exclude-dependencies" not in uv
+    stated = _commented_entries(text, "dependencies")
+    assert set(stated) == set(parsed["project"]["dependencies"])
+    for entry, comment in stated.items():
+        if entry == "sglang==0.5.23":
+            continue
+        assert comment and ("sglang" in comment or "torch 2.14.1" in comment), (entry, comment)
+
+
+@pytest.mark.parametrize(("name", "torch", "torchvision"), [("stable", "2.12.1", "0.27.1"), ("current", "2.14.1", "0.29.1")])
+def test_torchvision_is_paired_by_hand(name, torch, torchvision):
+    """stable: the torch override also overrides torchvision's own torch pin; current: sglang
+    asks for any torchvision and torchvision 0.29 for any torch >= 2.14.0 (stable ABI)."""
+    parsed = tomllib.loads((REPO / "stacks" / name / "pyproject.toml").read_text())
     deps = parsed["project"]["dependencies"]
-    assert "torchvision==0.27.1" in deps
-    assert "torch==2.12.1" in parsed["tool"]["uv"]["override-dependencies"]
+    assert f"torchvision=={torchvision}" in deps
+    assert f"torch=={torch}" in deps
+    assert model.load(name).lock().get("torchvision").version == torchvision
 
 
 # -- lib/stacks.nix against the Python side, on the same files ---------------------------
@@ -152,9 +229,15 @@ def test_torchvision_is_paired_by_hand_because_the_torch_override_unpins_it():
 
 @pytest.mark.nix
 def test_nix_lists_the_same_stacks_and_default(nix):
-    got = nix.eval("let s = import ./lib/stacks.nix; in { inherit (s) names default status; }")
+    got = nix.eval("let s = import ./lib/stacks.nix; in { inherit (s) names default status lockedNames; "
+                   "envNames = map s.envName s.names; profiles = map s.profiles s.names; }")
     assert got["names"] == model.names()
     assert got["default"] == model.default_name()
+    assert got["lockedNames"] == LOCKED
+    # The flake's package of each stack's environment, and the profiles the module and `serve --stack` offer.
+    assert got["envNames"] == [model.load(n).env_attribute for n in model.names()]
+    assert dict(zip(model.names(), got["envNames"]))["current"] == "sglang-env-current"
+    assert got["profiles"] == [model.load(n).profiles for n in model.names()]
     assert got["status"] == {n: {"locked": model.load(n).locked, "command": model.load(n).lock_command}
                              for n in model.names()}
 

@@ -94,27 +94,58 @@ def test_every_package_that_links_torch_is_paired(name):
     pairs = libraries.load_audit(stack)["torch_pairs"]
     assert pairs["torch"] == stack.versions()["torch"]
     assert pairs["unlisted"] == []
+    assert set(pairs["pairs"]) == set(stack.torch_pairs)
     for package, result in pairs["pairs"].items():
         assert result["ok"], (package, result)
-        assert result["check"] == stack.torch_pairs[package]["check"]
-    assert pairs["pairs"]["torchvision"]["found"] == f"Requires-Dist torch=={pairs['torch']}"
-    for package in ("torchaudio", "torchcodec"):
-        assert pairs["pairs"][package]["missing"] == [] and pairs["pairs"][package]["needed"] > 0
-    # Unpaired ones really are not built for this torch: the audit saw what is missing.
-    for package in ("torchao", "torch-c-dlpack-ext"):
-        assert pairs["pairs"][package]["missing"]
+        how = stack.torch_pairs[package]["check"]
+        assert result["check"] == how
+        if how == "metadata":
+            assert result["found"] == f"Requires-Dist torch=={pairs['torch']}", package
+        elif how in ("symbols", "lock"):
+            # Every torch symbol resolves, and there were some to resolve.
+            assert result["missing"] == [] and result["needed"] > 0, package
+        elif how == "unpaired":
+            # Unpaired ones really are not built for this torch: the audit saw what is missing.
+            assert result["missing"], package
+
+
+def test_the_torch_pairs_of_each_stack():
+    """How each stack pairs its torch: the kernel built against it (stable) or resolving in it
+    (current, kernel.from = "lock"); torchvision pinned exactly (stable) or on the stable ABI (current)."""
+    checks = {name: {p: r["check"] for p, r in libraries.load_audit(model.load(name))["torch_pairs"]["pairs"].items()}
+              for name in LOCKED}
+    assert checks["stable"]["sgl-kernel"] == "source" and checks["stable"]["torchvision"] == "metadata"
+    assert {p for p, c in checks["stable"].items() if c == "unpaired"} == {"torchao", "torch-c-dlpack-ext"}
+    assert checks["current"]["sglang-kernel"] == "lock" and checks["current"]["torchvision"] == "symbols"
+    assert {p for p, c in checks["current"].items() if c == "unpaired"} == {"torch-c-dlpack-ext"}
+    current = libraries.load_audit(model.load("current"))["torch_pairs"]["pairs"]
+    assert current["sglang-kernel"]["needed"] == 122  # the same count `doctor abi` gives (tests/test_sglang_kernel_wheel.py)
+
+
+METADATA_PAIRS = [(name, package) for name in LOCKED
+                  for package, pair in model.load(name).torch_pairs.items() if pair["check"] == "metadata"]
+
+
+def _torch_requirement(stack: str, package: str) -> str | None:
+    """The torch requirement of a locked wheel's METADATA, read straight from the wheel (a range read)."""
+    lock = model.load(stack).lock()
+    pkg = lock.get(package)
+    with remote_zip.RemoteWheel(libraries.remote_file(wheels.uv_choice(pkg))) as rw:
+        meta = rw.fetch_member(f"{package.replace('-', '_')}-{pkg.version}.dist-info/METADATA").read_text()
+    requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    return pairing._metadata_pin(requires, "torch")
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("name", LOCKED)
-def test_torchvision_pins_the_locked_torch_in_its_own_metadata(name):
-    """The metadata pair read straight from the locked torchvision wheel (a range read of METADATA)."""
-    lock = model.load(name).lock()
-    pkg = lock.get("torchvision")
-    with remote_zip.RemoteWheel(libraries.remote_file(wheels.uv_choice(pkg))) as rw:
-        meta = rw.fetch_member(f"torchvision-{pkg.version}.dist-info/METADATA").read_text()
-    requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
-    assert pairing._metadata_pin(requires, "torch") == f"torch=={lock.get('torch').version}"
+@pytest.mark.parametrize(("name", "package"), METADATA_PAIRS)
+def test_a_metadata_pair_pins_the_locked_torch_in_the_wheels_own_metadata(name, package):
+    assert _torch_requirement(name, package) == f"torch=={model.load(name).versions()['torch']}"
+
+
+@pytest.mark.network
+def test_the_current_torchvision_asks_only_for_a_torch_on_its_stable_abi():
+    """Why torchvision 0.29.1 is paired by its symbols in the current stack: its METADATA pins no torch."""
+    assert _torch_requirement("current", "torchvision") == "torch>=2.14.0"
 
 
 @pytest.mark.network

@@ -20,6 +20,7 @@ either gives the same choices). Nothing is built.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -159,17 +160,49 @@ def test_with_the_fixups_nix_installs_the_same_files_as_uv(nix, uv2nix_sources, 
         assert wheels.filename(wheels.uv2nix_choice(lock.get(name))) != file
 
 
-@pytest.mark.parametrize("stack", LOCKED)
-def test_wheel_library_fixups_follow_the_audit(nix, uv2nix_sources, stack):
-    """What nix/fixups/wheel-libraries.nix gives autoPatchelf, from stacks/<stack>/wheels.json."""
-    got = nix.eval(set_expr(stack, """
-      lib.genAttrs [ "torch" "nvidia-cusolver" "torchcodec" "triton" "nvidia-cutlass-dsl" "torchao" ] (name: {
-        inherit (set.${name}) appendRunpaths autoPatchelfIgnoreMissingDeps;
+def _library_fixups(nix, stack: str) -> dict:
+    """What nix/fixups/wheel-libraries.nix gives autoPatchelf for every wheel the audit lists."""
+    return nix.eval(set_expr(stack, """
+      lib.mapAttrs (name: _: {
+        appendRunpaths = set.${name}.appendRunpaths or [ ];
+        autoPatchelfIgnoreMissingDeps = set.${name}.autoPatchelfIgnoreMissingDeps or [ ];
         preFixup = set.${name}.preFixup or "";
-      })
+      }) (lib.importJSON """ + f"{REPO}/stacks/{stack}/wheels.json" + """).libraries
     """, fixups=True))
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_wheel_library_fixups_cover_exactly_the_audit(nix, uv2nix_sources, stack):
+    """For every wheel with ELF files: each library it links from another locked wheel is an
+    autoPatchelf search path (that wheel's site-packages), libcuda comes from the driver,
+    nixpkgs' libraries from nixpkgs, and exactly the libraries the audit finds missing and
+    nix/fixups/wheel-libraries.json explains are ignored; the $ORIGIN entries come back."""
+    got = _library_fixups(nix, stack)
+    lock = model.load(stack).lock()
     audit = libraries.load_audit(model.load(stack))
     decisions = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())
+    assert set(got) == set(audit["libraries"])
+    for package, info in audit["libraries"].items():
+        fixed = got[package]
+        needs = info["needs"]
+        providers = {p for need in needs.values() if isinstance(need, dict) for p in need["from"]}
+        search = set(re.findall(r"addAutoPatchelfSearchPath (\S+)", fixed["preFixup"]))
+        missing = [lib for lib, where in needs.items() if where == "missing"]
+        mapped = {decisions["from_nixpkgs"][lib]["attribute"] for lib in missing if lib in decisions["from_nixpkgs"]}
+        assert search == ({f"recorded:{p}-{lock.get(p).version}/lib/python3.12/site-packages" for p in providers}
+                          | {f"recorded:{attribute}/lib" for attribute in mapped}), package
+        driver = [lib for lib, where in needs.items() if where == "driver"]
+        ignored = [lib for lib in decisions["left_missing"].get(package, {}).get("libraries", []) if lib in missing]
+        assert fixed["autoPatchelfIgnoreMissingDeps"] == driver + ignored, package
+        assert set(missing) == set(ignored) | {lib for lib in missing if lib in decisions["from_nixpkgs"]}, package
+        assert fixed["appendRunpaths"] == info["origin_runpaths"] + (["/run/opengl-driver/lib"] if driver else []), package
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_wheel_library_fixups_of_the_wheels_that_matter(nix, uv2nix_sources, stack):
+    """torch, triton and the kernel: what the deployment depends on, spelled out."""
+    got = _library_fixups(nix, stack)
+    audit = libraries.load_audit(model.load(stack))
     torch = got["torch"]
     # libcuda.so.1 from the driver, never bundled: appended to RUNPATH, not needed at build time.
     assert "/run/opengl-driver/lib" in torch["appendRunpaths"]
@@ -178,23 +211,26 @@ def test_wheel_library_fixups_follow_the_audit(nix, uv2nix_sources, stack):
     providers = sorted({p for need in audit["libraries"]["torch"]["needs"].values() if isinstance(need, dict)
                         for p in need["from"]})
     assert "nvidia-nvshmem-cu13" in providers and "nvidia-cublas" in providers
-    for provider in providers:
-        version = model.load(stack).lock().get(provider).version
-        assert f"addAutoPatchelfSearchPath recorded:{provider}-{version}/lib/python3.12/site-packages" in torch["preFixup"]
-    # Libraries left missing are exactly the file's list, each with its reason.
-    assert got["torchcodec"]["autoPatchelfIgnoreMissingDeps"] == [
-        lib for lib in decisions["left_missing"]["torchcodec"]["libraries"]
-        if audit["libraries"]["torchcodec"]["needs"].get(lib) == "missing"]
-    # libpython from the stack's own interpreter, libz from nixpkgs' zlib.
-    assert "addAutoPatchelfSearchPath recorded:python312/lib" in got["torchcodec"]["preFixup"]
-    assert "addAutoPatchelfSearchPath recorded:zlib/lib" in got["triton"]["preFixup"]
-    # cusolver finds cublas, cusparse and nvJitLink in their own wheels.
-    for provider in ("nvidia-cublas", "nvidia-cusparse", "nvidia-nvjitlink"):
-        assert f"recorded:{provider}-" in got["nvidia-cusolver"]["preFixup"]
-    assert got["nvidia-cutlass-dsl"]["autoPatchelfIgnoreMissingDeps"] == ["libcuda.so.1"]
-    assert got["torchao"]["autoPatchelfIgnoreMissingDeps"] == ["libcudart.so.12"]
     # $ORIGIN-relative RUNPATH entries come back after autoPatchelf.
     assert "$ORIGIN" in torch["appendRunpaths"]
+    # libz from nixpkgs' zlib; cusolver finds cublas, cusparse and nvJitLink in their own wheels.
+    assert "addAutoPatchelfSearchPath recorded:zlib/lib" in got["triton"]["preFixup"]
+    for provider in ("nvidia-cublas", "nvidia-cusparse", "nvidia-nvjitlink"):
+        assert f"recorded:{provider}-" in got["nvidia-cusolver"]["preFixup"]
+    if stack == "stable":
+        # libpython from the stack's own interpreter; torchao's CUDA 12 runtime left missing.
+        assert "addAutoPatchelfSearchPath recorded:python312/lib" in got["torchcodec"]["preFixup"]
+        assert got["torchao"]["autoPatchelfIgnoreMissingDeps"] == ["libcudart.so.12"]
+        assert got["nvidia-cutlass-dsl"]["autoPatchelfIgnoreMissingDeps"] == ["libcuda.so.1"]
+    if stack == "current":
+        # The prebuilt kernel: libcuda from the driver, the CUDA 13 runtime and torch from their wheels.
+        kernel = got["sglang-kernel"]
+        assert kernel["autoPatchelfIgnoreMissingDeps"] == ["libcuda.so.1"]
+        assert "/run/opengl-driver/lib" in kernel["appendRunpaths"]
+        for provider in ("torch", "nvidia-cuda-runtime"):
+            assert f"recorded:{provider}-" in kernel["preFixup"], provider
+        # torch-memory-saver's CUDA 12 builds are never loaded with a CUDA 13 torch.
+        assert got["torch-memory-saver"]["autoPatchelfIgnoreMissingDeps"] == ["libcuda.so.1", "libcudart.so.12"]
 
 
 def test_an_unexplained_missing_library_stops_evaluation(nix, uv2nix_sources, tmp_path):

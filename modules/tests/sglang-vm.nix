@@ -37,13 +37,15 @@ let
   cudaHome = pkgs.runCommand "stand-in-cuda-home" { } "mkdir -p $out/bin $out/include $out/lib";
 
   # A "Python environment with SGLang": bin/python3 finds the stand-in `sglang`
-  # package and answers as told. Its versions are the profile's, as a stack env's are.
+  # package and answers as told. It stands in for the default stack's
+  # environment (services.sglang.stack's default, whose first profile is this
+  # one), and its versions are the profile's, as a stack env's are.
   standInPackage =
     answers:
     pkgs.runCommand "stand-in-sglang-${answers}"
       {
         passthru.blackwellStack = {
-          stack = "stand-in";
+          stack = (import ../../lib/stacks.nix).default;
           versions = {
             inherit (profile.runtime) sglang flashinfer;
             torch = "none";

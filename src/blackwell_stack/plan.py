@@ -25,12 +25,18 @@ SECTION_MODULES = (
 
 
 def sections(stacks: list[str] | None = None) -> list[PlanSection]:
-    """The plan's sections: pinned inputs, one section per stack asked for (default: the default stack), the rest."""
+    """The plan's sections: pinned inputs, one section per stack asked for (default: the default stack), the rest.
+
+    A module with `plan_sections(stacks)` gives one section per stack (the SGLang service).
+    """
     from blackwell_stack.stacks import model
     from blackwell_stack.stacks import plan as stack_plan
 
-    secs = [importlib.import_module(m).plan_section() for m in SECTION_MODULES]
     chosen = stacks or [model.default_name()]
+    secs: list[PlanSection] = []
+    for name in SECTION_MODULES:
+        module = importlib.import_module(name)
+        secs += module.plan_sections(chosen) if hasattr(module, "plan_sections") else [module.plan_section()]
     return secs[:1] + [stack_plan.plan_section(name) for name in chosen] + secs[1:]
 
 

@@ -33,7 +33,7 @@ class PlanItem:
 
 @dataclass
 class PlanSection:
-    key: str  # stable JSON key: "pins", "kernel", "service", "doctor", "verify"
+    key: str  # stable JSON key: "pins", "stack-<name>", "kernel", "service" ("service-<name>" per stack), "doctor", "verify"
     title: str
     items: list[PlanItem] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)  # commands a person runs for this part

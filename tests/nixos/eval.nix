@@ -5,16 +5,26 @@
 #
 #   libPath:  nixpkgs.lib's lib/ (the locked revision, narHash-checked by the test)
 #   config:   a NixOS module (the host's configuration under test)
-{ libPath, config }:
+#   flake:    null: modules/sglang.nix alone. Else the flake's nixosModules.sglang
+#             (modules/flake-module.nix) with stand-ins of the flake's packages at
+#             the given paths: { envPath = stack: path; cudaHome; cc; cli; }
+{
+  libPath,
+  config,
+  flake ? null,
+}:
 let
   lib = import libPath;
+  stacks = import ../../lib/stacks.nix;
 
   # Of pkgs the module may read addDriverRunpath.driverLink only (nixpkgs
-  # pkgs/build-support/add-driver-runpath: "/run/opengl-driver" on x86_64);
+  # pkgs/build-support/add-driver-runpath: "/run/opengl-driver" on x86_64),
+  # and the flake's module the host's system, to pick the flake's packages;
   # touching anything else fails the evaluation.
   pkgs = {
     addDriverRunpath.driverLink = "/run/opengl-driver";
-  };
+  }
+  // lib.optionalAttrs (flake != null) { stdenv.hostPlatform.system = "x86_64-linux"; };
 
   # NixOS' utils.escapeSystemdExecArgs (nixos/lib/utils.nix): each argument
   # as a JSON string, % and $ doubled so systemd expands no specifier or
@@ -38,10 +48,41 @@ let
     }
     // extra;
 
+  # The flake's packages as nix/stack-env.nix makes them: one environment per
+  # locked stack (lib/stacks.nix envName), carrying passthru.blackwellStack with
+  # the versions of the real lock; and the CLI.
+  flakePackages =
+    lib.listToAttrs (
+      map (
+        name:
+        lib.nameValuePair (stacks.envName name) (
+          standIn.package (stacks.envName name) (flake.envPath name) {
+            passthru.blackwellStack = {
+              stack = name;
+              versions = stacks.versions name;
+              cudaHome = standIn.package "cuda-13.0" flake.cudaHome { };
+              cc = standIn.package "gcc-wrapper" flake.cc { };
+            };
+          }
+        )
+      ) stacks.lockedNames
+    )
+    // {
+      blackwell-stack = standIn.package "blackwell-stack" flake.cli { };
+    };
+
+  module =
+    if flake == null then
+      ../../modules/sglang.nix
+    else
+      import ../../modules/flake-module.nix {
+        packagesFor = system: if system == "x86_64-linux" then flakePackages else throw "no packages for ${system}";
+      };
+
   evaluated = lib.evalModules {
     modules = [
       ./options.nix
-      ../../modules/sglang.nix
+      module
       config
       {
         _module.args = {
@@ -70,6 +111,8 @@ in
       {
         # `or null`: the same harness also reads a module from before these options.
         finalArgs = cfg.services.sglang.finalArgs or null;
+        stack = cfg.services.sglang.stack or null;
+        profile = cfg.services.sglang.profile.name or null;
         finalEnvironment = cfg.services.sglang.finalEnvironment or null;
         loopbackOnly = cfg.services.sglang.loopbackOnly or null;
       }

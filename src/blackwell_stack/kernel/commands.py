@@ -121,6 +121,10 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    if args.stack:
+        from blackwell_stack.stacks import model
+
+        model.load(args.stack).require_source_kernel()
     plan = build.make_plan(
         args.src, archs=args.arch, out_dir=args.out, python=args.python, max_jobs=args.jobs,
         job_peak_mib=args.job_peak_mib, warn=lambda text: print(f"warning: {text}", file=sys.stderr),

@@ -13,7 +13,7 @@ from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve.profile import DEFAULT_PROFILE, load_profile
+from blackwell_stack.serve.profile import DEFAULT_PROFILE
 from blackwell_stack.serve.render import Rendered
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, configure
@@ -25,7 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve_sub.required = True
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--profile", default=DEFAULT_PROFILE, help=f"profile name or JSON path (default {DEFAULT_PROFILE})")
+        p.add_argument("--profile", default=None,
+                       help=f"profile name or JSON path (default: the --stack's first profile, else {DEFAULT_PROFILE})")
+        p.add_argument("--stack", default=None, metavar="NAME",
+                       help="serve on this stack: the flag table and the rules follow the SGLang and flashinfer of its "
+                       "uv.lock, and the profile must be made for it (default: the profile's own runtime block)")
         p.add_argument(
             "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
             help="override a flag, e.g. --set attention-backend=triton (null removes it); repeatable",
@@ -68,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _service(args: argparse.Namespace) -> Service:
-    return configure(args.profile, settings=args.settings, extra_args=args.extra_args, table_path=args.flags_table)
+    return configure(args.profile, stack=args.stack, settings=args.settings, extra_args=args.extra_args,
+                     table_path=args.flags_table)
 
 
 def _render(args: argparse.Namespace) -> tuple[Rendered, list[Verdict]]:
@@ -83,15 +88,16 @@ def command_line(rendered: Rendered, python: str = "python") -> str:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    rendered, verdicts = _render(args)
+    service = _service(args)
+    rendered, verdicts = service.rendered, service.verdicts
     if args.json:
-        dump_json({"profile": rendered.profile, "argv": rendered.argv, "env": rendered.env,
-                   "verdicts": [v.to_json() for v in verdicts if v.fired]})
+        dump_json({"profile": rendered.profile, "runtime": {**service.runtime.context(), "source": service.runtime.source},
+                   "argv": rendered.argv, "env": rendered.env, "verdicts": [v.to_json() for v in verdicts if v.fired]})
         return int(ExitCode.OK)
-    heading(f"SGLang command ({rendered.profile})")
+    heading(f"SGLang command ({rendered.profile}; sglang {service.runtime.sglang}, flashinfer {service.runtime.flashinfer})")
     print(command_line(rendered))
     heading("environment")
-    profile = load_profile(args.profile)
+    profile = service.profile
     table(["variable", "value", "reason"],
           [(k, v, profile.data["env"].get(k, {}).get("reason", "set with --set")) for k, v in rendered.env.items()])
     _print_fired(verdicts)

@@ -1,4 +1,9 @@
-"""The SGLang service section of `blackwell-stack plan`."""
+"""The SGLang service section of `blackwell-stack plan`: one per stack shown.
+
+A stack's service is its first profile on the SGLang and flashinfer of its
+lock (`serve render --stack NAME`); a stack without a lock falls back to the
+profile's own runtime block, and says so.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,31 @@ if TYPE_CHECKING:
     from blackwell_stack.serve.profile import Runtime
 
 
-def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = None) -> PlanSection:
-    """The service of `profile_name` (default profile) on `runtime` (default: the profile's runtime block)."""
-    section = PlanSection(key="service", title="SGLang service")
+def plan_sections(stacks: list[str]) -> list[PlanSection]:
+    """The service of each stack: key `service` when the plan shows one stack, `service-<name>` for several."""
+    return [plan_section(stack=name, key="service" if len(stacks) == 1 else f"service-{name}") for name in stacks]
+
+
+def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = None, *, stack: str | None = None,
+                 key: str = "service") -> PlanSection:
+    """The service of `profile_name` on `runtime`, or of `stack` (its first profile on its lock's versions).
+
+    Without either, the default profile on its own runtime block.
+    """
+    section = PlanSection(key=key, title="SGLang service" + (f" (stack {stack})" if stack else ""))
+    extra_source = None
     try:
         from blackwell_stack.serve.commands import command_line
         from blackwell_stack.serve.service import configure
+        from blackwell_stack.stacks import model as stacks_model
 
-        service = configure(profile_name, runtime=runtime)
+        if stack is not None and not stacks_model.load(stack).locked:
+            # No lock to read versions from: the profile's own runtime block, said so below.
+            unlocked = stacks_model.load(stack)
+            extra_source = f"the {stack} stack has no lock yet (`{unlocked.lock_command}`)"
+            service = configure(profile_name or unlocked.profiles[0], runtime=runtime)
+        else:
+            service = configure(profile_name, runtime=runtime, stack=stack)
     except StackError as exc:
         section.items.append(PlanItem("profile", "unreadable", verified=False, note=str(exc)))
         return section
@@ -41,7 +63,7 @@ def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = No
     )
     section.items.append(
         PlanItem("runtime", f"sglang {service.runtime.sglang}, flashinfer {service.runtime.flashinfer}",
-                 source=service.runtime.source)
+                 source=service.runtime.source + (f"; {extra_source}" if extra_source else ""))
     )
     section.items.append(PlanItem("service command", command_line(rendered), source="lib/sglang-service.nix render = serve/render.py"))
     for name, reason in profile.unverified():
@@ -52,9 +74,10 @@ def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = No
             section.items.append(
                 PlanItem(f"rule {v.id}", v.severity, source=v.source, verified=v.severity != "error", note="; ".join(v.messages))
             )
+    where = f" --stack {stack}" if stack is not None and extra_source is None else ""
     section.commands += [
-        "blackwell-stack serve render",
-        "blackwell-stack serve check",
-        "blackwell-stack serve run --dry-run",
+        f"blackwell-stack serve render{where}",
+        f"blackwell-stack serve check{where}",
+        f"blackwell-stack serve run{where} --dry-run",
     ]
     return section

@@ -3,11 +3,17 @@
 The flag table and the rules are chosen by the runtime's SGLang version, so a
 stack only has to pass the versions of its lock:
 
+    configure(stack="current")                     # its first profile, its lock's versions
+    configure("qwen3.5-397b-a17b-nvfp4-v2-sm120-current", stack="current")
     configure("qwen3.5-397b-a17b-nvfp4-sm120",
               runtime=Runtime("0.5.23", "0.7.2", source="stacks/current/uv.lock"))
 
-(lib/sglang-service.nix: `render { profile; runtime = { sglang; flashinfer; }; }`).
-Without a runtime, the profile's own runtime block is used.
+(lib/sglang-service.nix: `render { profile; runtime = { sglang; flashinfer; }; }`;
+the NixOS module's services.sglang.stack). Without a stack or a runtime, the
+profile's own runtime block is used. A profile is served on a stack only if it
+is made for it: its `stacks` list names it, or (a profile without that list)
+its runtime block is the stack's locked versions; the NixOS module refuses the
+same pairs (modules/sglang.nix).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.errors import StackError
 from blackwell_stack.serve import secrets
 from blackwell_stack.serve.flags import FlagTable, load_table
 from blackwell_stack.serve.profile import Profile, Runtime, load_profile, load_rules
@@ -36,9 +43,43 @@ class Service:
         return [v for v in self.verdicts if v.fired and v.severity == severity]
 
 
+def stack_runtime(name: str) -> Runtime:
+    """The SGLang and flashinfer versions a stack's lock holds (StackError with the lock command without one)."""
+    from blackwell_stack.stacks import model
+
+    stack = model.load(name)
+    versions = stack.versions()
+    return Runtime(versions["sglang"], versions["flashinfer"], f"{stack.relpath}/uv.lock")
+
+
+def check_profile_fits_stack(profile: Profile, name: str, runtime: Runtime) -> None:
+    """StackError naming the fix unless `profile` is made for the stack `name` (whose lock holds `runtime`)."""
+    from blackwell_stack.stacks import model
+
+    if profile.stacks:
+        if name in profile.stacks:
+            return
+        made_for = f"the stacks {', '.join(profile.stacks)}"
+        others = [s for s in profile.stacks if s in model.names() and model.load(s).locked]
+    else:
+        own = profile.runtime()
+        if (own.sglang, own.flashinfer) == (runtime.sglang, runtime.flashinfer):
+            return
+        made_for = f"sglang {own.sglang}, flashinfer {own.flashinfer}"
+        others = [s for s in model.names() if model.load(s).locked and model.load(s).versions()["sglang"] == own.sglang]
+    stack = model.load(name)
+    raise StackError(
+        f"profile {profile.name} is not made for the {name} stack (sglang {runtime.sglang}, flashinfer "
+        f"{runtime.flashinfer}); it is for {made_for}",
+        (f"pass --stack {others[0]}, or " if others else "pass ")
+        + f"--profile with one of the {name} stack's profiles: {', '.join(stack.profiles)}",
+    )
+
+
 def configure(
     profile: str | None = None,
     *,
+    stack: str | None = None,
     runtime: Runtime | None = None,
     settings: list[str] | None = None,
     extra_args: list[str] | None = None,
@@ -47,9 +88,18 @@ def configure(
 ) -> Service:
     """Render `profile` (name or path) with `--set` style settings and extraArgs, and evaluate every rule.
 
+    stack: serve on that stack, whose lock gives the runtime and whose first
+    profile is the default; a profile of another stack is refused.
     table_path replaces the runtime's flag table (its version is then not checked).
     """
+    if stack is not None and profile is None:
+        from blackwell_stack.stacks import model
+
+        profile = model.load(stack).profiles[0]
     prof = load_profile(profile)
+    if stack is not None:
+        runtime = runtime or stack_runtime(stack)
+        check_profile_fits_stack(prof, stack, runtime)
     rt = runtime or prof.runtime()
     table = load_table(path=table_path) if table_path else load_table(rt.sglang)
     rules = load_rules()

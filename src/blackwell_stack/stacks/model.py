@@ -11,7 +11,7 @@ lib/stacks.nix reads the same files with builtins only; tests compare the two.
       "versions_from_lock": {"sglang": <package>, "flashinfer": <package>, "torch": <package>},
       "kernel": {"package", "version" (null when "from" is "lock"), "from": "source" | "lock", "why"},
       "torch_pairs": {<package>: {"check": "metadata" | "symbols" | "source" | "lock" | "unpaired", "why"}},
-      "profiles": [<profile name>],
+      "profiles": [<profile name>, ...]  (the first is the stack's default: serve --stack, the module's stack option),
       "kept_wheels": {"pins", "url_template", "why"}   (optional: wheels the lock takes from ./wheels/)
       "lock": {"command", "missing_reason" (why there is no uv.lock, or null)}
     }
@@ -159,6 +159,26 @@ class Stack:
     def torch_pairs(self) -> dict[str, dict[str, str]]:
         return self.data["torch_pairs"]
 
+    @property
+    def profiles(self) -> list[str]:
+        """The serving profiles made for this stack (modules/profiles/<name>.json); the first is its default."""
+        return list(self.data["profiles"])
+
+    @property
+    def env_attribute(self) -> str:
+        """The flake's package of this stack's environment (lib/stacks.nix `envName`)."""
+        return "sglang-env" if self.default else f"sglang-env-{self.name}"
+
+    def require_source_kernel(self) -> None:
+        """StackError unless this stack builds its kernel from source (`kernel build --stack NAME`)."""
+        if self.kernel["from"] != "source":
+            raise StackError(
+                f"the {self.name} stack builds no kernel: it takes {self.kernel['package']} from its lock "
+                f"({self.kernel['why']})",
+                f"install the stack with `{self.sync_command('VENV')}`; `kernel build` is for the stacks that build "
+                f"theirs: {', '.join(n for n in names() if load(n).kernel['from'] == 'source')}",
+            )
+
     def sync_command(self, venv: str | Path) -> str:
         """The one command that installs the lock into a venv (keeping a source-built kernel there)."""
         return f"UV_PROJECT_ENVIRONMENT={venv} uv sync --frozen --inexact --project {self.path}"
@@ -260,6 +280,9 @@ def validate(data: Any, path: Path, name: str) -> None:
     for package, pair in pairs.items():
         if not isinstance(pair, dict) or pair.get("check") not in PAIR_CHECKS or not pair.get("why"):
             raise _bad(path, package, "torch_pairs", f"needs check ({', '.join(PAIR_CHECKS)}) and why")
+    profiles = data.get("profiles")
+    if not isinstance(profiles, list) or not profiles or not all(isinstance(p, str) and p for p in profiles):
+        raise _bad(path, None, "profiles", "must list the profiles made for the stack (modules/profiles/<name>.json), its default first")
     lock = data.get("lock")
     if not isinstance(lock, dict) or not isinstance(lock.get("command"), str) or not lock["command"].strip():
         raise _bad(path, None, "lock.command", "must be the one command that makes the lock")

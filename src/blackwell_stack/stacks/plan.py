@@ -95,7 +95,7 @@ def summary_row(stack: model.Stack) -> PinRow:
 def plan_section(name: str) -> PlanSection:
     stack = model.load(name)
     sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
-    sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{'sglang-env' if stack.default else 'sglang-env-' + name}"]
+    sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{stack.env_attribute}"]
     for row in kept_wheel_pins(stack):
         sec.items.append(PlanItem(row.what, row.version or "-", row.hash_source if row.verified else row.file,
                                   row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
@@ -130,8 +130,11 @@ def plan_section(name: str) -> PlanSection:
     kpair = pairs.get(kernel["package"], {})
     sec.items.append(PlanItem(
         kernel["package"], f"{kernel_version} from {kernel['from']}"
-        + (f" against torch {versions['torch']} (pkgs/sgl-kernel)" if kernel["from"] == "source" else ""),
-        f"stack audit: {kpair['found']}" if kpair else f"{stack.relpath}/stack.json",
+        + (f" against torch {versions['torch']} (pkgs/sgl-kernel)" if kernel["from"] == "source"
+           else " (the PyPI wheel, its sha256 below)"),
+        (f"stack audit: {kpair['found']}" if kpair else f"{stack.relpath}/stack.json")
+        + ("; CUDA 13 and sm_120a code: `blackwell-stack inspect` (tests/test_sglang_kernel_wheel.py)"
+           if kpair and kernel["from"] == "lock" else ""),
         bool(kpair.get("ok")), None if kpair.get("ok") else (problem or "not checked").rstrip(".")
         + f". Fill it in with: blackwell-stack stack audit {name} --write",
         checked_by="`stack audit`" if kpair.get("ok") else None))
