@@ -18,6 +18,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack.errors import ToolchainError
+from blackwell_stack.pins.store import load_pins
 from blackwell_stack.paths import data_path
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
@@ -32,6 +33,7 @@ class Check:
     ok: bool
     found: str
     fix: str | None = None
+    value: str | None = None  # the bare version found, for the build record
 
     def line(self) -> str:
         mark = "ok " if self.ok else "BAD"
@@ -41,8 +43,41 @@ class Check:
 
 def pinned_torch() -> tuple[str, str, str]:
     """(version, index_url, date) of the pinned torch nightly from pkgs/torch-nightly/pins.json."""
-    pins = json.loads(data_path("pkgs", "torch-nightly", "pins.json").read_text())
-    return pins["packages"]["torch"]["version"], pins["index_url"], pins.get("date", "")
+    pins = load_pins(data_path("pkgs", "torch-nightly", "pins.json"))
+    return pins.packages["torch"]["version"], pins.data["index_url"], pins.data.get("date", "")
+
+
+@dataclass(frozen=True)
+class TorchExpectation:
+    """The torch a build must compile against, and why that one."""
+
+    version: str
+    source: str  # where the expectation comes from
+    install: str  # the command that installs it
+    override: str | None = None  # the option that chose it instead of the pin, when one did
+
+    def to_json(self) -> dict:
+        return {"version": self.version, "source": self.source, "override": self.override}
+
+
+def expected_torch(allow_torch: str | None = None) -> TorchExpectation:
+    """The torch `kernel build` expects: the pinned nightly, unless --allow-torch names another version.
+
+    The one place that decides it, so that other ways of choosing (a stack's
+    lock, say) add a branch here and every check, log line and build record follows.
+    """
+    version, index_url, _ = pinned_torch()
+    pinned = TorchExpectation(
+        version, "pkgs/torch-nightly/pins.json", f"pip install --pre 'torch=={version}' --index-url {index_url}"
+    )
+    if allow_torch is None or allow_torch == version:
+        return pinned
+    return TorchExpectation(
+        allow_torch,
+        f"--allow-torch {allow_torch} (instead of the pinned {version})",
+        f"pip install 'torch=={allow_torch}'",
+        override=f"--allow-torch {allow_torch}",
+    )
 
 
 def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
@@ -65,9 +100,10 @@ _TORCH_PROBE = (
 )
 
 
-def check_torch(python: str) -> list[Check]:
-    version, index_url, _ = pinned_torch()
-    install = f"{python} -m pip install --pre 'torch=={version}' --index-url {index_url}"
+def check_torch(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+    expected = expected or expected_torch()
+    version = expected.version
+    install = f"{python} -m {expected.install}"
     code, out = _run([python, "-c", _TORCH_PROBE])
     if code == 127:
         return [Check("python", False, f"{python} not found", "pass --python with the venv's interpreter")]
@@ -76,12 +112,21 @@ def check_torch(python: str) -> list[Check]:
         return [Check("torch", False, f"not importable by {python} ({last})", install)]
     info = json.loads(out.splitlines()[-1])
     checks = []
+    found = str(info["torch"])
+    if found == version:
+        shown = found + (f" (expected by {expected.source})" if expected.override else "")
+    else:
+        shown = f"{found} ({'expected' if expected.override else 'pinned'}: {version})"
     checks.append(
         Check(
             "torch",
-            info["torch"] == version,
-            f"{info['torch']}" + ("" if info["torch"] == version else f" (pinned: {version})"),
-            None if info["torch"] == version else f"install the pinned nightly: {install}",
+            found == version,
+            shown,
+            value=found,
+            fix=None if found == version else (
+                f"install the pinned nightly: {install}; or build against {found} on purpose with --allow-torch {found}"
+                if not expected.override else f"install it: {install}, or name the torch you have with --allow-torch {found}"
+            ),
         )
     )
     cuda = info.get("cuda") or "none (CPU build)"
@@ -107,6 +152,7 @@ def check_torch(python: str) -> list[Check]:
             sk_ok,
             sk or "not installed",
             None if sk_ok else f"{python} -m pip install 'scikit-build-core>={MIN_SCIKIT_BUILD_CORE}' (builds run without isolation)",
+            value=sk,
         )
     )
     return checks
@@ -132,7 +178,8 @@ def check_nvcc() -> Check:
     if version is None:
         return Check("nvcc", False, f"{path} --version gave no release ({out[-200:] or code})", fix)
     ok = version.major == NVCC_MAJOR
-    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix)
+    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix,
+                 value=str(version))
 
 
 def build_tool(name: str, python: str | None) -> str | None:
@@ -159,7 +206,8 @@ def check_cmake(python: str | None = None) -> Check:
     if version is None:
         return Check("cmake", False, f"{path} --version gave no version", fix)
     ok = version >= MIN_CMAKE
-    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix)
+    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix,
+                 value=str(version))
 
 
 def check_ninja(python: str | None = None) -> Check:
@@ -168,20 +216,27 @@ def check_ninja(python: str | None = None) -> Check:
     if not path:
         return Check("ninja", False, "not on PATH", fix)
     code, out = _run([path, "--version"])
-    return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix)
+    return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
 
 
-def check_all(python: str) -> list[Check]:
-    return [*check_torch(python), check_nvcc(), check_cmake(python), check_ninja(python)]
+def check_all(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python)]
 
 
-def require_toolchain(python: str) -> list[Check]:
-    checks = check_all(python)
-    bad = [c for c in checks if not c.ok]
-    if bad:
-        raise ToolchainError(
-            "the toolchain cannot build sgl-kernel for the pinned stack; nothing was compiled:\n"
-            + "\n".join("  " + c.line() for c in checks),
-            "fix each [BAD] line above, then run the same command again",
-        )
+def toolchain_error(checks: list[Check]) -> ToolchainError | None:
+    """The error a build stops with when a check failed (all checks listed), or None."""
+    if all(c.ok for c in checks):
+        return None
+    return ToolchainError(
+        "the toolchain cannot build sgl-kernel for the pinned stack; nothing was compiled:\n"
+        + "\n".join("  " + c.line() for c in checks),
+        "fix each [BAD] line above, then run the same command again",
+    )
+
+
+def require_toolchain(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+    checks = check_all(python, expected)
+    error = toolchain_error(checks)
+    if error:
+        raise error
     return checks
