@@ -210,12 +210,17 @@ def test_unknown_dependency_is_named(nix):
 
 
 def test_derivation_wires_every_dependency_through_lib_kernel_sources():
-    """default.nix passes exactly lib.kernelSources' dependencies, fully disconnected."""
+    """default.nix passes exactly lib.kernelSources' dependencies, fully disconnected, through the
+    one function `kernel build --sources` uses too (their parity: tests/test_kernel_sourcedir.py)."""
     text = DERIVATION.read_text()
     assert "kernelSources.neededNames sources cudaArchs" in text
-    assert 'lib.cmakeFeature dep.variable "${dep.src}"' in text  # read-only ones
-    assert '-D${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}' in text  # writable copies
-    assert '(lib.cmakeBool "FETCHCONTENT_FULLY_DISCONNECTED" true)' in text
+    assert "kernelSources.fetchContentSettings sources cudaArchs dependencyDirs" in text
+    assert "kernelSources.prefixMaps sources cudaArchs dependencyDirs" in text
+    assert '"$NIX_BUILD_TOP/fetchcontent/${dep.name}" else "${dep.src}"' in text  # writable copies, store paths
+    assert "cmakeFlagsArray+=(${lib.concatMapStringsSep \" \" (flag: ''\"${flag}\"'') fetchContentFlags})" in text
+    assert 'cmakeBool "FETCHCONTENT' not in text and "FETCHCONTENT_SOURCE_DIR" not in text  # none typed here
+    # The planned flags (threads, job pools) come from jobs.py as a bash array, pools only with a new cmake.
+    assert "--cmake cmake --format shell" in text and 'cmakeFlagsArray+=("\'\'${plannedCmakeFlags[@]}")' in text
     # no hash or revision typed into the derivation: all from sources.json
     assert not re.search(r"sha256-[A-Za-z0-9+/]{43}=", text)
     assert not re.search(r"\b[0-9a-f]{40}\b", text)

@@ -24,8 +24,11 @@ SRC_MOUNT=/srv/sgl-src
 PY="${REPRO_PYTHON:-$(command -v python3)}"
 TORCH_STANDIN="${REPRO_TORCH:-2.11.0+cu130}"
 JOBS="${REPRO_JOBS:-16}"
-MEMORY_GIB="${REPRO_MEMORY_GIB:-125}"
-UNLISTED_PEAK_MIB="${REPRO_UNLISTED_PEAK_MIB:-5120}"
+# Each build is given 200 GiB: the two plans' worst cases (2 x 125.7 GiB after the
+# planner's reserve) fit in the machine's 256 GiB. An explicit figure, because
+# this machine's MemTotal starts small and grows as memory is used.
+MEMORY_GIB="${REPRO_MEMORY_GIB:-200}"
+UNLISTED_PEAK_MIB="${REPRO_UNLISTED_PEAK_MIB:-}"
 BUILD_DIRS=(build b/uild-dir-with-a-longer-name)
 mkdir -p "$OUT"
 
@@ -57,7 +60,7 @@ start() {
     [ "$isolate" = 1 ] || src="$W/$x/src"
     local args=(kernel build --src "$src/sglang" --sources "$src/fc" --python "$PY" --allow-torch "$TORCH_STANDIN"
       --allow-source-mismatch repo-cutlass --allow-source-mismatch json --allow-source-mismatch repo-triton
-      --out "$W/$x/out" --build-dir "$build" --jobs "$JOBS" --memory-gib "$MEMORY_GIB" --job-peak-mib "$UNLISTED_PEAK_MIB")
+      --out "$W/$x/out" --build-dir "$build" --jobs "$JOBS" --memory-gib "$MEMORY_GIB" ${UNLISTED_PEAK_MIB:+--job-peak-mib "$UNLISTED_PEAK_MIB"})
     printf '%q ' blackwell-stack "${args[@]}" > "$W/$x/command.txt"; echo >> "$W/$x/command.txt"
     if [ "$isolate" = 1 ]; then
       setsid nohup unshare -m --propagation private sh -c \

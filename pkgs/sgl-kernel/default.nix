@@ -1,5 +1,5 @@
 # sgl-kernel 0.3.21 from source: the sgl-kernel/ directory of sglang v0.5.9,
-# the five patches of ../../patches/sgl-kernel, the recipe of ./recipe.json
+# the patches of ../../patches/sgl-kernel, the recipe of ./recipe.json
 # (default: SM120 only, FP4 on, FA3 off) and CUDA 13 from cudaPackages.
 #
 # Data, not code, lives next to this file:
@@ -9,9 +9,8 @@
 #
 # Modelled on nixpkgs' pkgs/development/python-modules/sglang-kernel/default.nix
 # (b84c6bb3); differences: every dependency comes from sources.json (none
-# hand-typed here), FETCHCONTENT_FULLY_DISCONNECTED=ON so a dependency missing
-# from sources.json fails the configure step instead of reaching for the
-# network, architectures come from the recipe, the wheel is an output
+# hand-typed here), FETCHCONTENT_FULLY_DISCONNECTED=ON so that CMake downloads
+# nothing while it configures, architectures come from the recipe, the wheel is an output
 # (`dist`, `passthru.wheel`), and the GPU test is a separate derivation.
 #
 # Outputs: `out` (the installed package, `nix build .#sgl-kernel`) and `dist`
@@ -82,7 +81,6 @@ let
     }
   ) (kernelSources.neededNames sources cudaArchs);
 
-  readOnlyDependencies = builtins.filter (dep: !dep.writable) dependencies;
   writableDependencies = builtins.filter (dep: dep.writable) dependencies;
 
   # Each dependency is passed in place of its FetchContent download.
@@ -95,19 +93,25 @@ let
       rm -rf "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
       cp -r --no-preserve=mode ${sub.src} "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
     '') dep.submoduleSrcs}
-    cmakeFlagsArray+=("-D${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}")
   '') writableDependencies;
+
+  # Where each dependency lies in the build (its store path, or the writable
+  # copy above; $NIX_BUILD_TOP is expanded by the shell). One function turns
+  # that into the FETCHCONTENT_* settings (FULLY_DISCONNECTED=ON: nothing is
+  # downloaded) and the prefix maps, here and in `blackwell-stack kernel
+  # build --sources` (lib/kernel-sources.nix, compared with the Python side).
+  dependencyDirs = lib.listToAttrs (map (dep: lib.nameValuePair dep.name
+    (if dep.writable then "$NIX_BUILD_TOP/fetchcontent/${dep.name}" else "${dep.src}")) dependencies);
+  fetchContentFlags = lib.mapAttrsToList (name: value: "-D${name}=${value}")
+    (kernelSources.fetchContentSettings sources cudaArchs dependencyDirs);
 
   # No build directory or source store path in the wheel: __FILE__ and
   # similar strings are rewritten to short names.
-  prefixMaps = map (dep: "-ffile-prefix-map=${dep.src}=${dep.name}") readOnlyDependencies;
+  prefixMaps = kernelSources.prefixMaps sources cudaArchs dependencyDirs;
 
   cmakeFlags =
     recipeFlags
     ++ [
-      # Only the pinned sources: a FetchContent name sources.json lacks
-      # stops the configure step instead of downloading.
-      (lib.cmakeBool "FETCHCONTENT_FULLY_DISCONNECTED" true)
       # nixpkgs' sglang-kernel passes it too: find_package(Torch) does not
       # always set CUDA_VERSION, which the CMakeLists compares everywhere.
       (lib.cmakeFeature "CUDA_VERSION" cudaPackages.cudaMajorMinorVersion)
@@ -115,8 +119,7 @@ let
       # dlpack FetchContent downloads; sgl-kernel links mscclpp_static only.
       (lib.cmakeBool "MSCCLPP_BUILD_PYTHON_BINDINGS" false)
       (lib.cmakeBool "MSCCLPP_BUILD_TESTS" false)
-    ]
-    ++ map (dep: lib.cmakeFeature dep.variable "${dep.src}") readOnlyDependencies;
+    ];
 
   package = buildPythonPackage.override { stdenv = cudaPackages.backendStdenv; } {
     # torch here is the pinned nightly wheel (torch-bin), which carries no
@@ -182,14 +185,15 @@ let
       # MemAvailable and the cgroup limit. The one implementation of the
       # rule, shared with `blackwell-stack kernel build`; it fails the build
       # with the reason when not even one job fits.
-      jobPlan="$(python3 ${../../src/blackwell_stack/kernel/jobs.py} --recipe ${recipeFile} --cores "$NIX_BUILD_CORES" --format shell)"
+      jobPlan="$(python3 ${../../src/blackwell_stack/kernel/jobs.py} --recipe ${recipeFile} --cores "$NIX_BUILD_CORES" --cmake cmake --format shell)"
       echo "sgl-kernel job plan: $jobPlan"
       eval "$jobPlan"
       export CMAKE_BUILD_PARALLEL_LEVEL MAX_JOBS
-      cmakeFlagsArray+=("-DSGL_KERNEL_COMPILE_THREADS=$SGL_KERNEL_COMPILE_THREADS")
+      cmakeFlagsArray+=("''${plannedCmakeFlags[@]}")
 
       mkdir -p "$NIX_BUILD_TOP/fetchcontent"
       ${writableCopies}
+      cmakeFlagsArray+=(${lib.concatMapStringsSep " " (flag: ''"${flag}"'') fetchContentFlags})
       # Through the environment CMake initialises CMAKE_CXX_FLAGS and
       # CMAKE_CUDA_FLAGS from: a -D value with spaces would be split by
       # scikit-build-core's setup hook.
@@ -198,9 +202,10 @@ let
       export CUDAFLAGS="''${CUDAFLAGS:+$CUDAFLAGS }$(printf -- '-Xcompiler=%s ' $prefixMap)"
     '';
 
-    # Reproducible wheel: stdenv exports SOURCE_DATE_EPOCH (1980-01-01), which
-    # scikit-build-core uses for the wheel's timestamps; build and source
-    # paths are mapped away above.
+    # Reproducible wheel: the recipe's environment sets SOURCE_DATE_EPOCH
+    # (1980-01-01), which scikit-build-core uses for the wheel's timestamps,
+    # and nvcc's --objdir-as-tempdir and -frandom-seed in CUDAFLAGS; build and
+    # source paths are mapped away above (docs/sgl-kernel.md).
     env = recipeEnvironment // {
       # cannot find -lcuda: link against the driver stub (nixpkgs' sglang-kernel).
       NIX_LDFLAGS = "-L${lib.getOutput "stubs" cudaPackages.cuda_cudart}/lib/stubs";

@@ -173,6 +173,7 @@ def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None, max_
             archs=jobs.arch_count(arch),
             jobs=max_jobs,
             pools=pools,
+            copies=jobs.library_copies(arch),
         )
     except jobs.DoesNotFit as exc:
         raise ToolchainError(exc.message, exc.hint) from None
@@ -399,7 +400,7 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
 
 def _version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
     m = re.match(r"(\d+)\.(\d+)", version or "")
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= minimum
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= minimum
 
 
 def blocker_exit_code(plan: BuildPlan) -> int:

@@ -80,10 +80,11 @@ class Host:
 
 @dataclass(frozen=True)
 class MemoryRule:
-    per_thread_peak_mib: int  # the charge of a unit without a measured peak of its own
+    per_thread_peak_mib: int  # the largest measured peak of one compile
     headroom_mib: int
     headroom_fraction: float
     unit_peaks_mib: Mapping[str, int] = field(default_factory=dict)  # source (relative to sgl-kernel/) -> MiB
+    unlisted_peak_mib: int | None = None  # the charge of a unit not in unit_peaks_mib; None: per_thread_peak_mib
     heavy_unit_mib: int | None = None  # listed units charged more than this go to the pool; None: no pool
     heavy_pool_share: float = 0.5
 
@@ -97,11 +98,9 @@ class MemoryRule:
         return sorted(((s, p) for s, p in self.unit_peaks_mib.items() if p > self.heavy_unit_mib),
                       key=lambda item: (-item[1], item[0]))
 
-    def light_charge_mib(self) -> int:
-        """With a pool: what one compile outside it may hold (an unlisted unit or a listed light one)."""
-        limit = self.heavy_unit_mib
-        listed = [p for p in self.unit_peaks_mib.values() if limit is not None and p <= limit]
-        return max([self.per_thread_peak_mib, *listed])
+    @property
+    def unlisted_mib(self) -> int:
+        return self.unlisted_peak_mib if self.unlisted_peak_mib is not None else self.per_thread_peak_mib
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ class JobPlan:
     archs: int
     available_mib: int
     reserve_mib: int
-    per_thread_peak_mib: int  # charge of an unlisted unit
+    per_thread_peak_mib: int  # charge of an unlisted unit (MemoryRule.unlisted_mib)
     planned_peak_mib: int  # the worst case the plan allows: never above available - reserve
     note: str
     heavy_jobs: int = 0  # depth of the ninja pool (0: no pool)
@@ -133,21 +132,19 @@ class JobPlan:
         return out
 
 
-def _worst_case(heavy: list[int], heavy_jobs: int, light: int, jobs: int) -> int:
-    """The most memory `jobs` compiles can hold when at most `heavy_jobs` of them are heavy."""
-    top = sorted(heavy, reverse=True)[:heavy_jobs]
+def _top_sum(listed: Iterable[int], unlisted: int, n: int) -> int:
+    """The largest total n compiles can hold: each listed charge at most once, unlisted ones any number of times."""
     total, taken = 0, 0
-    for charge in top:  # a heavy unit only where it holds more than a light one
-        if taken == jobs or charge <= light:
+    for charge in sorted(listed, reverse=True):
+        if taken == n or charge <= unlisted:
             break
         total, taken = total + charge, taken + 1
-    return total + (jobs - taken) * light
+    return total + (n - taken) * unlisted
 
 
-def _largest_sum(charges: list[int], light: int, jobs: int) -> int:
-    """Without pools: the `jobs` largest of the listed charges and any number of unlisted ones."""
-    top = heapq.nlargest(jobs, charges)
-    return sum(max(c, light) for c in top) + (jobs - len(top)) * light
+def _worst_case(heavy: list[int], depth: int, light: list[int], unlisted: int, n: int) -> int:
+    """At most `depth` of the n compiles heavy (the largest ones), the rest light or unlisted."""
+    return _top_sum(sorted(heavy, reverse=True)[:depth] + light, unlisted, n)
 
 
 def plan(
@@ -159,10 +156,13 @@ def plan(
     jobs: int | None = None,
     threads: int | None = None,
     pools: bool = False,
+    copies: int = 1,
 ) -> JobPlan:
     """The widest plan that fits; `jobs`/`threads` cap it (never raise it past the memory).
 
     `pools`: whether the build can put heavy units in a ninja pool (CMake >= 4.2, Ninja).
+    `copies`: how many libraries compile each source (library_copies: 2 when both
+    common_ops variants are built), so that many compiles of one unit may run at once.
     """
     if rule.per_thread_peak_mib <= 0:
         raise ValueError("per-thread peak must be positive")
@@ -172,41 +172,36 @@ def plan(
         raise ValueError("threads must be at least 1")
     cores = max(1, cores)
     archs = max(1, archs)
+    copies = max(1, copies)
     reserve = rule.reserve_mib(max(0, available_mib))
     budget = available_mib - reserve
     heavy_units = rule.heavy_units() if pools else []
     pooled = bool(heavy_units)
 
     def attempt(n_threads: int) -> tuple[int, int, int, int] | None:
-        """(jobs, heavy_jobs, worst case, light charge) with n_threads, or None when nothing fits."""
+        """(jobs, pool depth, worst case, light charge) with n_threads, or None when nothing fits."""
         scale = min(n_threads, archs)
-        cap = min(max(1, cores // scale), jobs if jobs is not None else cores)  # cicc processes <= cores
-        if pooled:
-            light = rule.light_charge_mib() * scale
-            heavy = [p * scale for _, p in heavy_units]
+        cap = min(cores // scale, jobs if jobs is not None else cores)  # no more cicc processes than cores
+        unlisted = rule.unlisted_mib * scale
+        pooled_names = {s for s, _ in heavy_units}
+        heavy = sorted((p * scale for _, p in heavy_units for _ in range(copies)), reverse=True)
+        light = [p * scale for s, p in rule.unit_peaks_mib.items() if s not in pooled_names for _ in range(copies)]
+        depth = 0
+        if pooled:  # as many of the largest as fit in the pool's share of the budget, at least one
             share = max(budget * rule.heavy_pool_share, heavy[0])
-            depth = max(1, max((k for k in range(1, len(heavy) + 1) if sum(heavy[:k]) <= share), default=1))
-            best = 0
-            for n in range(1, cap + 1):
-                if _worst_case(heavy, depth, light, n) > budget:
-                    break
-                best = n
-            if best == 0:
-                return None
-            depth = min(depth, best)
-            return best, depth, _worst_case(heavy, depth, light, best), light
-        charges = [p * scale for p in rule.unit_peaks_mib.values()]
-        unlisted = rule.per_thread_peak_mib * scale
+            depth = max(k for k in range(1, len(heavy) + 1) if sum(heavy[:k]) <= share)
         best = 0
         for n in range(1, cap + 1):
-            if _largest_sum(charges, unlisted, n) > budget:
+            if _worst_case(heavy, depth, light, unlisted, n) > budget:
                 break
             best = n
-        return (best, 0, _largest_sum(charges, unlisted, best), unlisted) if best else None
+        if best == 0:
+            return None
+        return best, depth, _worst_case(heavy, depth, light, unlisted, best), max([unlisted, *light])
 
     first = attempt(1)
     if first is None:
-        largest = max([rule.per_thread_peak_mib, *rule.unit_peaks_mib.values()])
+        largest = max([rule.unlisted_mib, *rule.unit_peaks_mib.values()])
         raise DoesNotFit(
             f"not enough memory to compile sgl-kernel: its largest compile (one job, one nvcc thread) needs "
             f"{largest} MiB, and {max(budget, 0)} MiB are usable "
@@ -214,7 +209,7 @@ def plan(
             "free memory (stop other programs), build on a host with more memory, or raise the "
             "cgroup/container memory limit; if the host reports less memory than it has, give the figure "
             "with --memory-gib; if your own measurement of the per-unit peaks is lower, pass the charge of "
-            "units without a measured peak with --job-peak-mib (recipe.json memory.per_nvcc_thread_peak_mib)",
+            "units without a measured peak with --job-peak-mib (recipe.json memory.unlisted_unit_peak_mib)",
         )
     notes = []
     n_jobs, depth, worst, light = first
@@ -236,7 +231,7 @@ def plan(
         head += f"; the {depth} largest of {len(heavy_units)} heavy units at a time in ninja pool {POOL}"
     notes.insert(0, head)
     return JobPlan(
-        n_jobs, n_threads, archs, available_mib, reserve, rule.per_thread_peak_mib, worst, "; ".join(notes),
+        n_jobs, n_threads, archs, available_mib, reserve, rule.unlisted_mib, worst, "; ".join(notes),
         depth, tuple(s for s, _ in heavy_units) if depth else (), light,
     )
 
@@ -257,6 +252,8 @@ def memory_problems(memory: object) -> list[tuple[str, str]]:
             out.append((name, f"must be a {'positive' if positive else 'non-negative'} number, not {value!r}"))
 
     number("per_nvcc_thread_peak_mib", int, positive=True)
+    if "unlisted_unit_peak_mib" in memory:
+        number("unlisted_unit_peak_mib", int, positive=True)
     number("headroom_mib", int)
     number("headroom_fraction", (int, float))
     if "heavy_unit_mib" in memory:
@@ -282,14 +279,22 @@ def memory_problems(memory: object) -> list[tuple[str, str]]:
 def rule_from_recipe(recipe: Mapping, job_peak_mib: int | None = None) -> MemoryRule:
     """The recipe's rule; `job_peak_mib` replaces the charge of units without a measured peak."""
     mem = recipe["memory"]
+    unlisted = job_peak_mib if job_peak_mib is not None else mem.get("unlisted_unit_peak_mib")
     return MemoryRule(
-        per_thread_peak_mib=int(job_peak_mib if job_peak_mib is not None else mem["per_nvcc_thread_peak_mib"]),
+        per_thread_peak_mib=int(mem["per_nvcc_thread_peak_mib"]),
+        unlisted_peak_mib=int(unlisted) if unlisted is not None else None,
         headroom_mib=int(mem["headroom_mib"]),
         headroom_fraction=float(mem["headroom_fraction"]),
         unit_peaks_mib={str(k): int(v) for k, v in mem.get("unit_peaks_mib", {}).items()},
         heavy_unit_mib=int(mem["heavy_unit_mib"]) if mem.get("heavy_unit_mib") is not None else None,
         heavy_pool_share=float(mem.get("heavy_pool_share", 0.5)),
     )
+
+
+def library_copies(arch_list: str) -> int:
+    """How many common_ops libraries compile every source (patch 0005): one for 9.x targets, one for the rest."""
+    archs = [a.strip() for a in arch_list.replace(",", ";").split(";") if a.strip()]
+    return max(1, len({a.split(".")[0] == "9" for a in archs}))
 
 
 def arch_count(arch_list: str) -> int:
@@ -300,7 +305,7 @@ def arch_count(arch_list: str) -> int:
 def cmake_has_pools(version: str | None) -> bool:
     """Whether a CMake version ("4.4.3") sets per-source ninja pools."""
     m = re.match(r"(\d+)\.(\d+)", version or "")
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= POOLS_MIN_CMAKE
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= POOLS_MIN_CMAKE
 
 
 def cmake_version(cmake: str) -> str | None:
@@ -427,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("; ".join(f"memory.{name}: {what}" for name, what in problems))
         rule = rule_from_recipe(recipe, args.job_peak_mib)
         archs = arch_count(args.archs or recipe["arch"])
+        copies = library_copies(args.archs or recipe["arch"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"jobs.py: cannot read the memory rule from {args.recipe}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -434,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     host = read_host(cores=args.cores, memory_mib=memory_mib)
     pools = cmake_has_pools(cmake_version(args.cmake)) if args.cmake else False
     try:
-        result = plan(cores=host.cores, available_mib=host.available_mib, rule=rule, archs=archs, jobs=args.jobs, pools=pools)
+        result = plan(cores=host.cores, available_mib=host.available_mib, rule=rule, archs=archs, jobs=args.jobs,
+                      pools=pools, copies=copies)
     except DoesNotFit as exc:
         print(f"error: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
         return EXIT_DOES_NOT_FIT

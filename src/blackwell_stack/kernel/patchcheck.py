@@ -226,7 +226,7 @@ def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[Hunk
         else:
             state = CONFLICTING
         r = HunkResult(patch.name, fp.path, 1, "new file", state)
-        if state == CONFLICTING:
+        if state == CONFLICTING and text is not None:
             r.upstream_now, r.expected = text.splitlines()[:20], new_text.splitlines()[:20]
         return [r], new_text if state != CONFLICTING else text
     if text is None:
@@ -240,12 +240,12 @@ def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[Hunk
     grown = 0  # lines the hunks before this one added (or removed) in `lines`
     for h in fp.hunks:
         state, at = _classify(lines, h, delta)
-        if state == APPLICABLE:
+        if state == APPLICABLE and at is not None:
             # Reported like GNU patch: the distance from the hunk's line in the original file.
             offset = at - (h.old_start - 1) - grown
             lines[at : at + len(h.old)] = h.new
             results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, offset))
-        elif state == APPLIED:
+        elif state == APPLIED and at is not None:
             results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, at - (h.new_start - 1)))
         else:
             start, now = _nearest_text(lines, h.old, h.old_start - 1 + delta)

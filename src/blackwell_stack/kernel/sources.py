@@ -119,10 +119,22 @@ def fetchcontent_settings(data: dict[str, Any], cuda_archs: Iterable[str], dirs:
 
     Every dependency the build configures points at its directory
     (FETCHCONTENT_SOURCE_DIR_<NAME>), and FETCHCONTENT_FULLY_DISCONNECTED=ON
-    makes a dependency without one fail the configure step instead of
-    reaching for the network. lib/kernel-sources.nix fetchContentSettings is
-    the same function for the Nix derivation; tests compare the two.
+    keeps CMake from downloading or updating anything (CMake's FetchContent
+    documentation). lib/kernel-sources.nix fetchContentSettings is the same
+    function for the Nix derivation; tests compare the two.
     """
+    settings = {FULLY_DISCONNECTED: "ON"}
+    settings.update({fetchcontent_variable(name): str(dirs[name]) for name in _names_with_dirs(data, cuda_archs, dirs)})
+    return settings
+
+
+def prefix_maps(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> list[str]:
+    """-ffile-prefix-map flags that write each dependency's directory as its FetchContent name
+    (in __FILE__ and debug paths), in neededNames order; lib/kernel-sources.nix prefixMaps is the same."""
+    return [f"-ffile-prefix-map={dirs[name]}={name}" for name in _names_with_dirs(data, cuda_archs, dirs)]
+
+
+def _names_with_dirs(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> list[str]:
     names = needed_names(data, cuda_archs)
     missing = [name for name in names if name not in dirs]
     if missing:
@@ -130,15 +142,7 @@ def fetchcontent_settings(data: dict[str, Any], cuda_archs: Iterable[str], dirs:
             f"no source directory for {', '.join(missing)}",
             f"put each under the --sources directory ({UPDATE_FETCH_HINT})",
         )
-    settings = {FULLY_DISCONNECTED: "ON"}
-    settings.update({fetchcontent_variable(name): str(dirs[name]) for name in names})
-    return settings
-
-
-def prefix_maps(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> list[str]:
-    """-ffile-prefix-map flags that write each dependency's directory as its FetchContent name
-    (in __FILE__ and debug paths), in neededNames order; lib/kernel-sources.nix prefixMaps is the same."""
-    return [f"-ffile-prefix-map={dirs[name]}={name}" for name in needed_names(data, cuda_archs)]
+    return names
 
 
 def needed_names(data: dict[str, Any], cuda_archs: Iterable[str]) -> list[str]:
