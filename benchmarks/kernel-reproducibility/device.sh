@@ -13,7 +13,7 @@
 # see docs/sgl-kernel.md), so the two copies are shown to each build at the
 # same path, /srv/sgl-src, through a private mount namespace (unshare -m): the
 # builds run at once and still see one source path. Results go to $OUT
-# (the device tool's folder that comes back) or ./out.
+# (default ./out).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"

@@ -298,6 +298,10 @@ def make_plan(
              "and pass --sources DIR")
     if build_dir is not None:
         maps.append(f"-ffile-prefix-map={build_dir}=build")
+    for name in _FLAG_VARIABLES:
+        if os.environ.get(name):
+            note(f"{name}={os.environ[name]!r} from the environment is not used: the build's compiler flags are the "
+                 "recipe's and the prefix maps (recipe.json environment), so that builds are the same everywhere")
 
     expected = toolchain.expected_torch(allow_torch)
     if expected.override:

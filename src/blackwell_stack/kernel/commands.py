@@ -7,7 +7,7 @@ import sys
 
 from blackwell_stack import output
 from blackwell_stack.errors import ExitCode, ToolchainError
-from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, sourcedir, sources
+from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, sourcedir, sources, toolchain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +101,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
         "memory": rec["memory"],
     }
     try:
-        host, plan = build.host_job_plan(rec, arch)
+        host, plan = build.host_job_plan(rec, arch, cmake=toolchain.build_tool("cmake", sys.executable))
         data["job_plan_here"] = {"jobs": plan.jobs, "nvcc_threads": plan.threads, "planned_peak_mib": plan.planned_peak_mib,
                                  "available_mib": host.available_mib, "note": plan.note}
     except ToolchainError as exc:
@@ -117,7 +117,11 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     print(f"planned at build time: {', '.join(data['planned_at_build_time'])}")
     output.heading("memory")
     mem = rec["memory"]
-    print(f"per nvcc thread: {mem['per_nvcc_thread_peak_mib']} MiB")
+    print(f"largest compile: {mem['per_nvcc_thread_peak_mib']} MiB; others not listed: "
+          f"{mem.get('unlisted_unit_peak_mib', mem['per_nvcc_thread_peak_mib'])} MiB")
+    for unit, peak in sorted(mem.get("unit_peaks_mib", {}).items(), key=lambda item: -item[1]):
+        heavy = " (ninja pool)" if peak > mem.get("heavy_unit_mib", peak) else ""
+        print(f"  {peak:>6} MiB  {unit}{heavy}")
     print(f"source: {mem['provenance']}")
     print(f"rule: {mem['rule']}")
     plan = data["job_plan_here"]

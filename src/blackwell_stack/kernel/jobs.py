@@ -14,10 +14,11 @@ stderr when not even the largest compile fits.
 
 The rule (recipe.json `memory`, checked by `memory_problems`):
 - every translation unit is charged its measured peak (`unit_peaks_mib`,
-  one target architecture), or `per_nvcc_thread_peak_mib` when it is not
+  one target architecture), or `unlisted_unit_peak_mib` when it is not
   listed; a job running nvcc with T threads over A targets holds min(T, A)
   cicc processes at once (nvcc's --threads parallelises over -gencode
-  targets only), so every charge is multiplied by min(T, A);
+  targets only), so every charge is multiplied by min(T, A); when both
+  common_ops libraries are built, each listed unit may compile twice at once;
 - with ninja pools (CMake >= 4.2 and Ninja: patch 0008), the listed units
   charged more than `heavy_unit_mib` compile in a pool of depth H, as many
   of the largest as fit in `heavy_pool_share` of the budget (at least one);
@@ -32,7 +33,6 @@ Without pools every unit may run beside any other: the J largest charges fit.
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import math
 import os
@@ -115,7 +115,7 @@ class JobPlan:
     note: str
     heavy_jobs: int = 0  # depth of the ninja pool (0: no pool)
     heavy_sources: tuple[str, ...] = ()
-    light_charge_mib: int = 0  # what each compile outside the pool is charged (x min(threads, archs))
+    light_charge_mib: int = 0  # the largest charge of a compile outside the pool (x min(threads, archs))
 
     @property
     def concurrent_compiles(self) -> int:
