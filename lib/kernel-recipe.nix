@@ -55,6 +55,19 @@ rec {
     let d = defines args;
     in map (name: "-D${name}=${d.${name}}") (attrNames d);
 
+  # The defines as a CMake initial-cache script (`cmake -C FILE`), one
+  # `set(NAME "VALUE" CACHE STRING "")` each: the way into CMake for values
+  # with spaces (the archive rules), which a shell-split list of
+  # `-DNAME=VALUE` arguments cannot carry. A quoted argument keeps `;` (a list
+  # stays a list, as with -D); \, " and $ are escaped. No FORCE: a -D given
+  # as well (the planned job settings) wins, as it would over a -D given first.
+  initialCache = args:
+    let
+      d = defines args;
+      quote = value: builtins.replaceStrings [ "\\" "\"" "$" ] [ "\\\\" "\\\"" "\\$" ] value;
+    in
+    concatStringsSep "" (map (name: "set(${name} \"${quote d.${name}}\" CACHE STRING \"\")\n") (attrNames d));
+
   # { TORCH_CUDA_ARCH_LIST = "12.0a"; ... } for the builder's environment.
   environment = { recipe, archs ? recipe.arch, planned ? { } }:
     let arch = checkArchs recipe archs;

@@ -62,6 +62,32 @@ rec {
     builtins.filter (name: isNeeded cudaArchs sources.fetchcontent.${name})
       (builtins.attrNames sources.fetchcontent);
 
+  # The names a build for cudaArchs configures, each with a directory in dirs
+  # (FetchContent name -> directory), or a throw naming the ones without.
+  namesWithDirs = sources: cudaArchs: dirs:
+    let
+      names = neededNames sources cudaArchs;
+      missing = builtins.filter (name: !(dirs ? ${name})) names;
+    in
+    if missing != [ ] then
+      throw "blackwell-stack: no source directory for ${builtins.concatStringsSep ", " missing}"
+    else names;
+
+  # The FetchContent cache settings of a build for cudaArchs, given where each
+  # dependency lies: every dependency the build configures points at its
+  # directory, and FULLY_DISCONNECTED=ON keeps CMake from downloading or
+  # updating anything. blackwell_stack.kernel.sources.fetchcontent_settings
+  # is the same function for `blackwell-stack kernel build --sources`.
+  fetchContentSettings = sources: cudaArchs: dirs:
+    { FETCHCONTENT_FULLY_DISCONNECTED = "ON"; }
+    // builtins.listToAttrs (map (name: { name = cmakeVariable name; value = toString dirs.${name}; })
+      (namesWithDirs sources cudaArchs dirs));
+
+  # -ffile-prefix-map flags that write each dependency's directory as its
+  # FetchContent name, in neededNames order (sources.prefix_maps in Python).
+  prefixMaps = sources: cudaArchs: dirs:
+    map (name: "-ffile-prefix-map=${toString dirs.${name}}=${name}") (namesWithDirs sources cudaArchs dirs);
+
   # The sglang source pin, checked.
   sglang = sources: checked sources "sglang" sources.sglang;
 

@@ -2,12 +2,16 @@
 
 The derivation (evaluated with the real nix; nixpkgs' functions recorded, as
 nixpkgs cannot be evaluated here) renders the recipe's defines as
-`--config-setting=cmake.define.NAME=VALUE` in `uvBuildFlags`, which
-pyproject.nix's build hook expands unquoted into `uv build`. These tests run
-exactly that expansion with the real uv and scikit-build-core on a tiny CMake
-project: a multi-architecture value such as `10.0a;12.0a` reaches CMake as one
-list of two, where nixpkgs' scikit-build-core setup hook (cmakeFlags joined
-into SKBUILD_CMAKE_ARGS with `;`) would split it.
+an initial-cache script (`--config-setting=cmake.args=-C<file>`, built by
+lib/kernel-recipe.nix initialCache) plus `--config-setting=cmake.define.NAME=VALUE`
+settings in `uvBuildFlags`, which pyproject.nix's build hook expands unquoted
+into `uv build`. These tests run exactly that expansion with the real uv,
+scikit-build-core and CMake on a tiny CMake project: a multi-architecture
+value such as `10.0a;12.0a` reaches CMake as one list of two (where nixpkgs'
+scikit-build-core setup hook, cmakeFlags joined into SKBUILD_CMAKE_ARGS with
+`;`, would split it), a value with spaces arrives whole, a planned -D wins over
+the script, and the script sets CMake's cache to exactly the Python side's
+defines.
 """
 
 from __future__ import annotations
@@ -57,14 +61,18 @@ let
       libcusparse = "libcusparse";
     }};
   }};
-in {{ inherit (drv) uvBuildFlags nativeBuildInputs; }}
+in {{
+  inherit (drv) uvBuildFlags nativeBuildInputs;
+  cache = (import ./lib/kernel-recipe.nix).initialCache {{ inherit recipe; }};
+}}
 """
 
 PROBE_CMAKE = """cmake_minimum_required(VERSION 3.15)
 project(probe LANGUAGES C)
 list(LENGTH SGL_KERNEL_CUDA_ARCHS count)
 file(WRITE "${CMAKE_BINARY_DIR}/seen.json"
-  "{\\"archs\\": \\"${SGL_KERNEL_CUDA_ARCHS}\\", \\"count\\": ${count}, \\"fp4\\": \\"${SGL_KERNEL_ENABLE_FP4}\\"}")
+  "{\\"archs\\": \\"${SGL_KERNEL_CUDA_ARCHS}\\", \\"count\\": ${count}, \\"fp4\\": \\"${SGL_KERNEL_ENABLE_FP4}\\",
+   \\"archive\\": \\"${CMAKE_C_ARCHIVE_CREATE}\\", \\"threads\\": \\"${SGL_KERNEL_COMPILE_THREADS}\\"}")
 add_library(probe MODULE probe.c)
 install(TARGETS probe LIBRARY DESTINATION sgl_kernel)
 install(FILES "${CMAKE_BINARY_DIR}/seen.json" DESTINATION sgl_kernel)
@@ -81,9 +89,12 @@ def derivation_flags(nix, arch: str) -> dict:
 def test_the_derivation_passes_every_define_as_a_config_setting(nix):
     got = derivation_flags(nix, "10.0a;12.0a")
     flags = got["uvBuildFlags"]
-    assert all(f.startswith("--config-setting=cmake.define.") for f in flags)
-    assert "--config-setting=cmake.define.SGL_KERNEL_CUDA_ARCHS=10.0a;12.0a" in flags
-    assert "--config-setting=cmake.define.FETCHCONTENT_FULLY_DISCONNECTED=ON" in flags
+    assert all(f.startswith(("--config-setting=cmake.define.", "--config-setting=cmake.args=-C")) for f in flags)
+    (script,) = [f for f in flags if f.startswith("--config-setting=cmake.args=-C")]
+    assert script.endswith("-sgl-kernel-recipe.cmake")
+    # The recipe's defines are in the script, the multi-architecture list as one quoted value.
+    assert 'set(SGL_KERNEL_CUDA_ARCHS "10.0a;12.0a" CACHE STRING "")' in got["cache"].splitlines()
+    assert "--config-setting=cmake.define.CUDA_VERSION=13.0" in flags
     # The kernel's build system: scikit-build-core, wheel (which sgl-kernel's pyproject.toml does not name), torch.
     assert {"scikit-build-core", "wheel", "torch"} <= set(got["nativeBuildInputs"])
     # No value has a space: the hook's unquoted $uvBuildFlags splits on spaces only.
@@ -97,8 +108,13 @@ def test_a_multi_architecture_value_reaches_cmake_as_one_list(nix, tmp_path):
     pytest.importorskip("scikit_build_core", reason="pip install scikit-build-core (a test dependency)")
     if uv is None or not (shutil.which("cmake") and shutil.which("ninja")):
         pytest.skip("uv, cmake and ninja are needed")
-    flags = [f for f in derivation_flags(nix, "10.0a;12.0a")["uvBuildFlags"]
-             if "SGL_KERNEL_CUDA_ARCHS" in f or "SGL_KERNEL_ENABLE_FP4" in f]
+    got = derivation_flags(nix, "10.0a;12.0a")
+    cache = tmp_path / "sgl-kernel-recipe.cmake"
+    cache.write_text(got["cache"])
+    # The derivation's script setting, pointed at the same text here; then a planned define, as preBuild adds it.
+    flags = [f"--config-setting=cmake.args=-C{cache}" if f.startswith("--config-setting=cmake.args=-C") else f
+             for f in got["uvBuildFlags"] if "cmake.args" in f]
+    flags.append("--config-setting=cmake.define.SGL_KERNEL_COMPILE_THREADS=4")
     project = tmp_path / "sgl-kernel"
     project.mkdir()
     (project / "CMakeLists.txt").write_text(PROBE_CMAKE)
@@ -116,4 +132,30 @@ def test_a_multi_architecture_value_reaches_cmake_as_one_list(nix, tmp_path):
     (wheel,) = (project / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:
         seen = json.loads(zf.read("sgl_kernel/seen.json"))
-    assert seen == {"archs": "10.0a;12.0a", "count": 2, "fp4": "ON"}
+    assert seen == {"archs": "10.0a;12.0a", "count": 2, "fp4": "ON",
+                    "archive": "<CMAKE_AR> qcD <TARGET> <LINK_FLAGS> <OBJECTS>", "threads": "4"}
+
+
+@pytest.mark.nix
+def test_the_initial_cache_sets_exactly_the_python_defines(nix, tmp_path):
+    """CMake itself reads the script: its cache holds each recipe define with the value the Python side computes."""
+    from blackwell_stack.kernel import recipe
+
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is needed")
+    rec = recipe.load()
+    cache = tmp_path / "recipe.cmake"
+    cache.write_text(nix.eval("let kr = import ./lib/kernel-recipe.nix; r = builtins.fromJSON (builtins.readFile "
+                              "./pkgs/sgl-kernel/recipe.json); in kr.initialCache { recipe = r; archs = \"10.0a;12.0a\"; }"))
+    project = tmp_path / "probe"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.15)\nproject(probe NONE)\n")
+    subprocess.run(["cmake", "-C", str(cache), "-S", str(project), "-B", str(tmp_path / "build")],
+                   check=True, capture_output=True, timeout=120)
+    seen = {}
+    for line in (tmp_path / "build" / "CMakeCache.txt").read_text().splitlines():
+        if ":" in line and "=" in line and not line.startswith(("//", "#")):
+            key, value = line.split("=", 1)
+            seen[key.split(":", 1)[0]] = value
+    expected = recipe.defines(rec, "10.0a;12.0a")
+    assert {k: seen.get(k) for k in expected} == expected

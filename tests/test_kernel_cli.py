@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from blackwell_stack.kernel import compile_work, patchcheck, recipe
+from blackwell_stack.paths import data_path
 from blackwell_stack.kernel.plan import plan_section
 
 SERIES = patchcheck.load_series()
@@ -217,7 +218,7 @@ def test_recipe_cli_json_matches_the_module():
     data = json.loads(run_cli("recipe", "--json").stdout)
     rec = recipe.load()
     assert data["cmake_flags"] == recipe.cmake_flags(rec)
-    assert data["environment"] == {"TORCH_CUDA_ARCH_LIST": "12.0a"}
+    assert data["environment"] == recipe.environment(rec) and data["environment"]["TORCH_CUDA_ARCH_LIST"] == "12.0a"
     assert "cmake.define.SGL_KERNEL_CUDA_ARCHS=12.0a" in data["skbuild_config_settings"]
 
 
@@ -269,10 +270,16 @@ install(FILES "${CMAKE_BINARY_DIR}/seen.txt" DESTINATION sgl_kernel)
 """
 
 
+def _patch_0009_cmake() -> str:
+    """The CMake lines patch 0009 adds to sgl-kernel (the build record's install rule)."""
+    (path,) = data_path("patches", "sgl-kernel").glob("0009-*.patch")
+    return "\n".join(line[1:] for line in path.read_text().splitlines() if line.startswith("+") and not line.startswith("+++"))
+
+
 def _probe_project(root: Path, c_source: str) -> Path:
     kdir = root / "sgl-kernel"
     (kdir / "python" / "sgl_kernel").mkdir(parents=True)
-    (kdir / "CMakeLists.txt").write_text(_PROBE_CMAKE)
+    (kdir / "CMakeLists.txt").write_text(_PROBE_CMAKE + _patch_0009_cmake() + "\n")
     (kdir / "probe.c").write_text(c_source)
     (kdir / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
@@ -293,10 +300,13 @@ def _probe_plan(kdir: Path, out: Path):
     planned = {**job_plan.environment(), **job_plan.defines()}
     host = jobs.Host(2, 10**6, None, 0, "test")
     source = build.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
-    command = build.wheel_command(sys.executable, kdir, out, recipe.skbuild_config_settings(rec, None, planned))
+    record = '{"torch": {"override": "--allow-torch 2.11.0+cu130"}}\n'
+    settings = recipe.skbuild_config_settings(rec, None, planned) + [
+        f"cmake.define.SGL_KERNEL_BUILD_INFO_FILE={out / 'sgl-kernel-build-info.json'}"]
+    command = build.wheel_command(sys.executable, kdir, out, settings)
     return build.BuildPlan(
         source, "12.0a", job_plan, host, recipe.defines(rec, None, planned), recipe.environment(rec, None, planned),
-        command, out, out / "build.log", [], [], series=[],
+        command, out, out / "build.log", [], [], series=[], build_info=record,
     )
 
 
@@ -310,7 +320,9 @@ def test_build_runner_passes_the_recipe_to_scikit_build_core(tmp_path):
     assert wheel.name.startswith("sgl_kernel-0.3.21-") and wheel.suffix == ".whl"
     with zipfile.ZipFile(wheel) as zf:
         seen = zf.read("sgl_kernel/seen.txt").decode()
+        record = zf.read("sgl_kernel/_build_info.json").decode()  # patch 0009's rule, fed by the plan
     assert seen.strip() == f"archs=12.0a threads={plan.job_plan.threads} fp4=ON env=12.0a jobs={plan.job_plan.jobs}"
+    assert record == plan.build_info and plan.build_info_path.read_text() == record
     log = plan.log_path.read_text()
     assert log.startswith("$ ") and "--no-build-isolation" in log and "[1/2]" in log  # ninja steps reach the log
 
@@ -388,3 +400,52 @@ def test_difflib_diffs_check_and_apply_like_patch(tmp_path_factory, case):
     assert all(r.offset == len(shift) for r in results)
     again, unchanged = patchcheck.check_file(patch, fp, after)
     assert {r.state for r in again} == {patchcheck.APPLIED} and unchanged == after
+
+
+# --- the torch the build compiles against: pinned, or another one named on purpose ----------------
+
+
+def _torch_here() -> str:
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("needs torch in this interpreter (the test-server extra installs the CPU build)")
+    return probe.stdout.strip()
+
+
+def test_another_torch_needs_the_override_and_the_override_is_recorded(clean_tree, tmp_path):
+    found = _torch_here()
+    args = ("build", "--src", str(clean_tree), "--python", sys.executable, "--out", str(tmp_path / "dist"), "--dry-run", "--json")
+    plain = run_cli(*args)
+    data = json.loads(plain.stdout)  # the whole plan is printed whatever the verdicts
+    torch = next(c for c in data["checks"] if c["name"] == "torch")
+    from blackwell_stack.stacks import model
+
+    locked = model.load(model.default_name()).versions()["torch"]  # the default stack's torch
+    assert not torch["ok"] and f"stacks/stable/uv.lock: {locked}" in torch["found"]
+    assert f"--allow-torch {found}" in torch["fix"]
+    assert data["build_info"]["torch"] == {"built_against": found, "version": locked,
+                                           "source": "stacks/stable/uv.lock", "override": None}
+    assert plain.returncode == 6 and data["blockers"][0]["code"] == 6
+
+    allowed = run_cli(*args, "--allow-torch", found)
+    data = json.loads(allowed.stdout)
+    torch = next(c for c in data["checks"] if c["name"] == "torch")
+    assert torch["ok"] and found in torch["found"] and "--allow-torch" in torch["found"]
+    assert data["build_info"]["torch"]["built_against"] == found
+    assert data["build_info"]["torch"]["override"] == f"--allow-torch {found}"
+    assert f"building against torch {found} instead of the stack's" in allowed.stderr  # logged
+    assert "--allow-torch" in json.dumps(data["warnings"])
+    cuda = next(c for c in data["checks"] if c["name"] == "torch CUDA")
+    if not found.endswith("+cu130"):  # naming a version waives nothing else: a CPU torch still cannot build it
+        assert not cuda["ok"] and allowed.returncode == 6
+    assert not (tmp_path / "dist").exists()
+
+
+def test_dry_run_prints_the_plan_and_every_verdict(clean_tree, tmp_path):
+    result = run_cli("build", "--src", str(clean_tree), "--python", "/nonexistent/python", "--out", str(tmp_path / "dist"),
+                     "--dry-run", "--memory-gib", "1")
+    assert "sgl-kernel build plan" in result.stdout and "command: " in result.stdout and "build record: " in result.stdout
+    assert "[BAD] python: /nonexistent/python not found" in result.stdout
+    assert "not enough memory to compile sgl-kernel" in result.stderr  # the memory verdict too, not only the first
+    assert "a build would stop here (2 problem(s) above)" in result.stderr
+    assert result.returncode == 6 and not (tmp_path / "dist").exists()

@@ -210,13 +210,21 @@ def test_unknown_dependency_is_named(nix):
 
 
 def test_derivation_wires_every_dependency_through_lib_kernel_sources():
-    """default.nix passes exactly lib.kernelSources' dependencies, fully disconnected."""
+    """default.nix passes exactly lib.kernelSources' dependencies, fully disconnected, through the
+    one function `kernel build --sources` uses too (their parity: tests/test_kernel_sourcedir.py)."""
     text = DERIVATION.read_text()
     assert "kernelSources.neededNames sources cudaArchs" in text
-    # CMake defines reach scikit-build-core as `-C cmake.define.NAME=VALUE` (pyproject.nix's $uvBuildFlags)
-    assert 'lib.nameValuePair dep.variable "${dep.src}"' in text  # read-only ones
-    assert '--config-setting=cmake.define.${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}' in text  # writable copies
-    assert 'FETCHCONTENT_FULLY_DISCONNECTED = "ON";' in text
+    assert "kernelSources.fetchContentSettings sources cudaArchs dependencyDirs" in text
+    assert "kernelSources.prefixMaps sources cudaArchs dependencyDirs" in text
+    assert '"$NIX_BUILD_TOP/fetchcontent/${dep.name}" else "${dep.src}"' in text  # writable copies, store paths
+    # CMake defines reach scikit-build-core as `-C cmake.define.NAME=VALUE` (pyproject.nix's $uvBuildFlags),
+    # appended in preBuild so that the shell expands $NIX_BUILD_TOP in them.
+    assert '"--config-setting=cmake.define.${name}=${value}"' in text
+    assert 'uvBuildFlags+=" ${setting}"' in text
+    assert 'cmakeBool "FETCHCONTENT' not in text and "FETCHCONTENT_SOURCE_DIR" not in text  # none typed here
+    # The planned flags (threads, job pools) come from jobs.py as a bash array, pools only with a new cmake.
+    assert "--cmake cmake --format shell" in text
+    assert 'uvBuildFlags+=" --config-setting=cmake.define.\'\'${flag#-D}"' in text
     # no hash or revision typed into the derivation: all from sources.json
     assert not re.search(r"sha256-[A-Za-z0-9+/]{43}=", text)
     assert not re.search(r"\b[0-9a-f]{40}\b", text)

@@ -10,7 +10,14 @@ each fix shown with real tools on real files:
   <cuda/atomic> compiles with it and not without it (g++, CUDA 13 headers);
 - 0005's CMake block turns SGL_KERNEL_CUDA_ARCHS into gencodes and library
   choices, and its load_utils.py check (applied to the wheel's file) refuses a
-  GPU the build has no kernels for, naming the built architectures.
+  GPU the build has no kernels for, naming the built architectures;
+- 0006 and 0007, in a project that adds a subdirectory the way sgl-kernel adds
+  mscclpp (its own CMAKE_CUDA_ARCHITECTURES 80 90, install rules for a shared
+  library, an archive and headers): the subdirectory's CUDA code is compiled
+  for sm_120a only, and nothing of it is built beyond what is linked or
+  installed (real CMake, Ninja and nvcc 13);
+- 0008's pools: refused with a clear message by a CMake older than 4.2, and
+  the listed sources in the pool with a newer one; 0009 installs the record.
 
 The CMake and Python code under test is read from the patches themselves.
 """
@@ -131,7 +138,7 @@ def test_series_is_numbered_without_gaps():
         assert m, f"{name}: not NNNN-short-name.patch"
         numbers.append(int(m.group(1)))
     assert numbers == list(range(1, len(names) + 1)), names
-    assert len(names) == 5
+    assert len(names) == 9
 
 
 @pytest.mark.parametrize("path", series(), ids=lambda p: p.name[:4])
@@ -157,6 +164,10 @@ def test_one_concern_per_patch_touches_the_expected_files():
         "0003": ["CMakeLists.txt"],
         "0004": ["python/sgl_kernel/flash_attn.py"],
         "0005": ["CMakeLists.txt", "python/sgl_kernel/load_utils.py"],
+        "0006": ["CMakeLists.txt"],
+        "0007": ["CMakeLists.txt"],
+        "0008": ["CMakeLists.txt"],
+        "0009": ["CMakeLists.txt"],
     }
 
 
@@ -464,3 +475,137 @@ def test_fix5_upstream_build_is_not_checked(patched_load_utils):
     load_utils = patched_load_utils(None)
     for capability in (80, 90, 100, 120):
         load_utils._check_built_architectures(capability)
+
+
+# ---------------------------------------------------------------- fixes 6 to 9
+
+
+def added_block(number: str) -> str:
+    """The lines patch NNNN adds (every hunk of 0006-0009 only adds lines)."""
+    patch = patch_named(number)
+    out = []
+    for hunk in patch.file("CMakeLists.txt").hunks:
+        assert all(line in hunk.new_lines for line in hunk.old_lines)
+        start = next(i for i, (a, b) in enumerate(zip(hunk.old_lines + [None], hunk.new_lines)) if a != b)
+        out += hunk.new_lines[start : start + len(hunk.new_lines) - len(hunk.old_lines)]
+    return "\n".join(out)
+
+
+def nvcc_path() -> str:
+    found = shutil.which("nvcc") or next((str(p) for p in (CUDA_HOME / "bin" / "nvcc",) if p.is_file()), None)
+    if found is None:
+        pytest.skip("nvcc (CUDA 13) is not installed here")
+    return found
+
+
+SUBPROJECT = """project(thirdparty LANGUAGES CXX CUDA)
+set(CMAKE_CUDA_ARCHITECTURES 80 90)
+add_library(mscclpp_obj OBJECT k.cu)
+set_target_properties(mscclpp_obj PROPERTIES POSITION_INDEPENDENT_CODE 1)
+add_library(mscclpp SHARED)
+target_link_libraries(mscclpp PUBLIC mscclpp_obj)
+add_library(mscclpp_static STATIC)
+target_link_libraries(mscclpp_static PUBLIC mscclpp_obj)
+install(TARGETS mscclpp LIBRARY DESTINATION lib)
+install(TARGETS mscclpp_static ARCHIVE DESTINATION lib)
+install(FILES k.h DESTINATION include)
+"""
+
+PARENT = """cmake_minimum_required(VERSION 3.20)
+project(parent LANGUAGES CXX CUDA)
+set(SGL_KERNEL_CUDA_ARCHS "" CACHE STRING "")
+set(repo-mscclpp_SOURCE_DIR "${{CMAKE_CURRENT_SOURCE_DIR}}/thirdparty")
+add_subdirectory(${{repo-mscclpp_SOURCE_DIR}} ${{CMAKE_CURRENT_BINARY_DIR}}/mscclpp-build)
+{fix6}
+add_library(common_ops MODULE ops.cc)
+target_link_libraries(common_ops PRIVATE mscclpp_static)
+{fix7}
+install(TARGETS common_ops LIBRARY DESTINATION sgl_kernel)
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("patched", [False, True])
+def test_fix6_fix7_subdirectory_built_for_the_chosen_archs_and_installed_nowhere(tmp_path, patched):
+    nvcc = nvcc_path()
+    cmake, ninja = require("cmake"), require("ninja")
+    sub = tmp_path / "src" / "thirdparty"
+    sub.mkdir(parents=True)
+    (sub / "CMakeLists.txt").write_text(SUBPROJECT)
+    (sub / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.f; }\nvoid launch(float* x) { k<<<1, 32>>>(x); }\n")
+    (sub / "k.h").write_text("void launch(float* x);\n")
+    (tmp_path / "src" / "ops.cc").write_text("void launch(float* x);\nextern \"C\" void ops(float* x) { launch(x); }\n")
+    (tmp_path / "src" / "CMakeLists.txt").write_text(PARENT.format(
+        fix6=added_block("0006") if patched else "", fix7=added_block("0007") if patched else ""))
+    build = tmp_path / "build"
+    configure = subprocess.run(
+        [cmake, "-S", str(tmp_path / "src"), "-B", str(build), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
+         f"-DCMAKE_CUDA_COMPILER={nvcc}", "-DSGL_KERNEL_CUDA_ARCHS=12.0a"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    built = subprocess.run([cmake, "--build", str(build)], capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout + built.stderr
+    subprocess.run([cmake, "--install", str(build), "--prefix", str(tmp_path / "wheel")], check=True,
+                   capture_output=True, timeout=300)
+    installed = sorted(str(p.relative_to(tmp_path / "wheel")) for p in (tmp_path / "wheel").rglob("*") if p.is_file())
+    commands = subprocess.run([ninja, "-C", str(build), "-t", "commands"], capture_output=True, text=True, check=True).stdout
+    compile_k = next(line for line in commands.splitlines() if "k.cu" in line and " -c " in line)
+    if patched:
+        assert "arch=compute_120a,code=[sm_120a]" in compile_k and "compute_80" not in compile_k
+        assert installed == ["sgl_kernel/libcommon_ops.so"]
+        assert not (build / "mscclpp-build" / "libmscclpp.so").exists()  # not even built
+        assert "-- SGL_KERNEL_CUDA_ARCHS=12.0a: mscclpp CUDA architectures 120a-real" in configure.stdout
+    else:  # what sgl-kernel gets without the two patches
+        assert "compute_80" in compile_k and "compute_90" in compile_k
+        assert installed == ["include/k.h", "lib/libmscclpp.so", "lib/libmscclpp_static.a", "sgl_kernel/libcommon_ops.so"]
+
+
+POOL_PROJECT = """cmake_minimum_required(VERSION 3.20)
+project(pools C)
+{fix8}
+add_library(ops MODULE heavy.c light.c)
+"""
+
+
+def test_fix8_pools_need_cmake_4_2_and_put_the_listed_sources_in_the_pool(tmp_path):
+    ninja = require("ninja")
+    for name in ("heavy.c", "light.c"):
+        (tmp_path / name).write_text(f"int {name[:-2]}(void) {{ return 1; }}\n")
+    body = POOL_PROJECT.format(fix8=added_block("0008"))
+    (tmp_path / "CMakeLists.txt").write_text(body)
+
+    def configure(build: str, *defines: str) -> subprocess.CompletedProcess:
+        return subprocess.run([require("cmake"), "-S", str(tmp_path), "-B", str(tmp_path / build), "-G", "Ninja",
+                               f"-DCMAKE_MAKE_PROGRAM={ninja}", *defines], capture_output=True, text=True, timeout=300)
+
+    plain = configure("plain")
+    assert plain.returncode == 0, plain.stderr  # empty: nothing changes
+    pooled = configure("pooled", "-DSGL_KERNEL_JOB_POOLS=sgl_kernel_heavy=2",
+                       "-DSGL_KERNEL_JOB_POOL_SOURCES=heavy.c=sgl_kernel_heavy,gone.c=sgl_kernel_heavy")
+    if cmake_version() < (4, 2):
+        assert pooled.returncode != 0
+        assert "SGL_KERNEL_JOB_POOLS needs CMake >= 4.2" in " ".join(pooled.stderr.split())
+        return
+    assert pooled.returncode == 0, pooled.stderr
+    assert "no source gone.c in this tree; ignored" in " ".join(pooled.stderr.split())
+    rules = (tmp_path / "pooled" / "CMakeFiles" / "rules.ninja").read_text()
+    assert "pool sgl_kernel_heavy\n  depth = 2" in rules
+    ninja_file = (tmp_path / "pooled" / "build.ninja").read_text()
+    heavy_edge = ninja_file[ninja_file.index("heavy.c.o:"):].split("\n\n")[0]
+    light_edge = ninja_file[ninja_file.index("light.c.o:"):].split("\n\n")[0]
+    assert "pool = sgl_kernel_heavy" in heavy_edge and "pool =" not in light_edge
+
+
+def test_fix9_installs_the_record_byte_for_byte(tmp_path):
+    record = tmp_path / "record.json"
+    record.write_bytes(b'{"torch": {"override": "--allow-torch 2.11.0+cu130"}}\n')
+    body = "cmake_minimum_required(VERSION 3.20)\nproject(record NONE)\n" + added_block("0009") + "\n"
+    done = cmake_configure(tmp_path, body, f"-DSGL_KERNEL_BUILD_INFO_FILE={record}")
+    assert done.returncode == 0, done.stderr
+    subprocess.run([require("cmake"), "--install", str(tmp_path / "build"), "--prefix", str(tmp_path / "wheel")],
+                   check=True, capture_output=True, timeout=300)
+    assert (tmp_path / "wheel" / "sgl_kernel" / "_build_info.json").read_bytes() == record.read_bytes()
+    missing = cmake_configure(tmp_path / "build", body, f"-DSGL_KERNEL_BUILD_INFO_FILE={tmp_path / 'nope.json'}")
+    assert missing.returncode != 0 and "does not exist" in missing.stderr

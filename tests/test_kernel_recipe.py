@@ -49,6 +49,8 @@ def test_real_recipe_same_on_both_sides(nix, tmp_path):
         {"recipe": REAL, "archs": "10.0a;12.0a"},
         {"recipe": REAL, "archs": ["9.0a", "12.0a"]},
         {"recipe": REAL, "planned": {"SGL_KERNEL_COMPILE_THREADS": 2, "CMAKE_BUILD_PARALLEL_LEVEL": 3, "MAX_JOBS": 3}},
+        {"recipe": REAL, "planned": {"SGL_KERNEL_COMPILE_THREADS": 1, "SGL_KERNEL_JOB_POOLS": "sgl_kernel_heavy=4",
+                                     "SGL_KERNEL_JOB_POOL_SOURCES": "csrc/a.cu=sgl_kernel_heavy,csrc/b.cu=sgl_kernel_heavy"}},
     ]
     got = nix_render(nix, tmp_path, cases)
     assert got == [python_render(c) for c in cases]
@@ -64,9 +66,19 @@ def test_real_recipe_same_on_both_sides(nix, tmp_path):
         "-DSGL_KERNEL_COMPILE_THREADS=1",
     ):
         assert expected in flags
-    assert got[0]["env"] == {"TORCH_CUDA_ARCH_LIST": "12.0a"}
+    # Reproducibility: deterministic archives (ar D, ranlib -D) for every language CMake archives with.
+    for lang in ("C", "CXX", "CUDA"):
+        assert f"-DCMAKE_{lang}_ARCHIVE_CREATE=<CMAKE_AR> qcD <TARGET> <LINK_FLAGS> <OBJECTS>" in flags
+        assert f"-DCMAKE_{lang}_ARCHIVE_FINISH=<CMAKE_RANLIB> -D <TARGET>" in flags
+    # ... nvcc's temporary names and random symbol suffixes, and the wheel's timestamps.
+    assert got[0]["env"] == {
+        "CUDAFLAGS": "--objdir-as-tempdir -frandom-seed=sgl-kernel",
+        "SOURCE_DATE_EPOCH": "315532800",
+        "TORCH_CUDA_ARCH_LIST": "12.0a",
+    }
     assert "-DSGL_KERNEL_COMPILE_THREADS=2" in got[3]["flags"]
     assert got[3]["env"]["MAX_JOBS"] == "3"
+    assert "-DSGL_KERNEL_JOB_POOL_SOURCES=csrc/a.cu=sgl_kernel_heavy,csrc/b.cu=sgl_kernel_heavy" in got[4]["flags"]
 
 
 def test_lib_default_exposes_kernel_recipe(nix):
@@ -125,6 +137,10 @@ def test_generated_recipes_same_on_both_sides(nix, tmp_path, cases):
         ("cmake_defines", {"BAD NAME": "x"}, "BAD NAME"),
         ("arch_defines", "SGL_KERNEL_CUDA_ARCHS", "arch_defines"),
         ("memory", {"per_nvcc_thread_peak_mib": 0, "headroom_mib": 1, "headroom_fraction": 0.1}, "per_nvcc_thread_peak_mib"),
+        ("memory", {"per_nvcc_thread_peak_mib": 1, "headroom_mib": 1, "headroom_fraction": 0.1,
+                    "unit_peaks_mib": {"../outside.cu": 5}}, "unit_peaks_mib"),
+        ("memory", {"per_nvcc_thread_peak_mib": 1, "headroom_mib": 1, "headroom_fraction": 0.1,
+                    "heavy_pool_share": 1.5}, "heavy_pool_share"),
     ],
 )
 def test_bad_recipe_named_by_field(tmp_path, field, value, named):

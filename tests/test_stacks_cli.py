@@ -78,11 +78,11 @@ def test_plan_refuses_an_unknown_stack(capsys):
 
 def test_the_kernel_toolchain_check_takes_the_stacks_torch():
     """`kernel build --stack NAME` expects the torch of that stack's lock; a stack without one names its lock command."""
-    version, install = toolchain.pinned_torch(sys.executable, "stable")
-    assert version == model.load("stable").versions()["torch"]
-    assert install.startswith("UV_PROJECT_ENVIRONMENT=") and "uv sync --frozen --inexact --project" in install
+    expected = toolchain.expected_torch(sys.executable, stack="stable")
+    assert expected.version == model.load("stable").versions()["torch"] and expected.override is None
+    assert expected.install.startswith("UV_PROJECT_ENVIRONMENT=") and "uv sync --frozen --inexact --project" in expected.install
     with pytest.raises(StackError) as info:
-        toolchain.check_torch(sys.executable, "nightly")
+        toolchain.expected_torch(sys.executable, stack="nightly")
     assert info.value.hint == "run `blackwell-stack stack lock nightly --wheels DIR`"
 
 

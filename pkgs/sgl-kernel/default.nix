@@ -11,18 +11,19 @@
 #
 # Modelled on nixpkgs' pkgs/development/python-modules/sglang-kernel/default.nix
 # (b84c6bb3); differences: every dependency comes from sources.json,
-# FETCHCONTENT_FULLY_DISCONNECTED=ON so a dependency missing from
-# sources.json fails the configure step instead of reaching for the network,
-# architectures come from the recipe, the wheel is an output (`dist`), and
-# the GPU test is a separate derivation.
+# FETCHCONTENT_FULLY_DISCONNECTED=ON so that CMake downloads nothing while it
+# configures, architectures come from the recipe, the wheel is an output
+# (`dist`), and the GPU test is a separate derivation.
 #
-# CMake defines reach scikit-build-core as `-C cmake.define.NAME=VALUE` (uv
-# build's --config-setting, from pyproject.nix's build hook $uvBuildFlags):
-# scikit-build-core hands each to CMake as one -DNAME=VALUE argument, so a
-# list such as SGL_KERNEL_CUDA_ARCHS=10.0a;12.0a stays one value. (nixpkgs'
-# own scikit-build-core setup hook joins cmakeFlags into SKBUILD_CMAKE_ARGS
-# with `;` and would split it; the stack's scikit-build-core is
-# build-system-pkgs' wheel, which has no setup hook.)
+# CMake settings reach scikit-build-core through uv build's --config-setting
+# (pyproject.nix's build hook expands $uvBuildFlags unquoted, so no setting
+# may hold a space): the recipe's defines as one initial-cache script
+# (`cmake.args=-C<file>`, lib/kernel-recipe.nix initialCache), the rest as
+# `cmake.define.NAME=VALUE`, each one -DNAME=VALUE argument to CMake. Either
+# way a list such as SGL_KERNEL_CUDA_ARCHS=10.0a;12.0a stays one value.
+# (nixpkgs' own scikit-build-core setup hook joins cmakeFlags into
+# SKBUILD_CMAKE_ARGS with `;` and would split it; the stack's
+# scikit-build-core is build-system-pkgs' wheel, which has no setup hook.)
 {
   lib,
   version,
@@ -58,7 +59,11 @@ let
   recipe = sglKernelRecipe;
   recipeFile = builtins.toFile "sgl-kernel-recipe.json" (builtins.toJSON recipe);
   kernelRecipe = import ../../lib/kernel-recipe.nix;
-  recipeDefines = kernelRecipe.defines { inherit recipe; };
+  # The recipe's defines as a CMake initial-cache script: some values have
+  # spaces (the deterministic archive rules), which the build hook's unquoted
+  # $uvBuildFlags would split; one `cmake.args=-C<file>` setting carries them
+  # all. A -D given as well (the planned job settings) wins over it.
+  recipeCache = builtins.toFile "sgl-kernel-recipe.cmake" (kernelRecipe.initialCache { inherit recipe; });
   recipeEnvironment = kernelRecipe.environment { inherit recipe; };
 
   # Architectures the recipe asks for ([ ] = upstream's hard-coded list);
@@ -90,7 +95,6 @@ let
     }
   ) (kernelSources.neededNames sources cudaArchs);
 
-  readOnlyDependencies = builtins.filter (dep: !dep.writable) dependencies;
   writableDependencies = builtins.filter (dep: dep.writable) dependencies;
 
   # Store paths are read-only, so dependencies that CMake edits in place
@@ -102,28 +106,42 @@ let
       rm -rf "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
       cp -r --no-preserve=mode ${sub.src} "$NIX_BUILD_TOP/fetchcontent/${dep.name}/${sub.path}"
     '') dep.submoduleSrcs}
-    uvBuildFlags+=" --config-setting=cmake.define.${dep.variable}=$NIX_BUILD_TOP/fetchcontent/${dep.name}"
   '') writableDependencies;
+
+  # Where each dependency lies in the build (its store path, or the writable
+  # copy above; $NIX_BUILD_TOP is expanded by the shell in preBuild). One
+  # function turns that into the FETCHCONTENT_* settings
+  # (FETCHCONTENT_FULLY_DISCONNECTED=ON: CMake downloads nothing) and the
+  # prefix maps, here and in `blackwell-stack kernel build --sources`
+  # (lib/kernel-sources.nix, compared with the Python side by the tests).
+  dependencyDirs = lib.listToAttrs (
+    map (
+      dep:
+      lib.nameValuePair dep.name (
+        if dep.writable then "$NIX_BUILD_TOP/fetchcontent/${dep.name}" else "${dep.src}"
+      )
+    ) dependencies
+  );
+  fetchContentSettings = lib.mapAttrsToList (
+    name: value: "--config-setting=cmake.define.${name}=${value}"
+  ) (kernelSources.fetchContentSettings sources cudaArchs dependencyDirs);
 
   # No build directory or source store path in the wheel: __FILE__ and
   # similar strings are rewritten to short names.
-  prefixMaps = map (dep: "-ffile-prefix-map=${dep.src}=${dep.name}") readOnlyDependencies;
+  prefixMaps = kernelSources.prefixMaps sources cudaArchs dependencyDirs;
 
-  defines =
-    recipeDefines
-    // {
-      # Only the pinned sources: a FetchContent name sources.json lacks
-      # stops the configure step instead of downloading.
-      FETCHCONTENT_FULLY_DISCONNECTED = "ON";
-      # nixpkgs' sglang-kernel passes it too: find_package(Torch) does not
-      # always set CUDA_VERSION, which the CMakeLists compares everywhere.
-      CUDA_VERSION = cudaPackages.cudaMajorMinorVersion;
-      # mscclpp's tests are not built (sgl-kernel links mscclpp_static only).
-      MSCCLPP_BUILD_TESTS = "OFF";
-    }
-    // builtins.listToAttrs (map (dep: lib.nameValuePair dep.variable "${dep.src}") readOnlyDependencies);
+  defines = {
+    # nixpkgs' sglang-kernel passes it too: find_package(Torch) does not
+    # always set CUDA_VERSION, which the CMakeLists compares everywhere.
+    CUDA_VERSION = cudaPackages.cudaMajorMinorVersion;
+    # mscclpp's tests are not built (sgl-kernel links mscclpp_static only).
+    MSCCLPP_BUILD_TESTS = "OFF";
+  };
 
-  configSettings = lib.mapAttrsToList (name: value: "--config-setting=cmake.define.${name}=${value}") defines;
+  configSettings = [
+    "--config-setting=cmake.args=-C${recipeCache}"
+  ]
+  ++ lib.mapAttrsToList (name: value: "--config-setting=cmake.define.${name}=${value}") defines;
 in
 assert lib.assertMsg (version == sources.sglang.sgl_kernel_version)
   "blackwell-stack: the stack builds sgl-kernel ${version}, pkgs/sgl-kernel/sources.json pins ${sources.sglang.sgl_kernel_version}";
@@ -146,7 +164,7 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
   };
   sourceRoot = "source/sgl-kernel";
 
-  # Sorted: 0001 ... 0005, applied with -p1 inside sourceRoot.
+  # Sorted by number, applied with -p1 inside sourceRoot.
   patches = map (name: ../../patches/sgl-kernel + "/${name}") (
     builtins.sort builtins.lessThan (
       builtins.filter (lib.hasSuffix ".patch") (builtins.attrNames (builtins.readDir ../../patches/sgl-kernel))
@@ -214,14 +232,21 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
     # MemAvailable and the cgroup limit. The one implementation of the rule,
     # shared with `blackwell-stack kernel build`; it fails the build with the
     # reason when not even one job fits.
-    jobPlan="$(python3 ${../../src/blackwell_stack/kernel/jobs.py} --recipe ${recipeFile} --cores "$NIX_BUILD_CORES" --format shell)"
+    # With CMake >= 4.2 the heavy units compile in a ninja pool of their own
+    # (patch 0008), the rest wide.
+    jobPlan="$(python3 ${../../src/blackwell_stack/kernel/jobs.py} --recipe ${recipeFile} --cores "$NIX_BUILD_CORES" --cmake cmake --format shell)"
     echo "sgl-kernel job plan: $jobPlan"
     eval "$jobPlan"
     export CMAKE_BUILD_PARALLEL_LEVEL MAX_JOBS
-    uvBuildFlags+=" --config-setting=cmake.define.SGL_KERNEL_COMPILE_THREADS=$SGL_KERNEL_COMPILE_THREADS"
+    for flag in "''${plannedCmakeFlags[@]}"; do
+      uvBuildFlags+=" --config-setting=cmake.define.''${flag#-D}"
+    done
 
     mkdir -p "$NIX_BUILD_TOP/fetchcontent"
     ${writableCopies}
+    ${lib.concatMapStrings (setting: ''
+      uvBuildFlags+=" ${setting}"
+    '') fetchContentSettings}
     # Through the environment CMake initialises CMAKE_CXX_FLAGS and
     # CMAKE_CUDA_FLAGS from: a define value with spaces would be split by the
     # build hook's unquoted $uvBuildFlags.
@@ -230,9 +255,10 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
     export CUDAFLAGS="''${CUDAFLAGS:+$CUDAFLAGS }$(printf -- '-Xcompiler=%s ' $prefixMap)"
   '';
 
-  # Reproducible wheel: stdenv exports SOURCE_DATE_EPOCH (1980-01-01), which
-  # scikit-build-core uses for the wheel's timestamps; build and source
-  # paths are mapped away above.
+  # Reproducible wheel (docs/sgl-kernel.md): the recipe's environment sets
+  # SOURCE_DATE_EPOCH (1980-01-01), which scikit-build-core uses for the
+  # wheel's timestamps, and nvcc's --objdir-as-tempdir and -frandom-seed in
+  # CUDAFLAGS; build and source paths are mapped away above.
   env = recipeEnvironment // {
     # cannot find -lcuda: link against the driver stub (nixpkgs' sglang-kernel).
     NIX_LDFLAGS = "-L${lib.getOutput "stubs" cudaPackages.cuda_cudart}/lib/stubs";

@@ -1,10 +1,19 @@
 """`kernel build`: the sgl-kernel wheel from a checkout, without Nix (the seeds' uv venv setup).
 
-Order matters: everything that can refuse does so before the tree is changed
-or anything is compiled: source version, patch series (dry run), toolchain,
-memory plan. Then the patches are applied (idempotently) and the wheel is
-built by scikit-build-core without build isolation, so the pinned torch in
-the venv is the one compiled against.
+`make_plan` decides everything and changes nothing: the source version, the
+patch series (dry run), the FetchContent source directories (by hash), the
+toolchain and the torch it must have, the memory plan, the exact CMake
+defines and environment, and the build record. Whatever fails is kept as a
+blocker instead of raised, so that `--dry-run` can show the whole plan and
+every verdict; a real build stops at the first blocker, before the tree is
+changed or anything is compiled. Then the patches are applied (idempotently)
+and the wheel is built by scikit-build-core without build isolation, so the
+venv's torch is the one compiled against.
+
+Reproducibility: the recipe's settings (recipe.json) make nvcc's temporary
+names, static archives and the wheel's timestamps deterministic; this module
+adds -ffile-prefix-map flags that write the checkout, the FetchContent
+directories and the build directory under fixed names. See docs/sgl-kernel.md.
 """
 
 from __future__ import annotations
@@ -14,16 +23,20 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack import proc
-from blackwell_stack.errors import BuildError, StackError, ToolchainError
-from blackwell_stack.kernel import jobs, patchcheck, recipe, toolchain
-from blackwell_stack.paths import data_path
+from blackwell_stack.errors import BuildError, ExitCode, HashMismatch, StackError, ToolchainError
+from blackwell_stack.fileio import atomic_write_bytes
+from blackwell_stack.kernel import buildinfo, jobs, patchcheck, recipe, sourcedir, sources, toolchain
 from blackwell_stack.progress import Progress
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+# The environment variables CMake reads its initial compiler flags from; the
+# prefix maps are appended to the recipe's values (CUDA's through -Xcompiler).
+_FLAG_VARIABLES = ("CFLAGS", "CXXFLAGS", "CUDAFLAGS")
 
 
 @dataclass
@@ -37,7 +50,8 @@ class SourceCheck:
 
 
 def kernel_sources() -> dict:
-    return json.loads(data_path("pkgs", "sgl-kernel", "sources.json").read_text())
+    """pkgs/sgl-kernel/sources.json, validated."""
+    return sources.load()
 
 
 def pyproject_version(kernel_dir: Path) -> str | None:
@@ -80,7 +94,7 @@ def check_source(src: str | Path) -> SourceCheck:
 class BuildPlan:
     source: SourceCheck
     archs: str
-    job_plan: jobs.JobPlan
+    job_plan: jobs.JobPlan | None
     host: jobs.Host
     defines: dict[str, str]
     env: dict[str, str]
@@ -90,24 +104,45 @@ class BuildPlan:
     patches_to_apply: list[str]
     patches_applied: list[str]
     series: list[patchcheck.Patch] | None = None  # None: patches/sgl-kernel
+    build_dir: Path | None = None
+    torch: toolchain.TorchExpectation | None = None
+    checks: list[toolchain.Check] = field(default_factory=list)
+    source_dirs: list[sourcedir.State] = field(default_factory=list)
+    build_info: str | None = None  # the record's JSON text, written at build time
+    warnings: list[str] = field(default_factory=list)
+    blockers: list[StackError] = field(default_factory=list)  # in the order a real build stops
+
+    @property
+    def build_info_path(self) -> Path:
+        return self.out_dir / buildinfo.FILE_NAME
 
     def to_json(self) -> dict:
+        jp = self.job_plan
         return {
             "kernel_dir": str(self.source.kernel_dir),
             "source_version": self.source.version,
-            "warnings": self.source.warnings,
+            "warnings": self.source.warnings + self.warnings,
             "archs": self.archs,
-            "jobs": self.job_plan.jobs,
-            "nvcc_threads": self.job_plan.threads,
-            "planned_peak_mib": self.job_plan.planned_peak_mib,
+            "torch": self.torch.to_json() if self.torch else None,
+            "jobs": jp.jobs if jp else None,
+            "nvcc_threads": jp.threads if jp else None,
+            "heavy_jobs": jp.heavy_jobs if jp else None,
+            "heavy_sources": list(jp.heavy_sources) if jp else None,
+            "planned_peak_mib": jp.planned_peak_mib if jp else None,
             "available_mib": self.host.available_mib,
-            "plan_note": self.job_plan.note,
+            "memory_source": self.host.source,
+            "plan_note": jp.note if jp else None,
             "patches_to_apply": self.patches_to_apply,
             "patches_already_applied": self.patches_applied,
+            "source_dirs": [s.to_json() for s in self.source_dirs],
             "defines": self.defines,
             "environment": self.env,
             "command": self.command,
+            "build_dir": str(self.build_dir) if self.build_dir else None,
+            "build_info": json.loads(self.build_info) if self.build_info else None,
             "log": str(self.log_path),
+            "checks": [{"name": c.name, "ok": c.ok, "found": c.found, "fix": c.fix} for c in self.checks],
+            "blockers": [{"code": int(b.code), "message": b.message, "hint": b.hint} for b in self.blockers],
         }
 
 
@@ -121,10 +156,15 @@ def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings:
     ]
 
 
-def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None,
-                  max_jobs: int | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
-    """This host's memory-safe build jobs for the recipe (the rule of kernel/jobs.py)."""
-    host = jobs.read_host()
+def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None, max_jobs: int | None = None,
+                  memory_gib: float | None = None, cmake: str | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
+    """This host's memory-safe build jobs for the recipe (the rule of kernel/jobs.py).
+
+    `cmake`: the cmake that will configure the build; heavy units get a ninja
+    pool only when it is new enough (jobs.POOLS_MIN_CMAKE).
+    """
+    host = jobs.read_host(memory_mib=int(memory_gib * 1024) if memory_gib is not None else None)
+    pools = jobs.cmake_has_pools(jobs.cmake_version(cmake)) if cmake else False
     try:
         plan = jobs.plan(
             cores=host.cores,
@@ -132,67 +172,211 @@ def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None,
             rule=jobs.rule_from_recipe(rec, job_peak_mib),
             archs=jobs.arch_count(arch),
             jobs=max_jobs,
+            pools=pools,
+            copies=jobs.library_copies(arch),
         )
     except jobs.DoesNotFit as exc:
         raise ToolchainError(exc.message, exc.hint) from None
     return host, plan
 
 
+def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
+    """The recipe's compiler-flag variables with the prefix maps appended (CUDA's through -Xcompiler)."""
+    out = dict(env)
+    for name in _FLAG_VARIABLES:
+        extra = [f"-Xcompiler={m}" for m in maps] if name == "CUDAFLAGS" else maps
+        out[name] = " ".join(filter(None, [env.get(name, ""), *extra]))
+    return out
+
+
+def _source_directories(
+    data: dict, arch: str, sources_dir: Path, allow_mismatch: list[str], warn: Callable[[str], None]
+) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict]:
+    """FetchContent name -> directory, the states, blockers and the build record's sources block."""
+    archs = recipe.arch_list(arch)
+    items = sourcedir.entries(data, archs)
+    states = sourcedir.check(sources_dir, items)
+    blockers: list[StackError] = []
+    record: dict = {"from": "directory (--sources), checked by NAR hash", "pins": {}}
+    unknown = sorted(set(allow_mismatch) - {s.entry.relpath for s in states})
+    if unknown:
+        blockers.append(StackError(f"--allow-source-mismatch {', '.join(unknown)}: no such source in this build",
+                                   f"names this build reads: {', '.join(s.entry.relpath for s in states)}"))
+    for s in states:
+        name = s.entry.relpath
+        pinned = s.entry.expected
+        record["pins"][name] = {"rev": s.entry.pin.get("rev"), "pinned_hash": pinned, "hash": s.actual,
+                                "accepted_mismatch": s.state != sourcedir.OK and name in allow_mismatch}
+        if s.state == sourcedir.MISSING:
+            blockers.append(StackError(
+                f"{s.path} is missing (FetchContent source {name})",
+                f"fetch it: blackwell-stack kernel sources fetch --dir {sources_dir} --arch {arch}",
+            ))
+        elif s.state in (sourcedir.MISMATCH, sourcedir.UNPINNED) and name not in allow_mismatch:
+            what = "does not match its pin" if s.state == sourcedir.MISMATCH else "has no verified pin to check against"
+            blockers.append(HashMismatch(
+                f"{s.path} {what}: NAR hash {s.actual}, pin {pinned or '(none)'} ({s.entry.where})",
+                f"replace it: remove it and run `blackwell-stack kernel sources fetch --dir {sources_dir}`; or build "
+                f"with it on purpose: --allow-source-mismatch {name} (recorded in the wheel's build record)",
+            ))
+        elif s.state != sourcedir.OK:
+            warn(f"building with {s.path}, which does not match its pin {s.entry.where} "
+                 f"(NAR hash {s.actual}): accepted by --allow-source-mismatch {name}")
+    submodules = [s for s in states if ".submodules/" in s.entry.relpath]
+    if submodules:
+        blockers.append(StackError(
+            f"{', '.join(s.entry.where for s in submodules)}: sources with git submodules are built only by Nix",
+            "build for architectures that do not configure them (FlashMLA: 9.0a, 10.0a, 10.3a), or use nix build",
+        ))
+    return sourcedir.directories(sources_dir, data, archs), states, blockers, record
+
+
 def make_plan(
-    src: str | Path,
+    src: str | Path | None,
     *,
     archs: str | None,
     out_dir: str | Path,
     python: str,
     max_jobs: int | None = None,
     job_peak_mib: int | None = None,
-    warn=None,
+    memory_gib: float | None = None,
+    sources_dir: str | Path | None = None,
+    build_dir: str | Path | None = None,
+    allow_torch: str | None = None,
+    allow_source_mismatch: list[str] | None = None,
+    warn: Callable[[str], None] | None = None,
     stack: str | None = None,
 ) -> BuildPlan:
-    """Everything that can refuse, in order; changes nothing. `warn(text)` hears about a non-pinned source."""
+    """Everything a build would do, and every reason it would stop; changes nothing.
+
+    Raises StackError only for input that leaves nothing to plan (no checkout, an
+    unknown architecture); every other verdict is a blocker of the plan.
+    """
+    say = warn or (lambda _text: None)
     rec = recipe.load()
+    data = sources.load()
     arch = recipe.check_archs(rec, archs if archs else rec["arch"])  # unknown --arch: list the valid ones
+    if src is None:
+        if sources_dir is None or not (Path(sources_dir) / "sglang").is_dir():
+            raise StackError("no sglang checkout given", "pass --src SGLANG, or --sources DIR holding DIR/sglang")
+        src = Path(sources_dir) / "sglang"
     source = check_source(src)
     for text in source.warnings:
-        if warn:
-            warn(text)
-    report = patchcheck.check_series(source.kernel_dir)
+        say(text)
+    blockers: list[StackError] = []
+    warnings: list[str] = []
+
+    def note(text: str) -> None:
+        warnings.append(text)
+        say(text)
+
+    series = patchcheck.load_series()
+    report = patchcheck.check_series(source.kernel_dir, series)
     if not report.ok:
         conflicts = [patchcheck.conflict_message(r) for r in report.hunks if r.state == patchcheck.CONFLICTING]
-        raise BuildError(
+        blockers.append(BuildError(
             f"the sgl-kernel patch series does not apply to {source.kernel_dir}:\n" + "\n".join(conflicts or [str(report.patch_states())]),
             "check out sglang v0.5.9 afresh (`git -C SRC checkout -- sgl-kernel`); "
             "`blackwell-stack kernel patches check --src SRC` shows every hunk",
-        )
+        ))
     states = report.patch_states()
-    toolchain.require_toolchain(python, stack)
-    host, job_plan = host_job_plan(rec, arch, job_peak_mib=job_peak_mib, max_jobs=max_jobs)
-    planned = {**job_plan.environment(), **job_plan.defines()}
-    defines = recipe.defines(rec, arch, planned)
-    env = recipe.environment(rec, arch, planned)
+
     out_dir = Path(out_dir).resolve()
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    log_path = out_dir / f"sgl-kernel-build-{stamp}.log"
-    command = wheel_command(python, source.kernel_dir, out_dir, recipe.skbuild_config_settings(rec, arch, planned))
+    build_dir = Path(build_dir).resolve() if build_dir else None
+    fetchcontent: dict[str, str] = {}
+    maps = [f"-ffile-prefix-map={source.kernel_dir}=sgl-kernel"]
+    source_states: list[sourcedir.State] = []
+    if sources_dir is not None:
+        dirs, source_states, source_blockers, sources_record = _source_directories(
+            data, arch, Path(sources_dir), allow_source_mismatch or [], note)
+        blockers += source_blockers
+        fetchcontent = sources.fetchcontent_settings(data, recipe.arch_list(arch), dirs)
+        maps += sources.prefix_maps(data, recipe.arch_list(arch), dirs)
+    else:
+        sources_record = {"from": "downloaded by CMake at configure time (not checked against sources.json)"}
+        note("no --sources: CMake downloads every FetchContent dependency from GitHub while it configures, "
+             "unchecked; for an offline build pinned by hash, run `blackwell-stack kernel sources fetch --dir DIR` "
+             "and pass --sources DIR")
+    if build_dir is not None:
+        maps.append(f"-ffile-prefix-map={build_dir}=build")
+    for name in _FLAG_VARIABLES:
+        if os.environ.get(name):
+            note(f"{name}={os.environ[name]!r} from the environment is not used: the build's compiler flags are the "
+                 "recipe's and the prefix maps (recipe.json environment), so that builds are the same everywhere")
+
+    expected = toolchain.expected_torch(python, allow_torch, stack)
+    if expected.override:
+        note(f"building against torch {expected.version} instead of the stack's: {expected.source}; "
+             "recorded in the wheel's sgl_kernel/_build_info.json")
+    checks = toolchain.check_all(python, expected)
+    error = toolchain.toolchain_error(checks)
+    if error:
+        blockers.append(error)
+    cmake = toolchain.build_tool("cmake", python)
+    try:
+        host, job_plan = host_job_plan(rec, arch, job_peak_mib=job_peak_mib, max_jobs=max_jobs,
+                                       memory_gib=memory_gib, cmake=cmake)
+    except ToolchainError as exc:
+        blockers.append(exc)
+        host, job_plan = jobs.read_host(memory_mib=int(memory_gib * 1024) if memory_gib is not None else None), None
+    planned = {**job_plan.environment(), **job_plan.defines()} if job_plan else {}
+
+    log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.log"
+    defines = recipe.defines(rec, arch, planned)
+    defines.update(fetchcontent)
+    defines["SGL_KERNEL_BUILD_INFO_FILE"] = str(out_dir / buildinfo.FILE_NAME)
+    env = _with_prefix_maps(recipe.environment(rec, arch, planned), maps)
+    settings = [f"cmake.define.{name}={value}" for name, value in sorted(defines.items())]
+    if build_dir is not None:
+        settings.insert(0, f"build-dir={build_dir}")
+    found = {c.name: c.value for c in checks}
+    if _version_at_least(found.get("scikit-build-core"), (1, 0)):
+        # Normalised wheel timestamps and modes (scikit-build-core >= 1.0; older ones refuse the key).
+        settings.insert(0, "wheel.reproducible=true")
+    command = wheel_command(python, source.kernel_dir, out_dir, settings)
+
+    record = buildinfo.render(
+        sgl_kernel_version=source.version,
+        sglang_pin=data["sglang"],
+        cuda_archs=arch,
+        defines=recipe.defines(rec, arch),
+        environment=recipe.environment(rec, arch),
+        series=series,
+        sources=sources_record,
+        torch={"built_against": found.get("torch"), **expected.to_json()},
+        toolchain={k: v for k, v in found.items() if k in ("nvcc", "cmake", "scikit-build-core") and v},
+    )
     return BuildPlan(
-        source, arch, job_plan, host, defines, env, command, out_dir, log_path,
+        source, arch, job_plan, host, defines, env, command, out_dir, out_dir / log_name,
         [n for n, s in states.items() if s == patchcheck.APPLICABLE],
         [n for n, s in states.items() if s == patchcheck.APPLIED],
+        series=series, build_dir=build_dir, torch=expected, checks=checks, source_dirs=source_states,
+        build_info=record, warnings=warnings, blockers=blockers,
     )
 
 
 def run_build(plan: BuildPlan, stream=None) -> Path:
     """Apply the patches, run the wheel build with a progress bar and a log; the wheel's path."""
     stream = stream or sys.stderr
+    if plan.blockers:
+        raise plan.blockers[0]
     _, applied = patchcheck.apply_series(plan.source.kernel_dir, plan.series)
     for name in applied:
         print(f"applied {name}", file=stream)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
+    if plan.build_info is not None:
+        atomic_write_bytes(plan.build_info_path, plan.build_info.encode())
     before = set(plan.out_dir.glob("sgl_kernel-*.whl"))
     env = {**os.environ, **plan.env}
     tail: list[str] = []
     with open(plan.log_path, "w") as log, Progress("compiling sgl-kernel", None, unit="steps", stream=stream) as bar:
-        log.write("$ " + " ".join(plan.command) + "\n" + json.dumps(plan.env) + "\n")
+        log.write("$ " + " ".join(plan.command) + "\n" + json.dumps(plan.env, sort_keys=True) + "\n")
+        for text in plan.source.warnings + plan.warnings:
+            log.write(f"warning: {text}\n")
+        if plan.job_plan:
+            log.write(f"job plan: {plan.job_plan.note}; worst case {plan.job_plan.planned_peak_mib} MiB of "
+                      f"{plan.host.available_mib} MiB ({plan.host.source})\n")
+        log.flush()
         try:
             child = proc.start(plan.command, env=env)
         except ToolchainError as exc:
@@ -217,3 +401,12 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
     if not wheels:
         raise BuildError(f"the build finished but left no sgl_kernel wheel in {plan.out_dir}", f"see {plan.log_path}")
     return wheels[-1]
+
+
+def _version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= minimum
+
+
+def blocker_exit_code(plan: BuildPlan) -> int:
+    return int(plan.blockers[0].code) if plan.blockers else int(ExitCode.OK)

@@ -7,7 +7,7 @@ import sys
 
 from blackwell_stack import output
 from blackwell_stack.errors import ExitCode, ToolchainError
-from blackwell_stack.kernel import build, compile_work, patchcheck, recipe
+from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, sourcedir, sources, toolchain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,20 +35,52 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ksub.add_parser(
         "build",
         help="build the sgl-kernel wheel from a checkout with the recipe (no Nix)",
-        epilog="exit codes: 0 built (or planned, with --dry-run); 2 bad --src or --arch; 6 toolchain wrong or "
-        "not enough memory for one job (refused before compiling); 7 the patch series does not apply, or the build failed "
-        "(the log's path is printed)",
+        epilog="exit codes: 0 built (or planned, with --dry-run); 2 bad --src, --arch or --sources; 5 a source "
+        "directory does not match its pin; 6 toolchain wrong or not enough memory for the largest compile (refused "
+        "before compiling); 7 the patch series does not apply, or the build failed (the log's path is printed). "
+        "--dry-run prints the whole plan whatever the verdicts, then exits with the code a build would stop with",
     )
-    p.add_argument("--src", required=True, help="sglang checkout (tag v0.5.9) or its sgl-kernel directory")
+    p.add_argument("--src", default=None, help="sglang checkout (tag v0.5.9) or its sgl-kernel directory (default: SOURCES/sglang)")
+    p.add_argument("--sources", default=None, metavar="DIR",
+                   help="FetchContent sources, DIR/<name> each (`kernel sources fetch --dir DIR`): checked by hash, "
+                   "the build is offline (FETCHCONTENT_FULLY_DISCONNECTED=ON)")
     p.add_argument("--arch", default=None, help="target architectures, e.g. 12.0a or 10.0a;12.0a (default: the recipe's)")
-    p.add_argument("--out", default="dist", help="directory for the wheel and the build log (default: dist/)")
+    p.add_argument("--out", default="dist", help="directory for the wheel, its build record and the log (default: dist/)")
+    p.add_argument("--build-dir", default=None, help="CMake build directory (default: a fresh temporary one)")
     p.add_argument("--jobs", type=int, default=None, help="at most this many build jobs (lowered if memory needs)")
-    p.add_argument("--job-peak-mib", type=int, default=None, help="override the measured per-job memory peak (MiB)")
+    p.add_argument("--memory-gib", type=float, default=None,
+                   help="memory the build may use, instead of what the host reports (for hosts whose memory grows "
+                   "as it is used, or to share one host between builds)")
+    p.add_argument("--job-peak-mib", type=int, default=None,
+                   help="charge of a compile unit without a measured peak in the recipe (MiB)")
     p.add_argument("--python", default=sys.executable, help="the venv's Python that has the stack's torch (default: this one)")
     p.add_argument("--stack", default=None, help="the stack whose torch the kernel is built against (default: the default stack)")
+    p.add_argument("--allow-torch", default=None, metavar="VERSION",
+                   help="build against this torch instead of the stack's, on purpose (logged, and recorded in "
+                   "the wheel's sgl_kernel/_build_info.json)")
+    p.add_argument("--allow-source-mismatch", action="append", default=[], metavar="NAME",
+                   help="build with --sources' NAME although it does not match its pin (recorded); repeatable")
     p.add_argument("--dry-run", action="store_true", help="check and plan everything, change and compile nothing")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_build)
+
+    src = ksub.add_parser("sources", help="the FetchContent sources of pkgs/sgl-kernel/sources.json in a directory")
+    ssub = src.add_subparsers(dest="sources_command", metavar="SUBCOMMAND")
+    ssub.required = True
+    for name, func, text in (
+        ("check", cmd_sources_check, "check DIR/<name> of each source by its NAR hash (no Nix needed)"),
+        ("fetch", cmd_sources_fetch, "download what DIR lacks, check each by its NAR hash, keep only what matches"),
+    ):
+        p = ssub.add_parser(name, help=text, epilog="exit codes: 0 every source there and matching; 1 (check) one is "
+                            "missing or differs; 4 a download failed; 5 a download does not match its pin")
+        p.add_argument("--dir", required=True, help="the sources directory (what `kernel build --sources` reads)")
+        p.add_argument("--arch", default=None, help="only what a build for these architectures needs (default: the recipe's)")
+        p.add_argument("--all", action="store_true", help="every FetchContent source, whatever the architectures")
+        p.add_argument("--with-sglang", action="store_true", help="the sglang tree too, as DIR/sglang")
+        if name == "fetch":
+            p.add_argument("--github", default=sources.GITHUB, help="base URL of the GitHub archives (a mirror)")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.set_defaults(func=func)
 
     p = ksub.add_parser("plan", help="device compilations of upstream's defaults against the recipe")
     p.add_argument("--src", default=None, help="sglang checkout or its sgl-kernel directory (default: the recorded lists)")
@@ -70,7 +102,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
         "memory": rec["memory"],
     }
     try:
-        host, plan = build.host_job_plan(rec, arch)
+        host, plan = build.host_job_plan(rec, arch, cmake=toolchain.build_tool("cmake", sys.executable))
         data["job_plan_here"] = {"jobs": plan.jobs, "nvcc_threads": plan.threads, "planned_peak_mib": plan.planned_peak_mib,
                                  "available_mib": host.available_mib, "note": plan.note}
     except ToolchainError as exc:
@@ -86,7 +118,13 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     output.paragraph(f"planned at build time: {', '.join(data['planned_at_build_time'])}")
     output.heading("memory")
     mem = rec["memory"]
-    print(f"per nvcc thread: {mem['per_nvcc_thread_peak_mib']} MiB")
+    output.paragraph(f"largest compile: {mem['per_nvcc_thread_peak_mib']} MiB; others not listed: "
+                     f"{mem.get('unlisted_unit_peak_mib', mem['per_nvcc_thread_peak_mib'])} MiB")
+    units = sorted(mem.get("unit_peaks_mib", {}).items(), key=lambda item: -item[1])
+    if units:
+        heavy = mem.get("heavy_unit_mib")
+        output.table(["MiB", "unit", "ninja pool"],
+                     [[peak, unit, heavy is not None and peak > heavy] for unit, peak in units])
     output.paragraph(f"source: {mem['provenance']}")
     output.paragraph(f"rule: {mem['rule']}")
     plan = data["job_plan_here"]
@@ -127,26 +165,86 @@ def cmd_build(args: argparse.Namespace) -> int:
         model.load(args.stack).require_source_kernel()
     plan = build.make_plan(
         args.src, archs=args.arch, out_dir=args.out, python=args.python, max_jobs=args.jobs,
-        job_peak_mib=args.job_peak_mib, warn=lambda text: print(f"warning: {text}", file=sys.stderr),
-        stack=args.stack,
+        job_peak_mib=args.job_peak_mib, memory_gib=args.memory_gib, sources_dir=args.sources,
+        build_dir=args.build_dir, allow_torch=args.allow_torch, allow_source_mismatch=args.allow_source_mismatch,
+        warn=lambda text: print(f"warning: {text}", file=sys.stderr), stack=args.stack,
     )
     if args.json:
         output.dump_json(plan.to_json())
     else:
-        output.heading(f"sgl-kernel build plan ({plan.source.kernel_dir})")
-        print(f"architectures: {plan.archs}")
-        print(f"jobs: {plan.job_plan.jobs} x nvcc threads {plan.job_plan.threads}, planned peak "
-              f"{plan.job_plan.planned_peak_mib} MiB of {plan.host.available_mib} MiB available ({plan.job_plan.note})")
-        print(f"patches to apply: {', '.join(plan.patches_to_apply) or 'none'}; already applied: {', '.join(plan.patches_applied) or 'none'}")
-        print(f"environment: {' '.join(f'{k}={v}' for k, v in sorted(plan.env.items()))}")
-        print("command: " + " ".join(plan.command))
-        print(f"log: {plan.log_path}")
+        _print_plan(plan)
+    if plan.blockers:
+        if not args.dry_run:
+            raise plan.blockers[0]
+        for blocker in plan.blockers:
+            print(f"error: {blocker}", file=sys.stderr)
+        print(f"dry run: a build would stop here ({len(plan.blockers)} problem(s) above); nothing changed", file=sys.stderr)
+        return build.blocker_exit_code(plan)
     if args.dry_run:
         print("dry run: nothing changed, nothing compiled", file=sys.stderr)
         return 0
     wheel = build.run_build(plan)
     print(f"built {wheel}")
+    print(f"build record: {plan.build_info_path} (also in the wheel as sgl_kernel/_build_info.json)")
     return 0
+
+
+def _print_plan(plan: build.BuildPlan) -> None:
+    output.heading(f"sgl-kernel build plan ({plan.source.kernel_dir})")
+    print(f"architectures: {plan.archs}")
+    if plan.torch:
+        print(f"torch: {plan.torch.version} (expected by {plan.torch.source})")
+    jp = plan.job_plan
+    if jp:
+        pool = f", heavy units {jp.heavy_jobs} at a time: {', '.join(jp.heavy_sources)}" if jp.heavy_jobs else ""
+        print(f"jobs: {jp.jobs} x nvcc threads {jp.threads}{pool}; worst case {jp.planned_peak_mib} MiB of "
+              f"{plan.host.available_mib} MiB ({plan.host.source}; {jp.note})")
+    else:
+        print(f"jobs: none fit in {plan.host.available_mib} MiB ({plan.host.source})")
+    print(f"patches to apply: {', '.join(plan.patches_to_apply) or 'none'}; already applied: {', '.join(plan.patches_applied) or 'none'}")
+    for state in plan.source_dirs:
+        print(f"source {state.entry.relpath}: {state.state} ({state.path})")
+    for check in plan.checks:
+        print(check.line())
+    print(f"environment: {' '.join(f'{k}={v}' for k, v in sorted(plan.env.items()))}")
+    print("command: " + " ".join(plan.command))
+    if plan.build_dir:
+        print(f"build directory: {plan.build_dir}")
+    print(f"build record: {plan.build_info_path}")
+    print(f"log: {plan.log_path}")
+
+
+def _source_items(args: argparse.Namespace):
+    data = sources.load()
+    if args.all:
+        return sourcedir.entries(data, [], with_sglang=args.with_sglang, names=list(data["fetchcontent"]))
+    rec = recipe.load()
+    arch = recipe.check_archs(rec, args.arch or rec["arch"])
+    return sourcedir.entries(data, recipe.arch_list(arch), with_sglang=args.with_sglang)
+
+
+def _print_states(states: list[sourcedir.State], as_json: bool) -> bool:
+    ok = all(s.state == sourcedir.OK for s in states)
+    if as_json:
+        output.dump_json({"ok": ok, "sources": [s.to_json() for s in states]})
+        return ok
+    output.table(["source", "state", "NAR hash", "path"],
+                 [[s.entry.relpath, s.state, s.actual or "-", str(s.path)] for s in states])
+    for s in states:
+        if s.state == sourcedir.MISMATCH:
+            print(f"{s.entry.relpath}: pinned {s.entry.expected}, found {s.actual}", file=sys.stderr)
+    return ok
+
+
+def cmd_sources_check(args: argparse.Namespace) -> int:
+    states = sourcedir.check(args.dir, _source_items(args))
+    return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
+
+
+def cmd_sources_fetch(args: argparse.Namespace) -> int:
+    states = sourcedir.fetch(args.dir, _source_items(args), github=args.github,
+                             say=lambda text: print(text, file=sys.stderr))
+    return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ architectures x library variants, per CMake target. The translation units
 come from the checkout's CMakeLists.txt and cmake/flashmla.cmake (`--src`), or
 from pkgs/sgl-kernel/compile-units.json, a record of the same lists at the
 pinned tag. Upstream's architecture sets are data too (they depend on CMake
-conditionals on the CUDA version and the processor: shared FACTS §2, x86-64,
+conditionals on the CUDA version and the processor: docs/sgl-kernel.md, x86-64,
 CUDA 13, default options); the recipe's follow patch 0005's rules.
 """
 

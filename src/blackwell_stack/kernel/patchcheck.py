@@ -239,21 +239,20 @@ def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[Hunk
     delta = 0  # where the next hunk's old text is expected, relative to its old line number
     grown = 0  # lines the hunks before this one added (or removed) in `lines`
     for h in fp.hunks:
-        state, found = _classify(lines, h, delta)
-        at = found if found is not None else -1  # -1 only with CONFLICTING, which has no position
-        if state == APPLICABLE:
+        state, at = _classify(lines, h, delta)
+        if state == APPLICABLE and at is not None:
             # Reported like GNU patch: the distance from the hunk's line in the original file.
             offset = at - (h.old_start - 1) - grown
             lines[at : at + len(h.old)] = h.new
             results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, offset))
-        elif state == APPLIED:
+        elif state == APPLIED and at is not None:
             results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, at - (h.new_start - 1)))
         else:
             start, now = _nearest_text(lines, h.old, h.old_start - 1 + delta)
             results.append(
                 HunkResult(patch.name, fp.path, h.index, h.header, state, start + 1, upstream_now=now, expected=h.old)
             )
-        if found is not None:
+        if at is not None:
             grown += len(h.new) - len(h.old)
             delta = at - (h.old_start - 1) + len(h.new) - len(h.old)
     if fp.new_path is None:  # deletion

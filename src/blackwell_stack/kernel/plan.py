@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 from blackwell_stack.errors import StackError
-from blackwell_stack.kernel import build, compile_work, patchcheck, recipe
+from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, toolchain
 from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
 
 
@@ -33,10 +35,16 @@ def plan_section() -> PlanSection:
     sec.items.append(PlanItem("recipe environment", " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "-",
                               "pkgs/sgl-kernel/recipe.json"))
     mem = rec["memory"]
-    sec.items.append(PlanItem("memory per nvcc job thread", f"{mem['per_nvcc_thread_peak_mib']} MiB", mem["provenance"]))
+    sec.items.append(PlanItem(
+        "memory of one compile",
+        f"largest {mem['per_nvcc_thread_peak_mib']} MiB; {len(mem.get('unit_peaks_mib', {}))} units listed, "
+        f"others {mem.get('unlisted_unit_peak_mib', mem['per_nvcc_thread_peak_mib'])} MiB",
+        mem["provenance"],
+    ))
     try:
-        host, jp = build.host_job_plan(rec, rec["arch"])
-        hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s) here ({host.cores} cores, "
+        host, jp = build.host_job_plan(rec, rec["arch"], cmake=toolchain.build_tool("cmake", sys.executable))
+        pool = f", heavy units {jp.heavy_jobs} at a time" if jp.heavy_jobs else ""
+        hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s){pool} here ({host.cores} cores, "
                 f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")
     except (StackError, OSError) as exc:
         hint = f"does not fit on this host: {getattr(exc, 'message', exc)}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from blackwell_stack.hashes import hex_to_sri, is_sri
 from blackwell_stack.paths import data_path
 
 UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
+UPDATE_FETCH_HINT = "blackwell-stack kernel sources fetch --dir DIR fetches and checks them"
 GITHUB = "https://github.com"
 _NIX_BASE32 = "0123456789abcdfghijklmnpqrsvwxyz"
 _REV = re.compile(r"^([0-9a-f]{40}|v\d+(\.\d+)+)$")
@@ -108,6 +109,40 @@ def pins(data: dict[str, Any]) -> Iterator[Pin]:
 def fetchcontent_variable(name: str) -> str:
     """FetchContent reads FETCHCONTENT_SOURCE_DIR_<string(TOUPPER name)>."""
     return f"FETCHCONTENT_SOURCE_DIR_{name.upper()}"
+
+
+FULLY_DISCONNECTED = "FETCHCONTENT_FULLY_DISCONNECTED"
+
+
+def fetchcontent_settings(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> dict[str, str]:
+    """The FetchContent cache settings of a build for cuda_archs, given where each dependency lies.
+
+    Every dependency the build configures points at its directory
+    (FETCHCONTENT_SOURCE_DIR_<NAME>), and FETCHCONTENT_FULLY_DISCONNECTED=ON
+    keeps CMake from downloading or updating anything (CMake's FetchContent
+    documentation). lib/kernel-sources.nix fetchContentSettings is the same
+    function for the Nix derivation; tests compare the two.
+    """
+    settings = {FULLY_DISCONNECTED: "ON"}
+    settings.update({fetchcontent_variable(name): str(dirs[name]) for name in _names_with_dirs(data, cuda_archs, dirs)})
+    return settings
+
+
+def prefix_maps(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> list[str]:
+    """-ffile-prefix-map flags that write each dependency's directory as its FetchContent name
+    (in __FILE__ and debug paths), in neededNames order; lib/kernel-sources.nix prefixMaps is the same."""
+    return [f"-ffile-prefix-map={dirs[name]}={name}" for name in _names_with_dirs(data, cuda_archs, dirs)]
+
+
+def _names_with_dirs(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> list[str]:
+    names = needed_names(data, cuda_archs)
+    missing = [name for name in names if name not in dirs]
+    if missing:
+        raise StackError(
+            f"no source directory for {', '.join(missing)}",
+            f"put each under the --sources directory ({UPDATE_FETCH_HINT})",
+        )
+    return names
 
 
 def needed_names(data: dict[str, Any], cuda_archs: Iterable[str]) -> list[str]:

@@ -31,6 +31,7 @@ class Check:
     ok: bool
     found: str
     fix: str | None = None
+    value: str | None = None  # the bare version found, for the build record
 
     def line(self) -> str:
         mark = "ok " if self.ok else "BAD"
@@ -38,13 +39,38 @@ class Check:
         return text if self.ok or not self.fix else f"{text}\n        fix: {self.fix}"
 
 
-def pinned_torch(python: str, stack: str | None = None) -> tuple[str, str]:
-    """(version, the command that installs it into python's venv) of the torch in a stack's lock
-    (default: the default stack)."""
+@dataclass(frozen=True)
+class TorchExpectation:
+    """The torch a build must compile against, and why that one."""
+
+    version: str
+    source: str  # where the expectation comes from
+    install: str  # the command that installs it
+    override: str | None = None  # the option that chose it instead of the stack's, when one did
+
+    def to_json(self) -> dict:
+        return {"version": self.version, "source": self.source, "override": self.override}
+
+
+def expected_torch(python: str, allow_torch: str | None = None, stack: str | None = None) -> TorchExpectation:
+    """The torch `kernel build` expects: the torch of a stack's lock (default: the default stack), unless
+    --allow-torch names another version.
+
+    The one place that decides it: every check, log line and build record follows.
+    """
     from blackwell_stack.stacks import model
 
     st = model.load_default_or(stack)
-    return st.versions()["torch"], st.sync_command(Path(python).parent.parent)
+    version = st.versions()["torch"]
+    locked = TorchExpectation(version, f"{st.relpath}/uv.lock", st.sync_command(Path(python).parent.parent))
+    if allow_torch is None or allow_torch == version:
+        return locked
+    return TorchExpectation(
+        allow_torch,
+        f"--allow-torch {allow_torch} (instead of the {st.name} stack's {version})",
+        f"{python} -m pip install 'torch=={allow_torch}'",
+        override=f"--allow-torch {allow_torch}",
+    )
 
 
 def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
@@ -67,8 +93,10 @@ _TORCH_PROBE = (
 )
 
 
-def check_torch(python: str, stack: str | None = None) -> list[Check]:
-    version, install = pinned_torch(python, stack)
+def check_torch(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+    expected = expected or expected_torch(python)
+    version = expected.version
+    install = expected.install
     code, out = _run([python, "-c", _TORCH_PROBE])
     if code == 127:
         return [Check("python", False, f"{python} not found", "pass --python with the venv's interpreter")]
@@ -77,12 +105,21 @@ def check_torch(python: str, stack: str | None = None) -> list[Check]:
         return [Check("torch", False, f"not importable by {python} ({last})", install)]
     info = json.loads(out.splitlines()[-1])
     checks = []
+    found = str(info["torch"])
+    if found == version:
+        shown = found + (f" (expected by {expected.source})" if expected.override else "")
+    else:
+        shown = f"{found} ({'expected' if expected.override else expected.source}: {version})"
     checks.append(
         Check(
             "torch",
-            info["torch"] == version,
-            f"{info['torch']}" + ("" if info["torch"] == version else f" (pinned: {version})"),
-            None if info["torch"] == version else f"install the stack's torch: {install}",
+            found == version,
+            shown,
+            value=found,
+            fix=None if found == version else (
+                f"install the stack's torch: {install}; or build against {found} on purpose with --allow-torch {found}"
+                if not expected.override else f"install it: {install}, or name the torch you have with --allow-torch {found}"
+            ),
         )
     )
     cuda = info.get("cuda") or "none (CPU build)"
@@ -108,6 +145,7 @@ def check_torch(python: str, stack: str | None = None) -> list[Check]:
             sk_ok,
             sk or "not installed",
             None if sk_ok else f"{python} -m pip install 'scikit-build-core>={MIN_SCIKIT_BUILD_CORE}' (builds run without isolation)",
+            value=sk,
         )
     )
     return checks
@@ -133,7 +171,8 @@ def check_nvcc() -> Check:
     if version is None:
         return Check("nvcc", False, f"{path} --version gave no release ({out[-200:] or code})", fix)
     ok = version.major == NVCC_MAJOR
-    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix)
+    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix,
+                 value=str(version))
 
 
 def build_tool(name: str, python: str | None) -> str | None:
@@ -160,7 +199,8 @@ def check_cmake(python: str | None = None) -> Check:
     if version is None:
         return Check("cmake", False, f"{path} --version gave no version", fix)
     ok = version >= MIN_CMAKE
-    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix)
+    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix,
+                 value=str(version))
 
 
 def check_ninja(python: str | None = None) -> Check:
@@ -169,20 +209,27 @@ def check_ninja(python: str | None = None) -> Check:
     if not path:
         return Check("ninja", False, "not on PATH", fix)
     code, out = _run([path, "--version"])
-    return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix)
+    return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
 
 
-def check_all(python: str, stack: str | None = None) -> list[Check]:
-    return [*check_torch(python, stack), check_nvcc(), check_cmake(python), check_ninja(python)]
+def check_all(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python)]
 
 
-def require_toolchain(python: str, stack: str | None = None) -> list[Check]:
-    checks = check_all(python, stack)
-    bad = [c for c in checks if not c.ok]
-    if bad:
-        raise ToolchainError(
-            "the toolchain cannot build sgl-kernel for the stack's torch; nothing was compiled:\n"
-            + "\n".join("  " + c.line() for c in checks),
-            "fix each [BAD] line above, then run the same command again",
-        )
+def toolchain_error(checks: list[Check]) -> ToolchainError | None:
+    """The error a build stops with when a check failed (all checks listed), or None."""
+    if all(c.ok for c in checks):
+        return None
+    return ToolchainError(
+        "the toolchain cannot build sgl-kernel for the expected torch; nothing was compiled:\n"
+        + "\n".join("  " + c.line() for c in checks),
+        "fix each [BAD] line above, then run the same command again",
+    )
+
+
+def require_toolchain(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+    checks = check_all(python, expected)
+    error = toolchain_error(checks)
+    if error:
+        raise error
     return checks

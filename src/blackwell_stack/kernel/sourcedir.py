@@ -1,0 +1,159 @@
+"""A directory of sgl-kernel's FetchContent sources, checked by hash: `kernel sources check/fetch`.
+
+Layout (what `kernel build --sources DIR` reads): DIR/<FetchContent name>/ for
+each dependency of pkgs/sgl-kernel/sources.json (repo-cutlass, json, ...),
+DIR/<name>.submodules/<path>/ for the git submodules a pin lists, and,
+optionally, DIR/sglang/ for the sglang tree itself. Each directory is what
+fetchFromGitHub (GitHub's tarball of the revision) or fetchzip unpacks, so
+its NAR hash is the pin's hash: `check` computes it without Nix
+(kernel/nar.py). `fetch` downloads what is missing, unpacks it beside the
+target, checks the hash and only then moves it into place: a directory that
+is there has passed its check, and nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack.download import download
+from blackwell_stack.errors import HashMismatch, StackError
+from blackwell_stack.kernel import nar, sources
+
+OK, MISMATCH, MISSING, UNPINNED = "ok", "mismatch", "missing", "unverified pin"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One source directory the build may need: `where` is the pin's id in sources.json."""
+
+    where: str
+    relpath: str  # under the sources directory
+    pin: dict[str, Any]
+
+    @property
+    def expected(self) -> str | None:
+        return self.pin.get("hash") if self.pin.get("verified") else None
+
+
+@dataclass(frozen=True)
+class State:
+    entry: Entry
+    path: Path
+    state: str
+    actual: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pin": self.entry.where, "path": str(self.path), "state": self.state,
+                "expected": self.entry.expected, "actual": self.actual}
+
+
+def entries(data: dict[str, Any], cuda_archs: Iterable[str], *, with_sglang: bool = False,
+            names: Iterable[str] | None = None) -> list[Entry]:
+    """The directories a build for cuda_archs reads (all pins with names=None and no archs)."""
+    wanted = list(names) if names is not None else sources.needed_names(data, cuda_archs)
+    unknown = sorted(set(wanted) - set(data["fetchcontent"]))
+    if unknown:
+        raise StackError(f"no FetchContent source named {', '.join(unknown)}",
+                         f"names in pkgs/sgl-kernel/sources.json: {', '.join(sorted(data['fetchcontent']))}")
+    out = [Entry("sglang", "sglang", data["sglang"])] if with_sglang else []
+    for name in sorted(wanted):
+        pin = data["fetchcontent"][name]
+        out.append(Entry(f"fetchcontent.{name}", name, pin))
+        for sub in sorted(pin.get("submodules") or {}):
+            out.append(Entry(f"fetchcontent.{name}.submodules.{sub}", f"{name}.submodules/{sub}", pin["submodules"][sub]))
+    return out
+
+
+def check(directory: str | Path, items: list[Entry]) -> list[State]:
+    """Each entry's directory under `directory`: there, and with the pinned NAR hash?"""
+    base = Path(directory)
+    out = []
+    for entry in items:
+        path = base / entry.relpath
+        if not path.is_dir():
+            out.append(State(entry, path, MISSING, None))
+            continue
+        actual = nar.nar_hash_sri(path)
+        if entry.expected is None:
+            out.append(State(entry, path, UNPINNED, actual))
+        else:
+            out.append(State(entry, path, OK if actual == entry.expected else MISMATCH, actual))
+    return out
+
+
+def _unpack(archive: Path, dest: Path) -> None:
+    """Unpack a .tar.* or .zip into dest; a single top-level directory becomes dest itself (as fetchzip does)."""
+    raw = dest.with_name(dest.name + ".unpack")
+    raw.mkdir()
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(raw)  # zipfile drops absolute names and '..' itself (zipfile docs)
+        else:
+            with tarfile.open(archive) as tf:
+                if hasattr(tarfile, "data_filter"):
+                    # No absolute names, no links out of the tree, no device files (Python's tarfile docs).
+                    tf.extractall(raw, filter="data")
+                else:  # Python before 3.11.4 (the project needs 3.11): no filters
+                    tf.extractall(raw)
+        top = list(raw.iterdir())
+        root = top[0] if len(top) == 1 and top[0].is_dir() and not top[0].is_symlink() else raw
+        root.rename(dest)
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+        raise StackError(f"cannot unpack {archive}: {exc}", "the download is not an archive; check the URL") from None
+    finally:
+        shutil.rmtree(raw, ignore_errors=True)
+
+
+def fetch(directory: str | Path, items: list[Entry], *, github: str = sources.GITHUB,
+          say: Callable[[str], None] = lambda _text: None) -> list[State]:
+    """Download and unpack each entry that is missing; check every one by its NAR hash.
+
+    An entry already there is checked, not fetched again; one that fails its
+    check is left for the user (the error says which). Raises HashMismatch
+    when a download does not hash to its pin, after removing it.
+    """
+    base = Path(directory)
+    base.mkdir(parents=True, exist_ok=True)
+    out = []
+    for entry in items:
+        path = base / entry.relpath
+        if path.is_dir():
+            out.extend(check(base, [entry]))
+            continue
+        if entry.expected is None:
+            raise StackError(
+                f"the pin {entry.where} in pkgs/sgl-kernel/sources.json is not verified: nothing to check a download against",
+                f"fill it in first: {sources.UPDATE_COMMAND}",
+            )
+        url = sources.Pin(entry.where, entry.pin).archive_url(github)
+        say(f"fetching {entry.where} from {url}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as tmp:
+            archive = Path(tmp) / "archive"
+            download(url, archive, label=entry.relpath)
+            unpacked = Path(tmp) / "tree"
+            _unpack(archive, unpacked)
+            actual = nar.nar_hash_sri(unpacked)
+            if actual != entry.expected:
+                raise HashMismatch(
+                    f"{url} unpacks to NAR hash {actual}, but the pin {entry.where} says {entry.expected}",
+                    "nothing was kept; the upstream archive changed or the download is corrupt. "
+                    "Check the source, then re-pin it on purpose if the change is expected",
+                )
+            unpacked.rename(path)
+        out.append(State(entry, path, OK, actual))
+    return out
+
+
+def directories(directory: str | Path, data: dict[str, Any], cuda_archs: Iterable[str]) -> dict[str, str]:
+    """FetchContent name -> its directory under `directory`, for the names a build for cuda_archs needs."""
+    base = Path(directory).resolve()
+    return {name: str(base / name) for name in sources.needed_names(data, cuda_archs)}

@@ -1,0 +1,264 @@
+"""Source directories checked by hash, fetched from a real server, and the FetchContent settings both
+front ends hand CMake: `kernel sources check/fetch`, `kernel build --sources`, lib/kernel-sources.nix."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from blackwell_stack.errors import HashMismatch, NetworkError
+from blackwell_stack.kernel import nar, sourcedir, sources
+
+NIX_HASH = ["nix", "--extra-experimental-features", "nix-command", "hash", "path"]
+
+
+def nix_hash(path: Path) -> str:
+    if shutil.which("nix") is None:
+        pytest.skip("nix is not installed (apt-get install nix-bin); .ci/run installs it")
+    return subprocess.run([*NIX_HASH, str(path)], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def make_tree(root: Path, files: dict[str, bytes | str], *, executable=(), links: dict[str, str] | None = None,
+              empty_dirs=()) -> Path:
+    root.mkdir(parents=True)
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data if isinstance(data, bytes) else data.encode())
+    for rel in executable:
+        os.chmod(root / rel, 0o755)
+    for rel, target in (links or {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, root / rel)
+    for rel in empty_dirs:
+        (root / rel).mkdir(parents=True)
+    return root
+
+
+# --- the NAR hash against the real `nix hash path` -----------------------------------------------
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_.-", min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.dictionaries(st.lists(names, min_size=1, max_size=3).map("/".join), st.binary(max_size=300), min_size=1, max_size=8),
+    flags=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_nar_hash_is_nix_hash_path(tmp_path_factory, files, flags):
+    root = tmp_path_factory.mktemp("nar") / "tree"
+    # A path may not be both a file and a directory: keep the first of each clash.
+    kept: dict[str, bytes] = {}
+    for rel, data in files.items():
+        parts = rel.split("/")
+        if any("/".join(parts[:i]) in kept for i in range(1, len(parts))) or any(k.startswith(rel + "/") for k in kept):
+            continue
+        kept[rel] = data
+    executable = [rel for rel, x in zip(sorted(kept), flags) if x]
+    make_tree(root, kept, executable=executable, links={"link-to-nowhere": "../../x", "sub/rel": "."},
+              empty_dirs=["empty/deeper"])
+    assert nar.nar_hash_sri(root) == nix_hash(root)
+
+
+def test_nar_hash_of_a_single_file_and_symlink(tmp_path):
+    (tmp_path / "f").write_bytes(b"12345678")  # exactly 8 bytes: no padding
+    os.symlink("f", tmp_path / "l")
+    assert nar.nar_hash_sri(tmp_path / "f") == nix_hash(tmp_path / "f")
+    assert nar.nar_hash_sri(tmp_path / "l") == nix_hash(tmp_path / "l")
+
+
+# --- a pinned source served by a real HTTP server, as GitHub serves archives ----------------------
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A directory served over HTTP on loopback; yields (root, base URL)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def archive(tree: Path, dest: Path, top: str) -> None:
+    """A .tar.gz whose single top-level directory holds the tree (the layout of GitHub's archives)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, "w:gz") as tf:
+        tf.add(tree, arcname=top)
+
+
+def pinned_sources(tmp_path: Path, deps: dict[str, dict]) -> dict:
+    """sources.json with its FetchContent entries replaced by `deps`, loaded and checked like the real one."""
+    data = json.loads(sources.sources_path().read_text())
+    data["fetchcontent"] = deps
+    path = tmp_path / "sources.json"
+    path.write_text(json.dumps(data))
+    return sources.load(path)
+
+
+def pin(owner: str, repo: str, rev: str, hash_: str) -> dict:
+    return {"owner": owner, "repo": repo, "rev": rev, "hash": hash_, "hash_source": "computed by the test with nix hash path",
+            "verified": True, "reason": None, "needed_for_archs": None}
+
+
+def test_fetch_checks_by_nar_hash_and_keeps_only_what_matches(tmp_path, served):
+    www, base = served
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    good = make_tree(tmp_path / "good", {"include/x.h": "int x;\n", "tools/run.sh": "#!/bin/sh\n"}, executable=["tools/run.sh"])
+    other = make_tree(tmp_path / "other", {"include/x.h": "int y;\n"})
+    archive(good, www / "acme" / "lib" / "archive" / f"{rev}.tar.gz", f"lib-{rev}")
+    archive(other, www / "acme" / "bad" / "archive" / f"{rev}.tar.gz", f"bad-{rev}")
+    data = pinned_sources(tmp_path, {
+        "repo-lib": pin("acme", "lib", rev, nix_hash(good)),
+        "repo-bad": pin("acme", "bad", rev, nix_hash(good)),  # the server's archive is another tree
+    })
+    target = tmp_path / "sources"
+    states = sourcedir.fetch(target, sourcedir.entries(data, [], names=["repo-lib"]), github=base)
+    assert [(s.entry.relpath, s.state) for s in states] == [("repo-lib", sourcedir.OK)]
+    assert (target / "repo-lib" / "include" / "x.h").read_text() == "int x;\n"
+    assert os.access(target / "repo-lib" / "tools" / "run.sh", os.X_OK)
+    with pytest.raises(HashMismatch) as exc:
+        sourcedir.fetch(target, sourcedir.entries(data, [], names=["repo-bad"]), github=base)
+    assert "repo-bad" in exc.value.message and nix_hash(other) in exc.value.message
+    assert sorted(p.name for p in target.iterdir()) == ["repo-lib"]  # nothing half-written left behind
+    # Fetching again checks what is there instead of downloading it.
+    (www / "acme" / "lib" / "archive" / f"{rev}.tar.gz").unlink()
+    again = sourcedir.fetch(target, sourcedir.entries(data, [], names=["repo-lib"]), github=base)
+    assert again[0].state == sourcedir.OK
+    # A tree changed by hand is caught by check.
+    (target / "repo-lib" / "include" / "x.h").write_text("int z;\n")
+    assert sourcedir.check(target, sourcedir.entries(data, [], names=["repo-lib"]))[0].state == sourcedir.MISMATCH
+
+
+def test_fetchzip_pins_are_fetched_from_file_urls(tmp_path):
+    tree = make_tree(tmp_path / "json", {"include/nlohmann/json.hpp": "// json\n", "CMakeLists.txt": "project(json)\n"})
+    tarball = tmp_path / "dl" / "json.tar.xz"
+    tarball.parent.mkdir()
+    with tarfile.open(tarball, "w:xz") as tf:
+        tf.add(tree, arcname="json")
+    entry = {"fetcher": "fetchzip", "url": tarball.as_uri(), "hash": nix_hash(tree), "hash_source": "test",
+             "verified": True, "reason": None}
+    data = pinned_sources(tmp_path, {"json": entry})
+    states = sourcedir.fetch(tmp_path / "src", sourcedir.entries(data, []))
+    assert states[0].state == sourcedir.OK and (tmp_path / "src" / "json" / "include" / "nlohmann" / "json.hpp").is_file()
+
+
+def test_unreachable_source_is_a_network_error_and_leaves_nothing(tmp_path):
+    data = pinned_sources(tmp_path, {"repo-lib": pin("acme", "lib", "v1.0", "sha256-" + "A" * 43 + "=")})
+    with pytest.raises(NetworkError):
+        sourcedir.fetch(tmp_path / "src", sourcedir.entries(data, []), github="http://127.0.0.1:9")
+    assert list((tmp_path / "src").iterdir()) == []
+
+
+def test_cli_check_reports_each_source(tmp_path):
+    data = sources.load()
+    real = json.loads(sources.sources_path().read_text())
+    # A directory holding one real pinned tree is impossible without the network; an empty one is all missing.
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "kernel", "sources", "check", "--dir", str(tmp_path), "--json"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert {s["pin"] for s in report["sources"]} == {f"fetchcontent.{n}" for n in sources.needed_names(data, ["12.0a"])}
+    assert {s["state"] for s in report["sources"]} == {"missing"}
+    assert "repo-flashmla" in real["fetchcontent"] and not any("flashmla" in s["pin"] for s in report["sources"])
+
+
+# --- one function, two front ends: the FetchContent settings -------------------------------------
+
+
+@pytest.mark.parametrize("archs", [["12.0a"], ["9.0a", "12.0a"], []])
+def test_fetchcontent_settings_python_and_nix_agree(nix, archs):
+    data = sources.load()
+    dirs = {name: f"/srv/sources/{name}" for name in data["fetchcontent"]}
+    expr = (
+        "let k = import ./lib/kernel-sources.nix; s = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/sources.json);"
+        f" dirs = builtins.fromJSON {json.dumps(json.dumps(dirs))}; archs = builtins.fromJSON {json.dumps(json.dumps(archs))};"
+        " in { settings = k.fetchContentSettings s archs dirs; maps = k.prefixMaps s archs dirs; }"
+    )
+    got = nix.eval(expr)
+    assert got["settings"] == sources.fetchcontent_settings(data, archs, dirs)
+    assert got["maps"] == sources.prefix_maps(data, archs, dirs)
+    assert got["settings"]["FETCHCONTENT_FULLY_DISCONNECTED"] == "ON"
+    missing = copy.deepcopy(dirs)
+    missing.pop("repo-fmt")
+    with pytest.raises(Exception):
+        sources.fetchcontent_settings(data, archs, missing)
+    assert "no source directory for repo-fmt" in nix.eval_error(expr.replace("dirs = builtins.fromJSON", "dirs = builtins.removeAttrs (builtins.fromJSON").replace(
+        "; archs =", ") [ \"repo-fmt\" ]; archs =", 1))
+
+
+def test_kernel_build_sources_hands_cmake_the_derivations_settings(nix, tmp_path):
+    """`kernel build --sources DIR --dry-run --json`: exactly lib/kernel-sources.nix's settings for DIR."""
+    data = sources.load()
+    src = tmp_path / "sglang" / "sgl-kernel"
+    (src / "python" / "sgl_kernel").mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text("project(sgl-kernel)\n")
+    (src / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n')
+    for name in sources.needed_names(data, ["12.0a"]):
+        (tmp_path / "fc" / name).mkdir(parents=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "blackwell_stack", "kernel", "build", "--src", str(tmp_path / "sglang"), "--sources",
+         str(tmp_path / "fc"), "--dry-run", "--json", "--python", sys.executable, "--out", str(tmp_path / "dist")],
+        capture_output=True, text=True, check=False,
+    )
+    plan = json.loads(result.stdout)
+    dirs = {name: str((tmp_path / "fc" / name).resolve()) for name in sources.needed_names(data, ["12.0a"])}
+    expr = (
+        "let k = import ./lib/kernel-sources.nix; s = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/sources.json);"
+        f" in k.fetchContentSettings s [ \"12.0a\" ] (builtins.fromJSON {json.dumps(json.dumps(dirs))})"
+    )
+    expected = nix.eval(expr)
+    handed = {k: v for k, v in plan["defines"].items() if k.startswith("FETCHCONTENT_")}
+    assert handed == expected
+    assert all(f"--config-settings=cmake.define.{k}={v}" in plan["command"] for k, v in expected.items())
+    # The empty directories do not match their pins: the plan says so, and a build would stop on it.
+    assert {s["state"] for s in plan["source_dirs"]} == {"mismatch"}
+    assert 5 in {b["code"] for b in plan["blockers"]} and "--allow-source-mismatch" in result.stderr
+    assert result.returncode != 0 and not (tmp_path / "dist").exists()
+
+
+def test_fetchcontent_settings_work_offline_with_real_cmake(tmp_path):
+    """The settings make a real FetchContent use the local directory, with nothing reachable."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake is not installed")
+    make_tree(tmp_path / "dep", {"CMakeLists.txt": "message(STATUS \"dep from local dir\")\n"})
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(p NONE)\ninclude(FetchContent)\n"
+        "FetchContent_Declare(repo-dep GIT_REPOSITORY https://invalid.example/dep.git GIT_TAG v1)\n"
+        "FetchContent_MakeAvailable(repo-dep)\n"
+        "FetchContent_Declare(repo-other GIT_REPOSITORY https://invalid.example/other.git GIT_TAG v1)\n"
+        "FetchContent_MakeAvailable(repo-other)\n"
+    )
+    data = pinned_sources(tmp_path, {"repo-dep": pin("acme", "dep", "v1.0", "sha256-" + "A" * 43 + "=")})
+    settings_ = sources.fetchcontent_settings(data, ["12.0a"], {"repo-dep": str(tmp_path / "dep")})
+    flags = [f"-D{k}={v}" for k, v in settings_.items()]
+    offline = subprocess.run([cmake, "-S", str(tmp_path / "proj"), "-B", str(tmp_path / "b"), *flags],
+                             capture_output=True, text=True, timeout=300)
+    # repo-dep comes from its directory, and nothing is downloaded: not even repo-other, which has none.
+    assert offline.returncode == 0, offline.stderr
+    assert "dep from local dir" in offline.stdout and "git clone" not in offline.stdout + offline.stderr
+    # Without FULLY_DISCONNECTED, CMake goes to the network for what has no directory.
+    online = subprocess.run([cmake, "-S", str(tmp_path / "proj"), "-B", str(tmp_path / "b2"),
+                             *[f for f in flags if "FULLY_DISCONNECTED" not in f]], capture_output=True, text=True, timeout=600)
+    assert "git clone" in online.stdout + online.stderr
