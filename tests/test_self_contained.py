@@ -15,23 +15,6 @@ SKIP_DIRS = {".git", ".pytest_cache", ".hypothesis", ".mypy_cache", "__pycache__
 # Built from pieces so that this file does not match itself.
 OUTSIDE = re.compile("|".join([r"\bFA" + r"CTS\b", r"\.\./sha" + "red", "/wo" + "rk/", r"\.mir" + r"ror\b"]))
 CITATION = re.compile(r"docs/([\w.-]+\.md)#([\w-]+)")
-# Files whose owners are still rewriting their citations into docs/ (each cites the project's notebook).
-# An entry may be removed as soon as its file is clean; nothing may be added.
-PENDING = {
-    "modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json",
-    "modules/rules.json",
-    "modules/sglang-smoke.nix",
-    "patches/sgl-kernel/0003-cmake-respect-SGL_KERNEL_ENABLE_FA3-OFF.patch",
-    "patches/sgl-kernel/0004-python-flash_attn-fall-back-without-flash_ops.patch",
-    "patches/sgl-kernel/0005-cmake-python-target-architectures-from-SGL_KERNEL_CUDA_ARCHS.patch",
-    "pkgs/sgl-kernel/compile-units.json",
-    "pkgs/sgl-kernel/recipe.json",
-    "pkgs/sglang/default.nix",
-    "pkgs/torch-nightly/pins.json",
-    "src/blackwell_stack/kernel/compile_work.py",
-    "tests/test_nix_flake.py",
-    "tests/test_serve_module.py",
-}
 
 
 def text_files():
@@ -72,8 +55,6 @@ def test_every_docs_anchor_that_is_cited_exists():
 def test_nothing_cites_outside_the_project_or_a_machine_path():
     offenders = []
     for rel, text in text_files():
-        if rel in PENDING:
-            continue
         for number, line in enumerate(text.splitlines(), 1):
             if OUTSIDE.search(line):
                 offenders.append(f"{rel}:{number}: {line.strip()[:120]}")
