@@ -29,7 +29,13 @@ def test_plan_json_schema():
     assert plan["plan_version"] == 1
     assert "SM120" in plan["target"]
     assert list(plan["sections"]) == ["pins", "stack-current", "stack-nightly", "stack-stable", "kernel",
-                                      "service-current", "service-nightly", "service-stable", "doctor", "verify"]
+                                      "service-current", "service-nightly", "service-stable",
+                                      "doctor-current", "doctor-nightly", "doctor-stable", "verify"]
+    # The source build is shown only where a stack builds its kernel; doctor follows each stack's lock.
+    current = json.loads(run_cli("plan", "--json", "--stack", "current").stdout)
+    assert list(current["sections"]) == ["pins", "stack-current", "service", "doctor", "verify"]
+    doctor = {i["name"]: i for i in current["sections"]["doctor"]["items"]}
+    assert doctor["torch"]["value"].startswith("2.14.1") and "sglang-kernel ABI" in doctor
     for section in plan["sections"].values():
         assert set(section) == {"title", "items", "commands"}
         for item in section["items"]:

@@ -13,8 +13,17 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def plan_section() -> PlanSection:
-    sec = PlanSection(key="kernel", title="sgl-kernel for SM120")
+def plan_sections(stacks: list[str]) -> list[PlanSection]:
+    """The source build, when one of the stacks shown builds its sgl-kernel (the others take theirs from the lock)."""
+    from blackwell_stack.stacks import model
+
+    builders = [n for n in stacks if model.load(n).kernel["from"] == "source"]
+    return [plan_section(builders)] if builders else []
+
+
+def plan_section(stacks: list[str] | None = None) -> PlanSection:
+    title = "sgl-kernel for SM120, built from source" + (f" (stacks: {', '.join(stacks)})" if stacks else "")
+    sec = PlanSection(key="kernel", title=title)
     sources = build.kernel_sources()
     sg = sources["sglang"]
     sec.items.append(PlanItem(
