@@ -167,10 +167,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_flags_extract(args: argparse.Namespace) -> int:
     # Checked before the wheel is read; without --output the table goes beside the
-    # others, named by the wheel's SGLang version (the same directory for every version).
-    check_output_path(args.output or flagmod.table_path("sglang"), "--output")
+    # others, named by the wheel's SGLang version.
+    out = check_output_path(args.output or flagmod.default_output(args.wheel), "--output")
     data = flagmod.extract_wheel(args.wheel)
-    out = args.output or flagmod.table_path(data["sglang_version"])
     atomic_write_json(out, data)
     print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
     return int(ExitCode.OK)
