@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from blackwell_stack import proc
 from blackwell_stack.doctor import abi, elf, linkage, wheelzip
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
@@ -52,16 +54,12 @@ class Environment:
         self.paths = [str(p) for p in paths if p and Path(p).is_dir()]
         self.dists: dict[str, importlib.metadata.Distribution] = {}
         for d in importlib.metadata.distributions(path=self.paths):
-            name = _normalize(d.metadata["Name"] or "")
+            name = canonicalize_name(d.metadata["Name"] or "")
             if name and name not in self.dists:
                 self.dists[name] = d
 
     def get(self, name: str):
-        return self.dists.get(_normalize(name))
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+        return self.dists.get(canonicalize_name(name))
 
 
 def pinned_torch() -> str:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import shutil
 import tempfile
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack import proc
@@ -66,10 +66,6 @@ def find_pin(pins_files: list[PinsFile], filename: str, digest: str):
     return hits[0]
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _same_version(a: str, b: str) -> bool:
     try:
         return Version(a) == Version(b)
@@ -90,7 +86,7 @@ def check_record_candidate(file: Path, package: str, version: str | None) -> Non
             name, meta_version = wheelrecord.metadata(zf, file)
     except StackError as exc:
         raise HashMismatch(f"{file} is not a wheel: {exc.message}", hint) from None
-    if _normalize(name) != _normalize(package):
+    if canonicalize_name(name) != canonicalize_name(package):
         raise HashMismatch(f"{file} is a wheel of {name}, not of {package}", hint)
     if version is not None and not _same_version(meta_version, version):
         raise HashMismatch(f"{file} is {name} {meta_version}, but the pin is {package} {version}", hint)

@@ -33,7 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from packaging.tags import parse_tag
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
 
 from blackwell_stack.doctor import remote_zip, wheelrecord, wheelzip
 from blackwell_stack.errors import StackError
@@ -41,7 +45,7 @@ from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_record, sha256_file
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import libraries, wheels
-from blackwell_stack.stacks.model import LockedPackage, Stack, normalize
+from blackwell_stack.stacks.model import LockedPackage, Stack
 
 MISSING, VERSION, FILE, FILES, EXTRA, ON_DISK = "missing", "other version", "other file", "other file hash", "not in the lock", "changed on disk"
 PYTHON = "other python"
@@ -254,7 +258,7 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[l
         else:
             matched += 1
 
-    known = {normalize(n) for n in lock.packages} | {normalize(kernel["package"])}
+    known = {canonicalize_name(n) for n in lock.packages} | {canonicalize_name(kernel["package"])}
     for name in sorted(env.dists):
         if name not in known:
             dist = env.dists[name]
