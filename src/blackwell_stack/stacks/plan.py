@@ -150,9 +150,7 @@ def plan_section(name: str) -> PlanSection:
             None if result.get("ok") else f"{problem or 'the pair does not hold'}. "
             f"Check it with: blackwell-stack stack audit {name}",
             checked_by=f"`stack audit` ({how})" if result.get("ok") else None))
-    choices = {p.name: (wheels.uv2nix_choice(p), wheels.uv_choice(p)) for p in lock.packages.values() if p.wheels}
-    differing = sorted(n for n, (a, b) in choices.items() if a is not None and b is not None
-                       and wheels.filename(a) != wheels.filename(b))
+    differing = sorted(wheels.divergent(list(lock.packages.values()), libraries.target(stack)))
     sec.items.append(PlanItem(
         "same files in Nix and uv", f"uv's file for every package ({', '.join(differing) or 'no package'} "
         "where uv2nix alone would take another)", "computed from uv.lock here; nix/fixups/wheel-choice.nix; "
