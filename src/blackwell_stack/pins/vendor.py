@@ -119,6 +119,16 @@ def add_to_store(path: Path, name: str) -> str:
         return proc.run([nix_store, "--add-fixed", "sha256", str(named)]).stdout.strip()
 
 
+def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
+    """Add `path` to the store as `name`; refuse unless it lands where the flake's fetchurl looks for it."""
+    expected = fixed_path(name, digest)
+    store_path = add_to_store(path, name)
+    if store_path != expected:
+        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
+                         "use the nix-store of the Nix that builds the flake")
+    return store_path
+
+
 def find_locked(lock_paths: list[Path], filename: str) -> tuple[Path, str, str] | None:
     """(lock, package, hex sha256) of the file a uv.lock names by this file name, or None."""
     from blackwell_stack.stacks import libraries, wheels
@@ -148,11 +158,7 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
         if pinned != digest:
             raise HashMismatch(f"{file}: sha256 {digest} differs from {lock_path}'s {pinned} for {package}",
                                "this is not the locked file; nothing was added to the store")
-        expected = fixed_path(filename, digest)
-        store_path = add_to_store(file, filename)
-        if store_path != expected:
-            raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
-                             "use the nix-store of the Nix that builds the flake")
+        store_path = add_at_fixed_path(file, filename, digest)
         return VendorResult(store_path, str(lock_path), package, "uv.lock", False)
     pins_files = [load_pins(p) for p in pins_paths]
     pins, package, key, entry = find_pin(pins_files, filename, digest)
@@ -174,11 +180,7 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
         check_record_candidate(file, package, pins.packages[package].get("version"))
         recorded = True
 
-    expected = fixed_path(name, digest)
-    store_path = add_to_store(file, name)
-    if store_path != expected:
-        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
-                         "use the nix-store of the Nix that builds the flake")
+    store_path = add_at_fixed_path(file, name, digest)
 
     if recorded:
         entry.update(
