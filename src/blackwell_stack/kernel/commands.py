@@ -12,7 +12,7 @@ from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, sour
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: recipe, patches, build without Nix, compile-work plan")
+    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: recipe, patches, build without Nix, its sources by hash, compile-work plan")
     ksub = kernel.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND")
     ksub.required = True
 

@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--python", default=sys.executable, help="the Python that has sglang (default: this one)")
     p.set_defaults(func=cmd_run)
 
-    p = serve_sub.add_parser("flags", help="the pinned SGLang's flag table")
+    p = serve_sub.add_parser("flags", help="the SGLang flag tables, one per SGLang version (modules/sglang-flags/)")
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
     e = flags_sub.add_parser("extract", help="extract the flag table from an sglang wheel (static, no import)")
