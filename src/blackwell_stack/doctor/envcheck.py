@@ -231,7 +231,8 @@ def _sglang_check(env: Environment) -> Check:
     sg = env.get("sglang")
     if sg is None:
         return Check("python", "sglang", WARN, "not installed", "sglang is not installed here",
-                     "install the stack: `uv sync --frozen` in stacks/stable (`blackwell-stack serve run` needs it; `nix build .#sglang-env` gives it)")
+                     "install a stack into the venv: `UV_PROJECT_ENVIRONMENT=VENV uv sync --frozen --inexact --project stacks/NAME` "
+                     "(`blackwell-stack serve run` needs it; `nix build .#sglang-env` gives the default stack's)")
     notes = []
     for req in sg.requires or []:
         m = re.match(r"^\s*(sgl[-_]kernel|torch|flashinfer[-_]python)\s*==\s*([^\s;,]+)\s*(;.*)?$", req)
@@ -242,5 +243,6 @@ def _sglang_check(env: Environment) -> Check:
             notes.append(f"requires {m.group(1)}=={m.group(2)}, found {have.version}")
     if notes:
         return Check("python", "sglang", WARN, sg.version, "; ".join(notes),
-                     "expected with the nightly stack (pins relaxed on purpose); check the rest resolves")
+                     "expected where a stack overrides sglang's pins on purpose (stable, nightly: each override's reason is in "
+                     "stacks/NAME/pyproject.toml); `doctor --stack NAME` checks the venv against that stack's lock")
     return Check("python", "sglang", OK, sg.version, "its pinned dependencies match")
