@@ -132,6 +132,11 @@ def test_impossible_numbers_are_refused_by_the_parser(argv, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_doctor_verify_files_without_a_stack_is_refused(capsys):
+    assert main(["doctor", "--verify-files"]) == ExitCode.USAGE
+    assert "--stack NAME" in capsys.readouterr().err
+
+
 def test_serve_run_dry_run_json_prints_json(capsys):
     assert main(["serve", "run", "--dry-run", "--json", "--python", "python3.12"]) == 0
     data = json.loads(capsys.readouterr().out)
