@@ -1,8 +1,8 @@
 """The real flake inputs, at the revisions flake.lock pins, for tests that evaluate them.
 
 Machines that run the tests may reach no GitHub, so the inputs come from git
-bundles of each repository's public history, in the directory
-$BLACKWELL_STACK_NIX_INPUTS names. Each tree
+bundles of each repository's public history: $BLACKWELL_STACK_NIX_INPUTS, or
+else the directory `shared/nix-inputs` next to the checkout. Each tree
 is `git archive`d at the locked rev and used only if `nix hash path` gives
 flake.lock's narHash for it: the test then evaluates exactly what a user's
 Nix fetches. Without a bundle the test is skipped, saying which and where.
@@ -37,9 +37,8 @@ BUNDLES = {
 NIX = ["nix", "--extra-experimental-features", "nix-command"]
 
 
-def bundles_dir() -> Path | None:
-    value = os.environ.get(ENV)
-    return Path(value) if value else None
+def bundles_dir() -> Path:
+    return Path(os.environ.get(ENV) or REPO.parent / "shared" / "nix-inputs")
 
 
 def locked(name: str) -> dict:
@@ -55,11 +54,9 @@ def _workdir() -> Path:
 @functools.lru_cache(maxsize=None)
 def source(name: str) -> Path:
     """The input's tree at its locked rev, its narHash checked against flake.lock (else skip or fail)."""
-    directory = bundles_dir()
-    bundle = directory / BUNDLES[name] if directory else None
-    if bundle is None or not bundle.is_file():
-        where = f"at {bundle}" if bundle else "here"
-        pytest.skip(f"no git bundle of the {name} input {where} (set {ENV} to a directory of "
+    bundle = bundles_dir() / BUNDLES[name]
+    if not bundle.is_file():
+        pytest.skip(f"no git bundle of the {name} input at {bundle} (set {ENV} to a directory of "
                     f"{', '.join(BUNDLES.values())})")
     if shutil.which("git") is None or shutil.which("nix") is None:
         pytest.skip("git and nix are needed to check an input's tree")
