@@ -121,10 +121,20 @@ def test_fit_widths_keeps_narrow_columns_and_shares_the_rest():
     ["bench", "http://127.0.0.1:1", "--timeout", "0"],
     ["bench", "http://127.0.0.1:1", "--warmup", "-1"],
     ["smoke", "http://127.0.0.1:1", "--timeout", "0"],
+    ["stack", "audit", "stable", "--jobs", "0"],
+    ["kernel", "build", "--src", "x", "--dry-run", "--jobs", "0"],
+    ["kernel", "build", "--src", "x", "--dry-run", "--job-peak-mib", "-5"],
+    ["kernel", "build", "--src", "x", "--dry-run", "--memory-gib", "nan"],
+    ["kernel", "build", "--src", "x", "--dry-run", "--memory-gib", "-1"],
 ])
 def test_impossible_numbers_are_refused_by_the_parser(argv, capsys):
     assert main(argv) == ExitCode.USAGE
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_doctor_verify_files_without_a_stack_is_refused(capsys):
+    assert main(["doctor", "--verify-files"]) == ExitCode.USAGE
+    assert "--stack NAME" in capsys.readouterr().err
 
 
 def test_serve_run_dry_run_json_prints_json(capsys):

@@ -119,6 +119,15 @@ def test_serve_flags_extract_refuses_an_unwritable_output_first(tmp_path, capsys
     assert code == ExitCode.USAGE and "--output" in err and "Traceback" not in err
 
 
+def test_serve_flags_extract_without_output_reaches_the_wheel(tmp_path, repo, capsys):
+    """Without --output the table goes beside the others, named by the wheel's version: that path is
+    checked, and the command goes on to the wheel (here: missing)."""
+    code = main(["serve", "flags", "extract", "--wheel", str(tmp_path / "sglang-0.5.99-py3-none-any.whl")])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE and "no such file" in err and "not a version" not in err, err
+    assert not (repo / "modules" / "sglang-flags" / "0.5.99.json").exists()
+
+
 @pytest.mark.parametrize("kind", ["regular-file", "under-a-file"])
 def test_an_unusable_cache_is_a_clear_error(tmp_path, monkeypatch, kind):
     blocker = tmp_path / "blocker"

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from uv_venv import install, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 
@@ -28,16 +26,10 @@ WHEEL = ("tqdm", "4.67.1", "tqdm-4.67.1-py3-none-any.whl")
 
 @pytest.fixture
 def venv(tmp_path, pypi_file):
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed (a test dependency: pip install -e '.[test]')")
+    uv_or_skip()
     wheel = pypi_file(*WHEEL[:2], WHEEL[2])
     env = tmp_path / "venv"
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env)], check=True, timeout=300,
-                   env={"UV_PYTHON_DOWNLOADS": "never", "PATH": "/usr/bin:/bin"})
-    # Copies, not hard links into uv's cache: the tests change installed files.
-    subprocess.run([uv, "pip", "install", "-q", "--link-mode=copy", "--python", str(env / "bin" / "python"), "--no-deps", str(wheel)],
-                   check=True, timeout=300)
+    install(make_venv(env), str(wheel))  # copies: the tests change installed files
     return env, wheel
 
 

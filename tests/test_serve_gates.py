@@ -9,24 +9,18 @@ launcher with a credentials directory, as the unit starts SGLang; the gate and
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from verify_server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 READINESS = REPO / "src" / "blackwell_stack" / "serve" / "readiness.py"
 LAUNCHER = REPO / "src" / "blackwell_stack" / "serve" / "launcher.py"
 KEY = "sk-gates-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,16 +27,11 @@ from pathlib import Path
 import pytest
 
 from module_eval import REPO, evaluate_one, exec_argv, host, nixpkgs_lib  # noqa: F401  (fixture)
+from verify_server import free_port
 
 pytestmark = pytest.mark.nix
 
 KEY = "sk-unit-run-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wrapper(path: Path, body: str) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from uv_venv import install, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 from blackwell_stack.stacks import libraries, model, wheels
@@ -25,32 +25,16 @@ OTHER_VERSION = ("packaging", "24.2")  # the lock has 26.4
 NOT_LOCKED = ("six", "1.17.0")
 
 
-def _uv() -> str:
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed (a test dependency: pip install -e '.[test]')")
-    return uv
-
-
-def _install(uv: str, python: Path, *requirements: str) -> None:
-    subprocess.run([uv, "pip", "install", "-q", "--link-mode=copy", "--no-deps", "--python", str(python), *requirements],
-                   check=True, timeout=600)
-
-
 @pytest.fixture
 def venv(tmp_path):
-    uv = _uv()
-    env = tmp_path / "venv"
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env)], check=True, timeout=300,
-                   env={"UV_PYTHON_DOWNLOADS": "never", "PATH": "/usr/bin:/bin"})
-    python = env / "bin" / "python"
+    python = make_venv(tmp_path / "venv")
     lock = model.load("stable").lock()
     exact = []
     for name in AS_LOCKED:
         pkg = lock.get(name)
         wheel = wheels.uv_choice(pkg)
         exact.append(f"{name} @ {wheel['url']}#sha256={libraries.sha256_of(wheel)}")
-    _install(uv, python, *exact, "==".join(OTHER_VERSION), "==".join(NOT_LOCKED))
+    install(python, *exact, "==".join(OTHER_VERSION), "==".join(NOT_LOCKED))
     return python
 
 
@@ -86,7 +70,7 @@ def test_the_repair_command_repairs(venv, capsys):
     _, report = _doctor(venv, capsys)
     repair = next(d["repair"] for d in report["differences"] if d["name"] == "packaging")
     argv = shlex.split(repair)
-    subprocess.run([_uv(), *argv[1:]], check=True, timeout=600)
+    subprocess.run([uv_or_skip(), *argv[1:]], check=True, timeout=600)
     _, report = _doctor(venv, capsys)
     assert "packaging" not in {d["name"] for d in report["differences"]}
     assert report["matched"] == len(AS_LOCKED) + 1

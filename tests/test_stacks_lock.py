@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from uv_venv import NO_DOWNLOADS, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 from blackwell_stack.errors import StackError, ToolchainError
@@ -28,9 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _uv_or_skip(stack: model.Stack) -> str:
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed (a test dependency: pip install -e '.[test]')")
+    uv_or_skip()
     try:
         return locking.uv_binary(stack)
     except ToolchainError as exc:
@@ -95,11 +94,9 @@ def test_a_stack_locks_against_a_directory_of_kept_wheels(tmp_path, pypi_file):
     assert audit["files"]["packaging"]["checked"].startswith("hashed from the kept file")
     # uv installs the same file from the same lock.
     venv = tmp_path / "venv"
-    uv = shutil.which("uv")
-    subprocess.run([uv, "venv", "-q", "--python", python, str(venv)], check=True, timeout=300,
-                   env={"UV_PYTHON_DOWNLOADS": "never", "PATH": "/usr/bin:/bin"})
-    subprocess.run([uv, "sync", "-q", "--frozen", "--project", str(stack.path)], check=True, timeout=600,
-                   env={"UV_PROJECT_ENVIRONMENT": str(venv), "UV_PYTHON_DOWNLOADS": "never", "PATH": "/usr/bin:/bin"})
+    make_venv(venv, python)
+    subprocess.run([uv_or_skip(), "sync", "-q", "--frozen", "--project", str(stack.path)], check=True, timeout=600,
+                   env={"UV_PROJECT_ENVIRONMENT": str(venv), **NO_DOWNLOADS})
     assert list(venv.glob("lib/python3.12/site-packages/packaging-24.2.dist-info"))
 
 

@@ -18,9 +18,9 @@ from blackwell_stack.errors import ExitCode, StackError, exit_codes_help
 COMMAND_MODULES = (
     "blackwell_stack.plan",  # plan: the main job
     "blackwell_stack.stacks.commands",  # stack show|lock|audit
-    "blackwell_stack.pins.commands",  # pins show|update|vendor
-    "blackwell_stack.kernel.commands",  # kernel recipe|patches|build|plan
-    "blackwell_stack.serve.commands",  # serve render|check|run
+    "blackwell_stack.pins.commands",  # pins show|update|rescue|vendor
+    "blackwell_stack.kernel.commands",  # kernel recipe|patches|build|sources|plan
+    "blackwell_stack.serve.commands",  # serve render|check|run|flags
     "blackwell_stack.doctor.commands",  # inspect, doctor, wheel diff
     "blackwell_stack.verify.commands",  # smoke, bench
 )

@@ -1,4 +1,4 @@
-"""Hash formats: hex sha256, SRI (`sha256-<base64>`) and Nix base32."""
+"""Hash formats: hex sha256, SRI (`sha256-<base64>`), Nix base32, and a wheel RECORD's urlsafe base64."""
 
 from __future__ import annotations
 
@@ -37,6 +37,11 @@ def sri_to_hex(sri: str) -> str:
     if not m:
         raise StackError(f"not a sha256 SRI hash: {sri!r}", "expected sha256-<44 base64 characters>")
     return base64.b64decode(m.group(1)).hex()
+
+
+def hex_to_record(hex_digest: str) -> str:
+    """A digest as a wheel's RECORD writes it: urlsafe base64 without padding (PEP 376, PEP 427)."""
+    return base64.urlsafe_b64encode(bytes.fromhex(hex_digest)).rstrip(b"=").decode()
 
 
 def is_sri(value: str) -> bool:

@@ -8,7 +8,7 @@ import time
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
 from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, wheeldiff
-from blackwell_stack.errors import ExitCode
+from blackwell_stack.errors import ExitCode, StackError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,6 +119,9 @@ def run_doctor(args: argparse.Namespace) -> int:
 
         return stack_doctor.run(model.load(args.stack), args.python or sys.executable,
                                 verify_files=args.verify_files, as_json=args.json)
+    if args.verify_files:
+        raise StackError("--verify-files compares a venv with a stack's lock: it needs --stack NAME",
+                         "run `blackwell-stack doctor --stack NAME --python VENV/bin/python --verify-files`")
     facts = host.gather()
     results = host.checks(facts, target_cc=args.target_cc)
     gpu_cc = facts.gpus[0].compute_cap if facts.gpus else None

@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from blackwell_stack import proc
 from blackwell_stack.doctor import abi, elf, linkage, wheelzip
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
@@ -52,16 +54,12 @@ class Environment:
         self.paths = [str(p) for p in paths if p and Path(p).is_dir()]
         self.dists: dict[str, importlib.metadata.Distribution] = {}
         for d in importlib.metadata.distributions(path=self.paths):
-            name = _normalize(d.metadata["Name"] or "")
+            name = canonicalize_name(d.metadata["Name"] or "")
             if name and name not in self.dists:
                 self.dists[name] = d
 
     def get(self, name: str):
-        return self.dists.get(_normalize(name))
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+        return self.dists.get(canonicalize_name(name))
 
 
 def pinned_torch() -> str:
@@ -233,7 +231,8 @@ def _sglang_check(env: Environment) -> Check:
     sg = env.get("sglang")
     if sg is None:
         return Check("python", "sglang", WARN, "not installed", "sglang is not installed here",
-                     "install the stack: `uv sync --frozen` in stacks/stable (`blackwell-stack serve run` needs it; `nix build .#sglang-env` gives it)")
+                     "install a stack into the venv: `UV_PROJECT_ENVIRONMENT=VENV uv sync --frozen --inexact --project stacks/NAME` "
+                     "(`blackwell-stack serve run` needs it; `nix build .#sglang-env` gives the default stack's)")
     notes = []
     for req in sg.requires or []:
         m = re.match(r"^\s*(sgl[-_]kernel|torch|flashinfer[-_]python)\s*==\s*([^\s;,]+)\s*(;.*)?$", req)
@@ -244,5 +243,6 @@ def _sglang_check(env: Environment) -> Check:
             notes.append(f"requires {m.group(1)}=={m.group(2)}, found {have.version}")
     if notes:
         return Check("python", "sglang", WARN, sg.version, "; ".join(notes),
-                     "expected with the nightly stack (pins relaxed on purpose); check the rest resolves")
+                     "expected where a stack overrides sglang's pins on purpose (stable, nightly: each override's reason is in "
+                     "stacks/NAME/pyproject.toml); `doctor --stack NAME` checks the venv against that stack's lock")
     return Check("python", "sglang", OK, sg.version, "its pinned dependencies match")

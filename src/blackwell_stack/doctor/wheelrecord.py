@@ -9,7 +9,6 @@ corrupt. Each member is streamed, never unpacked to disk.
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from blackwell_stack.doctor import wheelzip
 from blackwell_stack.errors import StackError
+from blackwell_stack.hashes import hex_to_record
 
 # Files a wheel may hold without listing them in RECORD (the RECORD's own signatures).
 _UNLISTED_OK = ("RECORD.jws", "RECORD.p7s")
@@ -90,7 +90,7 @@ def check(path: str | Path, *, known: dict[str, str] | None = None,
         if text is None:
             return RecordReport(record=None)
         report = RecordReport(record=record_name)
-        listed = _parse_record(text, record_name)
+        listed = parse_record(text, record_name)
         members = {i.filename: i for i in zf.infolist() if not i.is_dir()}
         for name, (algorithm, digest, size) in listed.items():
             member = members.get(name)
@@ -121,15 +121,21 @@ def _read_text(zf: zipfile.ZipFile, name: str, path: Path) -> str | None:
         raise wheelzip.NotAWheelError(f"{path}: {name} cannot be read ({exc})", "the wheel is corrupt; download it again") from None
 
 
-def _parse_record(text: str, where: str) -> dict[str, tuple[str | None, str | None, int | None]]:
-    """RECORD rows: name -> (hash algorithm, urlsafe-base64 digest, size); (None, None, None) when unhashed."""
+def parse_record(text: str, where: str, *, hint: str = "the wheel is malformed",
+                 strict: bool = True) -> dict[str, tuple[str | None, str | None, int | None]]:
+    """RECORD rows: name -> (hash algorithm, urlsafe-base64 digest, size); (None, None, None) when unhashed.
+
+    The one reader of RECORD files: a wheel's (inspect, pins vendor --record, doctor --stack) and an
+    installation's (pins rescue, doctor --stack). A malformed row is a StackError naming `where`, its
+    line and `hint`; with strict=False it is read as far as it goes (doctor compares what it can).
+    """
     rows: dict[str, tuple[str | None, str | None, int | None]] = {}
     for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
         if not row or not row[0]:
             continue
-        if len(row) != 3:
-            raise StackError(f"{where} line {number}: expected name,hash,size, found {row!r}", "the wheel is malformed")
-        name, hashed, size = row
+        if len(row) != 3 and strict:
+            raise StackError(f"{where} line {number}: expected name,hash,size, found {row!r}", hint)
+        name, hashed, size = (row + ["", ""])[:3]
         if not hashed:
             rows[name] = (None, None, None)
             continue
@@ -137,7 +143,9 @@ def _parse_record(text: str, where: str) -> dict[str, tuple[str | None, str | No
         try:
             rows[name] = (algorithm, digest, int(size) if size else None)
         except ValueError:
-            raise StackError(f"{where} line {number}: size {size!r} is not a number", "the wheel is malformed") from None
+            if strict:
+                raise StackError(f"{where} line {number}: size {size!r} is not a number", hint) from None
+            rows[name] = (algorithm, digest, None)
     return rows
 
 
@@ -156,20 +164,16 @@ def _compare(zf: zipfile.ZipFile, member: zipfile.ZipInfo, algorithm: str, diges
                     progress(len(block))
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         return f"cannot be read ({exc})"
-    actual = _b64(h.digest())
+    actual = hex_to_record(h.hexdigest())
     if actual != digest:
         return f"{algorithm} {actual}, RECORD says {digest}"
     return None
 
 
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
 def _compare_known(hex_digest: str, member: zipfile.ZipInfo, digest: str | None, size: int | None) -> str | None:
     if size is not None and size != member.file_size:
         return f"size {member.file_size}, RECORD says {size}"
-    actual = _b64(bytes.fromhex(hex_digest))
+    actual = hex_to_record(hex_digest)
     return None if actual == digest else f"sha256 {actual}, RECORD says {digest}"
 
 

@@ -330,7 +330,7 @@ def make_plan(
     if build_dir is not None:
         settings.insert(0, f"build-dir={build_dir}")
     found = {c.name: c.value for c in checks}
-    if _version_at_least(found.get("scikit-build-core"), (1, 0)):
+    if jobs.version_at_least(found.get("scikit-build-core"), (1, 0)):
         # Normalised wheel timestamps and modes (scikit-build-core >= 1.0; older ones refuse the key).
         settings.insert(0, "wheel.reproducible=true")
     command = wheel_command(python, source.kernel_dir, out_dir, settings)
@@ -401,11 +401,6 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
     if not wheels:
         raise BuildError(f"the build finished but left no sgl_kernel wheel in {plan.out_dir}", f"see {plan.log_path}")
     return wheels[-1]
-
-
-def _version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
-    m = re.match(r"(\d+)\.(\d+)", version or "")
-    return m is not None and (int(m.group(1)), int(m.group(2))) >= minimum
 
 
 def blocker_exit_code(plan: BuildPlan) -> int:

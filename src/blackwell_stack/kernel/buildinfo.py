@@ -10,12 +10,12 @@ of the same inputs write the same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.hashes import sha256_file
 from blackwell_stack.kernel import patchcheck
 
 SCHEMA_VERSION = 1
@@ -23,7 +23,7 @@ FILE_NAME = "sgl-kernel-build-info.json"
 
 
 def patch_digests(series: list[patchcheck.Patch]) -> list[dict[str, str]]:
-    return [{"name": p.name, "sha256": hashlib.sha256(p.path.read_bytes()).hexdigest()} for p in series]
+    return [{"name": p.name, "sha256": sha256_file(p.path)} for p in series]
 
 
 def render(

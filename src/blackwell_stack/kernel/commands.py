@@ -6,12 +6,13 @@ import argparse
 import sys
 
 from blackwell_stack import output
+from blackwell_stack.argtypes import positive_float, positive_int
 from blackwell_stack.errors import ExitCode, ToolchainError
 from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, sourcedir, sources, toolchain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: recipe, patches, build without Nix, compile-work plan")
+    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: recipe, patches, build without Nix, its sources by hash, compile-work plan")
     ksub = kernel.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND")
     ksub.required = True
 
@@ -47,11 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", default=None, help="target architectures, e.g. 12.0a or 10.0a;12.0a (default: the recipe's)")
     p.add_argument("--out", default="dist", help="directory for the wheel, its build record and the log (default: dist/)")
     p.add_argument("--build-dir", default=None, help="CMake build directory (default: a fresh temporary one)")
-    p.add_argument("--jobs", type=int, default=None, help="at most this many build jobs (lowered if memory needs)")
-    p.add_argument("--memory-gib", type=float, default=None,
+    p.add_argument("--jobs", type=positive_int, default=None, help="at most this many build jobs (lowered if memory needs)")
+    p.add_argument("--memory-gib", type=positive_float, default=None,
                    help="memory the build may use, instead of what the host reports (for hosts whose memory grows "
                    "as it is used, or to share one host between builds)")
-    p.add_argument("--job-peak-mib", type=int, default=None,
+    p.add_argument("--job-peak-mib", type=positive_int, default=None,
                    help="charge of a compile unit without a measured peak in the recipe (MiB)")
     p.add_argument("--python", default=sys.executable, help="the venv's Python that has the stack's torch (default: this one)")
     p.add_argument("--stack", default=None, help="the stack whose torch the kernel is built against (default: the default stack)")

@@ -302,10 +302,15 @@ def arch_count(arch_list: str) -> int:
     return max(1, len([a for a in arch_list.replace(",", ";").split(";") if a.strip()]))
 
 
+def version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
+    """Whether a tool's version ("4.4.3", "0.11.1") is at least (major, minor); False when unknown."""
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= minimum
+
+
 def cmake_has_pools(version: str | None) -> bool:
     """Whether a CMake version ("4.4.3") sets per-source ninja pools."""
-    m = re.match(r"(\d+)\.(\d+)", version or "")
-    return m is not None and (int(m.group(1)), int(m.group(2))) >= POOLS_MIN_CMAKE
+    return version_at_least(version, POOLS_MIN_CMAKE)
 
 
 def cmake_version(cmake: str) -> str | None:

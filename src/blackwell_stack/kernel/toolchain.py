@@ -20,7 +20,7 @@ from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, ToolchainError
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
-NVCC_MAJOR = 13  # CUDA 13: the pinned torch is cu130; CUDA 12 nvcc cannot target its ABI
+NVCC_MAJOR = 13  # CUDA 13: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
 TORCH_CUDA_MAJOR = "13"
 MIN_SCIKIT_BUILD_CORE = Version("0.10")  # sgl-kernel/pyproject.toml build-system.requires
 

@@ -14,7 +14,7 @@ TORCH_PINS = "stacks/nightly/pins.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pins", help="show, update and vendor the stack's pins")
+    p = sub.add_parser("pins", help="show, update, rescue and vendor the pins (every stack's lock, its kept wheels, kernel sources, flake inputs)")
     psub = p.add_subparsers(dest="pins_command", metavar="ACTION")
     psub.required = True
 

@@ -8,10 +8,11 @@ pytorch/test-infra PR 6307) and any PEP 503/691 mirror a user points at with
 from __future__ import annotations
 
 import json
-import re
 import urllib.parse
 from dataclasses import dataclass
 from html.parser import HTMLParser
+
+from packaging.utils import canonicalize_name
 
 from blackwell_stack.download import open_url
 from blackwell_stack.errors import NetworkError, StackError
@@ -27,13 +28,8 @@ class IndexFile:
     sha256: str | None  # from the index, when it publishes one
 
 
-def normalize(name: str) -> str:
-    """PEP 503 name normalization."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def project_url(index_url: str, package: str) -> str:
-    return f"{index_url.rstrip('/')}/{normalize(package)}/"
+    return f"{index_url.rstrip('/')}/{canonicalize_name(package)}/"
 
 
 def list_files(index_url: str, package: str) -> list[IndexFile]:

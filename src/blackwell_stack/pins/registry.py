@@ -8,7 +8,6 @@ from pathlib import Path
 
 from blackwell_stack.errors import DataError
 from blackwell_stack.paths import data_path
-from blackwell_stack.pins.store import load_pins
 
 KERNEL_SOURCES = "pkgs/sgl-kernel/sources.json"
 FLAKE_LOCK = "flake.lock"
@@ -41,15 +40,10 @@ def wheel_pins_paths() -> list[Path]:
 
 
 def _wheel_rows() -> list[PinRow]:
-    rows = []
-    for path in wheel_pins_paths():
-        pins = load_pins(path)
-        rel = str(path.relative_to(data_path()))
-        for name, pkg in pins.packages.items():
-            for key, e in pkg["wheels"].items():
-                rows.append(PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["verified"], e["reason"], rel,
-                                  pins.update_command))
-    return rows
+    """The wheel pins each stack keeps, as `pins show --stack NAME` lists them."""
+    from blackwell_stack.stacks import model, plan
+
+    return [row for name in model.names() for row in plan.kept_wheel_pins(model.load(name))]
 
 
 def _github_url(src: dict) -> str | None:

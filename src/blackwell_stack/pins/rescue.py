@@ -18,7 +18,6 @@ the installer pointed at the venv's Python, goes back to `#!python`.
 
 from __future__ import annotations
 
-import base64
 import configparser
 import csv
 import hashlib
@@ -29,9 +28,10 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blackwell_stack.doctor.wheelrecord import parse_record
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.fileio import atomic_file
-from blackwell_stack.hashes import sha256_file
+from blackwell_stack.hashes import hex_to_record, sha256_file
 
 # What installers add to a .dist-info; never part of the wheel they installed.
 INSTALLER_FILES = frozenset({"INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json", "uv_build.json"})
@@ -58,35 +58,24 @@ class Rescue:
 
 
 def _record_hash(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return hex_to_record(hashlib.sha256(data).hexdigest())
 
 
 def read_record(text: str, where: str) -> list[Entry]:
     entries = []
-    for row in csv.reader(io.StringIO(text)):
-        if not row:
-            continue
-        if len(row) != 3:
-            raise StackError(f"{where}: a RECORD line has {len(row)} fields, not 3: {row!r}",
-                             "the installation's RECORD is damaged: reinstall the distribution to repack it")
-        path, digest, size = row
-        if digest and not digest.startswith("sha256="):
-            raise StackError(f"{where}: {path} is recorded with {digest.split('=')[0]}, not sha256",
+    rows = parse_record(text, where, hint="the installation's RECORD is damaged: reinstall the distribution to repack it")
+    for path, (algorithm, digest, size) in rows.items():
+        if algorithm not in (None, "sha256"):
+            raise StackError(f"{where}: {path} is recorded with {algorithm}, not sha256",
                              "only sha256 RECORDs can be checked")
-        entries.append(Entry(path, digest.removeprefix("sha256=") or None, int(size) if size else None))
+        entries.append(Entry(path, digest or None, size))
     return entries
 
 
 def _matches(path: Path, entry: Entry) -> bool:
-    """Whether the installed file is the one RECORD says (sha256 and size), read in blocks."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-            size += len(block)
-    digest = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
-    return digest == entry.sha256 and (entry.size is None or size == entry.size)
+    """Whether the installed file is the one RECORD says (sha256 and size)."""
+    return (hex_to_record(sha256_file(path)) == entry.sha256
+            and (entry.size is None or path.stat().st_size == entry.size))
 
 
 def _scripts(dist_info: Path) -> set[str]:
@@ -204,7 +193,7 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
                     while block := src.read(1 << 20):
                         h.update(block)
                         dst.write(block)
-                if base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode() != entry.sha256:
+                if hex_to_record(h.hexdigest()) != entry.sha256:
                     raise HashMismatch(f"{path} changed while it was repacked; nothing was written",
                                        "stop what writes to the venv and run the same command again")
                 record_rows.append([arc, f"sha256={entry.sha256}", str(entry.size if entry.size is not None else path.stat().st_size)])

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import shutil
 import tempfile
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack import proc
@@ -66,10 +66,6 @@ def find_pin(pins_files: list[PinsFile], filename: str, digest: str):
     return hits[0]
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _same_version(a: str, b: str) -> bool:
     try:
         return Version(a) == Version(b)
@@ -90,7 +86,7 @@ def check_record_candidate(file: Path, package: str, version: str | None) -> Non
             name, meta_version = wheelrecord.metadata(zf, file)
     except StackError as exc:
         raise HashMismatch(f"{file} is not a wheel: {exc.message}", hint) from None
-    if _normalize(name) != _normalize(package):
+    if canonicalize_name(name) != canonicalize_name(package):
         raise HashMismatch(f"{file} is a wheel of {name}, not of {package}", hint)
     if version is not None and not _same_version(meta_version, version):
         raise HashMismatch(f"{file} is {name} {meta_version}, but the pin is {package} {version}", hint)
@@ -123,6 +119,16 @@ def add_to_store(path: Path, name: str) -> str:
         return proc.run([nix_store, "--add-fixed", "sha256", str(named)]).stdout.strip()
 
 
+def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
+    """Add `path` to the store as `name`; refuse unless it lands where the flake's fetchurl looks for it."""
+    expected = fixed_path(name, digest)
+    store_path = add_to_store(path, name)
+    if store_path != expected:
+        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
+                         "use the nix-store of the Nix that builds the flake")
+    return store_path
+
+
 def find_locked(lock_paths: list[Path], filename: str) -> tuple[Path, str, str] | None:
     """(lock, package, hex sha256) of the file a uv.lock names by this file name, or None."""
     from blackwell_stack.stacks import libraries, wheels
@@ -152,11 +158,7 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
         if pinned != digest:
             raise HashMismatch(f"{file}: sha256 {digest} differs from {lock_path}'s {pinned} for {package}",
                                "this is not the locked file; nothing was added to the store")
-        expected = fixed_path(filename, digest)
-        store_path = add_to_store(file, filename)
-        if store_path != expected:
-            raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
-                             "use the nix-store of the Nix that builds the flake")
+        store_path = add_at_fixed_path(file, filename, digest)
         return VendorResult(store_path, str(lock_path), package, "uv.lock", False)
     pins_files = [load_pins(p) for p in pins_paths]
     pins, package, key, entry = find_pin(pins_files, filename, digest)
@@ -178,11 +180,7 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
         check_record_candidate(file, package, pins.packages[package].get("version"))
         recorded = True
 
-    expected = fixed_path(name, digest)
-    store_path = add_to_store(file, name)
-    if store_path != expected:
-        raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
-                         "use the nix-store of the Nix that builds the flake")
+    store_path = add_at_fixed_path(file, name, digest)
 
     if recorded:
         entry.update(

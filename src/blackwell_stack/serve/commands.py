@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--python", default=sys.executable, help="the Python that has sglang (default: this one)")
     p.set_defaults(func=cmd_run)
 
-    p = serve_sub.add_parser("flags", help="the pinned SGLang's flag table")
+    p = serve_sub.add_parser("flags", help="the SGLang flag tables, one per SGLang version (modules/sglang-flags/)")
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
     e = flags_sub.add_parser("extract", help="extract the flag table from an sglang wheel (static, no import)")
@@ -167,10 +167,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_flags_extract(args: argparse.Namespace) -> int:
     # Checked before the wheel is read; without --output the table goes beside the
-    # others, named by the wheel's SGLang version (the same directory for every version).
-    check_output_path(args.output or flagmod.table_path("sglang"), "--output")
+    # others, named by the wheel's SGLang version.
+    out = check_output_path(args.output or flagmod.default_output(args.wheel), "--output")
     data = flagmod.extract_wheel(args.wheel)
-    out = args.output or flagmod.table_path(data["sglang_version"])
     atomic_write_json(out, data)
     print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
     return int(ExitCode.OK)

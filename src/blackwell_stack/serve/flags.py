@@ -398,6 +398,11 @@ def table_path(version: str) -> Path:
     return data_path(*FLAGS_DIR, f"{version}.json")
 
 
+def default_output(wheel: Path) -> Path:
+    """Where `serve flags extract` writes the table of `wheel` without --output: beside the others, by its version."""
+    return table_path(_wheel_version(Path(wheel).name))
+
+
 def available_versions() -> list[str]:
     """The SGLang versions that have a committed flag table, oldest first."""
     found = [p.stem for p in data_path(*FLAGS_DIR).glob("*.json")]

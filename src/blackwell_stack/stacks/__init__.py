@@ -2,7 +2,8 @@
 
 One lock, two realizations: uv2nix builds the lock in Nix (lib/stacks.nix,
 nix/stack-set.nix) and `uv sync --frozen` installs it into a venv. This
-package reads the stacks (model), locks them (lock), audits the locked wheels
-(libraries), compares a venv with a lock (doctor) and repacks an installed
-distribution (rescue). See docs/stacks.md.
+package reads the stacks (model), locks them (lock), picks each package's file
+as uv and uv2nix do (wheels), audits the locked wheels (libraries) and their
+torch pairs (pairing), compares a venv with a lock (doctor), and shows a stack
+in `plan` and `pins show` (plan). See docs/stacks.md.
 """

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import output
+from blackwell_stack.argtypes import positive_int
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.stacks import libraries, model
 
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     audit.add_argument("name")
     audit.add_argument("--write", action="store_true", help="write stacks/NAME/wheels.json")
-    audit.add_argument("--jobs", type=int, default=4, help="wheels read at once (default: 4)")
+    audit.add_argument("--jobs", type=positive_int, default=4, help="wheels read at once (default: 4)")
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=cmd_audit)
 

@@ -25,11 +25,7 @@ Each difference comes with the one command that repairs it.
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
-import csv
-import hashlib
-import io
 import json
 import shlex
 from dataclasses import asdict, dataclass
@@ -37,14 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from packaging.tags import parse_tag
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
 
-from blackwell_stack.doctor import remote_zip
+from blackwell_stack.doctor import remote_zip, wheelrecord, wheelzip
 from blackwell_stack.errors import StackError
 from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.hashes import hex_to_record, sha256_file
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import libraries, wheels
-from blackwell_stack.stacks.model import LockedPackage, Stack, normalize
+from blackwell_stack.stacks.model import LockedPackage, Stack
 
 MISSING, VERSION, FILE, FILES, EXTRA, ON_DISK = "missing", "other version", "other file", "other file hash", "not in the lock", "changed on disk"
 PYTHON = "other python"
@@ -79,13 +80,10 @@ def _wheel_tags(wheel: dict) -> set:
         return set()
 
 
-def _record(text: str) -> dict[str, str]:
+def _record(text: str, where: str) -> dict[str, str]:
     """path -> sha256 (RECORD's urlsafe base64 form), for entries that have one."""
-    out = {}
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) >= 2 and row[1].startswith("sha256="):
-            out[row[0]] = row[1].removeprefix("sha256=")
-    return out
+    rows = wheelrecord.parse_record(text, where, strict=False)
+    return {path: digest for path, (algorithm, digest, _size) in rows.items() if algorithm == "sha256" and digest}
 
 
 def locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str, str]:
@@ -102,19 +100,22 @@ def locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str
     return record
 
 
+def _record_member(names: list[str], wheel: dict) -> str:
+    found = [n for n in names if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
+    if len(found) != 1:
+        raise StackError(f"{wheels.filename(wheel)} has {len(found)} .dist-info/RECORD files", "the wheel is malformed")
+    return found[0]
+
+
 def _read_locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str, str]:
     local = libraries.local_path(stack, package, wheel)
     if local is not None:
-        import zipfile
-
-        with zipfile.ZipFile(local) as zf:
-            name = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
-            return _record(zf.read(name).decode())
+        with wheelzip.open_zip(local) as zf:
+            name = _record_member(zf.namelist(), wheel)
+            return _record(zf.read(name).decode(), f"{local}:{name}")
     with remote_zip.RemoteWheel(libraries.remote_file(wheel)) as rw:
-        names = [n for n in rw.names if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
-        if len(names) != 1:
-            raise StackError(f"{wheels.filename(wheel)} has {len(names)} .dist-info/RECORD files", "the wheel is malformed")
-        return _record(rw.fetch_member(names[0]).read_text())
+        name = _record_member(rw.names, wheel)
+        return _record(rw.fetch_member(name).read_text(), f"{wheels.filename(wheel)}:{name}")
 
 
 def _record_differences(expected: dict[str, str], installed: dict[str, str]) -> list[str]:
@@ -155,11 +156,7 @@ def _on_disk(dist, installed: dict[str, str]) -> list[str]:
         if not file.is_file():
             changed.append(path)
             continue
-        h = hashlib.sha256()
-        with open(file, "rb") as fh:
-            while block := fh.read(1 << 20):
-                h.update(block)
-        if base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode() != digest:
+        if hex_to_record(sha256_file(file)) != digest:
             changed.append(path)
     return changed
 
@@ -211,7 +208,7 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[l
             out.append(Difference(VERSION, pkg.name, pkg.version, dist.version, f"{dist.version} installed", repair))
             continue
         tags = _installed_tags(dist)
-        installed = _record(dist.read_text("RECORD") or "")
+        installed = _record(dist.read_text("RECORD") or "", f"{pkg.name}'s installed RECORD")
         # Which locked file was installed: the one whose RECORD the installation carries. Tried in
         # order: files whose tags the installed WHEEL names, then the one uv picks here, then the rest
         # (a wheel's WHEEL may name other tags than its file name: torch-memory-saver 0.0.9).
@@ -261,7 +258,7 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[l
         else:
             matched += 1
 
-    known = {normalize(n) for n in lock.packages} | {normalize(kernel["package"])}
+    known = {canonicalize_name(n) for n in lock.packages} | {canonicalize_name(kernel["package"])}
     for name in sorted(env.dists):
         if name not in known:
             dist = env.dists[name]

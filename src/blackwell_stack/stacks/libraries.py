@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime as dt
-import hashlib
 import json
 import mmap
 import re
@@ -40,6 +39,7 @@ from blackwell_stack.doctor import elf, linkage, remote_zip
 from blackwell_stack.download import download
 from blackwell_stack.errors import DataError, HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.hashes import sha256_file
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import wheels
 from blackwell_stack.stacks.model import Lock, LockedPackage, Stack
@@ -161,7 +161,7 @@ def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdi
         if not path.is_file():
             raise StackError(f"{path} is missing: {stack.relpath}/uv.lock takes {package.name} from it",
                              f"put the kept wheels back: {stack.lock_command}")
-        found = hashlib.sha256(path.read_bytes()).hexdigest()
+        found = sha256_file(path)
         if found != digest:
             raise HashMismatch(f"{path}: sha256 {found}, but {stack.relpath}/uv.lock says {digest}",
                                "this is not the file the lock was made with")
@@ -390,7 +390,7 @@ def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[
             "that two or more wheels share (nix/fixups/env-collisions.json). `torch_pairs`: each package "
             "that links torch, checked as stack.json says."
         ),
-        "lock_sha256": hashlib.sha256(lock.path.read_bytes()).hexdigest(),
+        "lock_sha256": sha256_file(lock.path),
         "target": {"system": stack.system, "python": stack.python, "glibc": ".".join(map(str, tgt.glibc))},
         "files": {name: {"file": c.filename, "sha256": c.sha256, "checked": c.checked} for name, c in contents.items()},
         "choices": dict(sorted(choices.items())),
@@ -419,7 +419,7 @@ def load_audit(stack: Stack) -> dict[str, Any]:
 
 def audit_is_current(stack: Stack, data: dict[str, Any]) -> bool:
     """Whether wheels.json was made from the uv.lock that is there now."""
-    return stack.locked and data.get("lock_sha256") == hashlib.sha256(stack.lock_path.read_bytes()).hexdigest()
+    return stack.locked and data.get("lock_sha256") == sha256_file(stack.lock_path)
 
 
 def write_audit(stack: Stack, data: dict[str, Any]) -> Path:

@@ -17,12 +17,10 @@ index with their sha256 is written next to them.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import os
 import re
 import shutil
-import subprocess
 import tomllib
 from pathlib import Path
 
@@ -30,7 +28,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, StackError, ToolchainError
-from blackwell_stack.fileio import atomic_write_bytes
+from blackwell_stack.fileio import atomic_file, atomic_write_bytes
+from blackwell_stack.hashes import sha256_file
 from blackwell_stack.stacks.model import Lock, Stack, load_lock
 
 KEPT_INDEX = "./wheels/simple"
@@ -42,7 +41,7 @@ def uv_binary(stack: Stack, uv: str | None = None) -> str:
     path = uv or proc.which("uv")
     if not path:
         raise ToolchainError("uv is not on PATH", UV_HINT.format(version=stack.uv_version))
-    out = proc.run([path, "--version"], timeout=60).stdout.strip()
+    out = proc.run([path, "--version"], check=False, timeout=60).stdout.strip()
     m = re.match(r"uv (\S+)", out)
     if not m or m.group(1) != stack.uv_version:
         raise ToolchainError(
@@ -55,9 +54,8 @@ def uv_binary(stack: Stack, uv: str | None = None) -> str:
 
 def _python_version(path: str) -> str | None:
     try:
-        r = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                           capture_output=True, text=True, timeout=60, check=False)
-    except OSError:
+        r = proc.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], check=False, timeout=60)
+    except StackError:  # cannot be started, or hung
         return None
     return r.stdout.strip() if r.returncode == 0 else None
 
@@ -67,10 +65,9 @@ def _pyenv_candidates(version: str) -> list[str]:
     if not pyenv:
         return []
     try:
-        root = subprocess.run([pyenv, "root"], capture_output=True, text=True, timeout=60, check=False).stdout.strip()
-        listed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True, timeout=60,
-                                check=False).stdout.split()
-    except OSError:
+        root = proc.run([pyenv, "root"], check=False, timeout=60).stdout.strip()
+        listed = proc.run([pyenv, "versions", "--bare"], check=False, timeout=60).stdout.split()
+    except StackError:
         return []
     return [f"{root}/versions/{v}/bin/python{version}" for v in sorted(listed, reverse=True)
             if v == version or v.startswith(version + ".")]
@@ -110,29 +107,16 @@ def write_kept_index(stack: Stack, source: Path) -> list[str]:
         except InvalidWheelFilename as exc:
             raise StackError(f"{wheel}: not a wheel file name ({exc})", "keep the wheels' original file names") from None
         dest = target / wheel.name
-        if not (dest.is_file() and dest.stat().st_size == wheel.stat().st_size and _same(dest, wheel)):
-            target.mkdir(parents=True, exist_ok=True)
-            tmp = dest.with_name(f".{dest.name}.part")
-            shutil.copyfile(wheel, tmp)
-            os.replace(tmp, dest)
-        projects.setdefault(str(name), []).append((wheel.name, _sha256(dest)))
+        digest = sha256_file(wheel)
+        if not (dest.is_file() and dest.stat().st_size == wheel.stat().st_size and sha256_file(dest) == digest):
+            with atomic_file(dest, suffix=".part") as out, open(wheel, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+        projects.setdefault(str(name), []).append((wheel.name, digest))
     for project, files in projects.items():
         links = "".join(f'<a href="../../{html.escape(f)}#sha256={h}">{html.escape(f)}</a>\n' for f, h in files)
         atomic_write_bytes(target / "simple" / project / "index.html",
                            f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n".encode())
     return [w.name for w in found]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _same(a: Path, b: Path) -> bool:
-    return _sha256(a) == _sha256(b)
 
 
 def validate(stack: Stack, lock: Lock) -> None:
@@ -182,10 +166,10 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
     before = stack.lock_path.read_bytes() if stack.locked else None
     try:
         # In the stack's directory: uv resolves a relative index URL (./wheels/simple) against the working directory.
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800, check=False, cwd=stack.path)
-    except subprocess.TimeoutExpired:
+        result = proc.run(argv, env=env, timeout=1800, check=False, cwd=stack.path)
+    except StackError as exc:  # it hung (or could not be started after all)
         _restore(stack, before)
-        raise BuildError(f"`{' '.join(argv)}` did not finish in 30 minutes", "check the network and try again") from None
+        raise type(exc)(exc.message, "check the network and try again; the old uv.lock was left as it was") from None
     if result.returncode != 0:
         _restore(stack, before)
         tail = "\n".join(result.stderr.strip().splitlines()[-25:])

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.paths import data_path
 
@@ -35,11 +37,6 @@ KEY_VERSIONS = ("sglang", "flashinfer", "torch")
 KERNEL_FROM = ("source", "lock")
 PAIR_CHECKS = ("metadata", "symbols", "source", "lock", "unpaired")
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-
-
-def normalize(name: str) -> str:
-    """PEP 503 name normalization (how uv.lock spells package names)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ class Lock:
     packages: dict[str, LockedPackage] = field(default_factory=dict)
 
     def get(self, name: str) -> LockedPackage | None:
-        return self.packages.get(normalize(name))
+        return self.packages.get(canonicalize_name(name))  # how uv.lock spells names (PEP 503)
 
     @property
     def excludes(self) -> list[str]:

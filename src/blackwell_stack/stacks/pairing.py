@@ -23,9 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from blackwell_stack.doctor import linkage
-from blackwell_stack.stacks.model import Lock, Stack, normalize
+from blackwell_stack.stacks.model import Lock, Stack
 
 
 def torch_linked(contents: dict[str, Any]) -> list[str]:
@@ -42,7 +43,7 @@ def _metadata_pin(requires: list[str], wanted: str) -> str | None:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if normalize(req.name) != wanted or (req.marker is not None and not req.marker.evaluate(env)):
+        if canonicalize_name(req.name) != wanted or (req.marker is not None and not req.marker.evaluate(env)):
             continue
         return f"{req.name}{req.specifier}"
     return None

@@ -40,10 +40,15 @@ def _audit(stack: model.Stack) -> tuple[dict[str, Any] | None, str | None]:
 
 def locked_files(stack: model.Stack) -> list[PinRow]:
     """One pin per locked package: the file it installs on the stack's target, and how its sha256 was checked."""
+    return list(_locked_files_by_package(stack).values())
+
+
+def _locked_files_by_package(stack: model.Stack) -> dict[str, PinRow]:
+    """locked_files, by package name (sorted)."""
     lock = stack.lock()
     audit, problem = _audit(stack)
     fill = f"blackwell-stack stack audit {stack.name} --write"
-    rows = []
+    rows = {}
     for name, (pkg, wheel) in sorted(libraries.chosen_wheels(stack, lock).items()):
         digest = libraries.sha256_of(wheel)
         checked = (audit or {}).get("files", {}).get(name)
@@ -51,13 +56,13 @@ def locked_files(stack: model.Stack) -> list[PinRow]:
         source = HASH_SOURCE.format(uv=stack.uv_version)
         if ok:
             source += f"; {checked['checked']} (stack audit)"
-        rows.append(PinRow(
+        rows[name] = PinRow(
             what=f"{name} ({stack.name} stack)", version=pkg.version,
             url=wheel.get("url") or wheel.get("path"), hash=f"sha256:{digest}" if digest else None,
             hash_source=source, verified=ok,
             reason=None if ok else (problem or f"{name}'s file is not in {stack.relpath}/wheels.json"),
             file=f"{stack.relpath}/uv.lock", update_command=fill,
-        ))
+        )
     return rows
 
 
@@ -108,8 +113,8 @@ def plan_section(name: str) -> PlanSection:
     lock = stack.lock()
     versions = stack.versions(lock)
     audit, problem = _audit(stack)
-    files = locked_files(stack)
-    by_package = {r.what.split(" (")[0]: r for r in files}
+    by_package = _locked_files_by_package(stack)
+    files = list(by_package.values())
     checked = sum(r.verified for r in files)
     sec.items.append(PlanItem(
         "uv.lock", f"{len(files)} packages, uv {stack.uv_version}, Python {stack.python}, {stack.system}",
@@ -150,16 +155,14 @@ def plan_section(name: str) -> PlanSection:
             None if result.get("ok") else f"{problem or 'the pair does not hold'}. "
             f"Check it with: blackwell-stack stack audit {name}",
             checked_by=f"`stack audit` ({how})" if result.get("ok") else None))
-    choices = {p.name: (wheels.uv2nix_choice(p), wheels.uv_choice(p)) for p in lock.packages.values() if p.wheels}
-    differing = sorted(n for n, (a, b) in choices.items() if a is not None and b is not None
-                       and wheels.filename(a) != wheels.filename(b))
+    differing = sorted(wheels.divergent(list(lock.packages.values()), libraries.target(stack)))
     sec.items.append(PlanItem(
         "same files in Nix and uv", f"uv's file for every package ({', '.join(differing) or 'no package'} "
         "where uv2nix alone would take another)", "computed from uv.lock here; nix/fixups/wheel-choice.nix; "
         "tests/test_stacks_nix.py (the real uv2nix)", True,
         checked_by="computed from uv.lock here; the real uv2nix in the tests"))
-    for row in files:
-        sec.items.append(PlanItem(row.what.split(" (")[0] + f" {row.version}", (row.url or "").rsplit("/", 1)[-1],
+    for package, row in by_package.items():
+        sec.items.append(PlanItem(f"{package} {row.version}", (row.url or "").rsplit("/", 1)[-1],
                                   row.hash_source if row.verified else row.file, row.verified,
                                   None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
                                   checked_by=AUDITED if row.verified else None, detail=True))
