@@ -86,9 +86,18 @@
 
       # The stacks' Python package sets, for extending with `.overrideScope`.
       legacyPackages = forAllSystems (
-        _pkgs: sets:
+        pkgs: sets:
         {
           pythonSets = sets;
+
+          # NixOS VM tests, as nixpkgs keeps them (legacyPackages.<system>.nixosTests),
+          # out of `checks`: they need a builder with KVM (docs/nixos-module.md).
+          #   nix build .#nixosTests.sglang -L
+          nixosTests.sglang = import ./modules/tests/sglang-vm.nix {
+            # services.sglang in VMs with stand-in servers, on a plain nixpkgs.
+            pkgs = nixpkgs.legacyPackages.${pkgs.stdenv.hostPlatform.system};
+            inherit (self.packages.${pkgs.stdenv.hostPlatform.system}) blackwell-stack;
+          };
         }
         // lib.genAttrs' unlockedNames (name: lib.nameValuePair (envName name) sets.${name}.blackwellStackEnv)
       );
@@ -135,18 +144,13 @@
         }
       );
 
+      # What any x86_64-linux builder can build: no KVM, no GPU (nix/checks.nix);
+      # the VM test is legacyPackages.<system>.nixosTests.sglang.
       checks = forAllSystems (
         pkgs: sets:
         import ./nix/checks.nix {
           inherit pkgs sets;
           packages = self.packages.${pkgs.stdenv.hostPlatform.system};
-        }
-        // {
-          # services.sglang in NixOS VMs with stand-in servers, on a plain nixpkgs (needs KVM).
-          sglang-vm = import ./modules/tests/sglang-vm.nix {
-            pkgs = nixpkgs.legacyPackages.${pkgs.stdenv.hostPlatform.system};
-            inherit (self.packages.${pkgs.stdenv.hostPlatform.system}) blackwell-stack;
-          };
         }
       );
 
