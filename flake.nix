@@ -91,7 +91,9 @@
           pythonSets = sets;
 
           # NixOS VM tests, as nixpkgs keeps them (legacyPackages.<system>.nixosTests),
-          # out of `checks`: they need a builder with KVM (docs/nixos-module.md).
+          # out of `checks`: they need a builder with KVM (docs/nixos-module.md),
+          # and `nix flake check` builds no legacyPackages (nix's src/nix/flake.cc
+          # checks only their system names).
           #   nix build .#nixosTests.sglang -L
           nixosTests.sglang = import ./modules/tests/sglang-vm.nix {
             # services.sglang in VMs with stand-in servers, on a plain nixpkgs.
