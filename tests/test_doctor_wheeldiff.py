@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.doctor import wheeldiff
+from blackwell_stack.formats import wheeldiff
 
 REPO = Path(__file__).resolve().parent.parent
 EPOCH = "1772542754"  # the nixpkgs pin's lastModified; any fixed value does

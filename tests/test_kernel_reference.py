@@ -18,11 +18,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO, copy_data_root
+from kernel_probe import probe_plan, probe_project
 
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.kernel import build, buildinfo, reference
-from conftest import REPO, copy_data_root
-from kernel_probe import probe_plan, probe_project
 
 
 def cli(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:

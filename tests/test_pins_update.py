@@ -7,12 +7,12 @@ import json
 import shutil
 
 import pytest
+from index_server import Index, build_wheel, serve
 
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.hashes import hex_to_sri
-from blackwell_stack.pins.store import load_pins, wheel_pin
+from blackwell_stack.model.pins import load_pins, wheel_pin
 from blackwell_stack.pins.update import update_pypi, update_torch
-from index_server import Index, build_wheel, serve
 
 TRITON = "3.6.0+git1a2b3c4d"
 

@@ -199,7 +199,7 @@ def test_check_on_the_current_stack_lists_versions_and_unverified_entries():
 
 @pytest.mark.parametrize("stack", ["stable", "current"])
 def test_every_profile_of_a_stack_passes_check_on_its_lock(stack):
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     versions = model.load(stack).versions()
     profiles = model.load(stack).profiles

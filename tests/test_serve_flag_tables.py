@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from blackwell_stack.errors import DataError
+from blackwell_stack.model.profile import load_profile
 from blackwell_stack.serve import flags
-from blackwell_stack.serve.profile import load_profile
 
 
 def test_default_table_is_the_default_profiles_sglang():

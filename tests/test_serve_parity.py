@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from blackwell_stack.model import stack as stacks_model
+from blackwell_stack.model.profile import Profile, Runtime, available_profiles, load_profile, load_rules
 from blackwell_stack.serve import flags
-from blackwell_stack.serve.profile import Profile, Runtime, available_profiles, load_profile, load_rules
 from blackwell_stack.serve.render import render
 from blackwell_stack.serve.rules import evaluate
-from blackwell_stack.stacks import model as stacks_model
 
 pytestmark = pytest.mark.nix
 

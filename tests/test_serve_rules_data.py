@@ -11,8 +11,9 @@ import re
 import pytest
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.serve import flags, versions
-from blackwell_stack.serve.profile import available_profiles, load_profile, load_rules
+from blackwell_stack.model import versions
+from blackwell_stack.model.profile import available_profiles, load_profile, load_rules
+from blackwell_stack.serve import flags
 
 RULES = load_rules()
 TABLES = {v: flags.load_table(v).data for v in flags.available_versions()}

@@ -24,7 +24,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from blackwell_stack.doctor import elf
+from blackwell_stack.formats import elf
 
 
 def sha256(data: bytes) -> str:

@@ -10,7 +10,7 @@ import argparse
 import importlib
 
 from blackwell_stack import output
-from blackwell_stack.plan_model import PlanSection
+from blackwell_stack.model.plan import PlanSection
 
 PLAN_VERSION = 1
 
@@ -29,7 +29,7 @@ def sections(stacks: list[str] | None = None) -> list[PlanSection]:
 
     A module with `plan_sections(stacks)` gives one section per stack (the SGLang service).
     """
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
     from blackwell_stack.stacks import plan as stack_plan
 
     chosen = stacks or [model.default_name()]
@@ -42,7 +42,7 @@ def sections(stacks: list[str] | None = None) -> list[PlanSection]:
 
 def stack_names(arg: str | None) -> list[str]:
     """--stack NAME (or `all`) as a list of stacks."""
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     if arg is None:
         return [model.default_name()]

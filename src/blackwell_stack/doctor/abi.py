@@ -20,8 +20,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack.doctor import demangle, elf, inspection, linkage, remote_zip, wheelzip
+from blackwell_stack.doctor import inspection
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import demangle, elf, linkage, remote_zip, wheelzip
 from blackwell_stack.progress import Progress
 
 REBUILD_FIX = "rebuild sgl-kernel against this torch: `nix build .#sgl-kernel-wheel` or `blackwell-stack kernel build`"

@@ -7,8 +7,9 @@ import time
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
-from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, wheeldiff
+from blackwell_stack.doctor import abi, checks, envcheck, host, inspection
 from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack.formats import wheeldiff
 from blackwell_stack.kernel import reference
 
 
@@ -119,8 +120,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.stack:
         import sys
 
+        from blackwell_stack.model import stack as model
         from blackwell_stack.stacks import doctor as stack_doctor
-        from blackwell_stack.stacks import model
 
         return stack_doctor.run(model.load(args.stack), args.python or sys.executable,
                                 verify_files=args.verify_files, as_json=args.json)

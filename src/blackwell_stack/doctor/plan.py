@@ -5,8 +5,8 @@ from __future__ import annotations
 from blackwell_stack.doctor import envcheck, host
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import recipe as kernel_recipe
-from blackwell_stack.plan_model import PlanItem, PlanSection, not_checked_here
-from blackwell_stack.stacks import model as stacks_model
+from blackwell_stack.model import stack as stacks_model
+from blackwell_stack.model.plan import PlanItem, PlanSection, not_checked_here
 
 DOCS = "docs/reference-deployment.md"
 ON_THE_HOST = not_checked_here("`doctor` on the GPU host")

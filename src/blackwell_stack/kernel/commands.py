@@ -171,7 +171,7 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     if args.stack:
-        from blackwell_stack.stacks import model
+        from blackwell_stack.model import stack as model
 
         model.load(args.stack).require_source_kernel()
     plan = build.make_plan(

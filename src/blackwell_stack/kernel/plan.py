@@ -6,7 +6,7 @@ import sys
 
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, toolchain
-from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
 
 
 def _first_line(text: str) -> str:
@@ -15,7 +15,7 @@ def _first_line(text: str) -> str:
 
 def plan_sections(stacks: list[str]) -> list[PlanSection]:
     """The source build, when one of the stacks shown builds its sgl-kernel (the others take theirs from the lock)."""
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     builders = [n for n in stacks if model.load(n).kernel["from"] == "source"]
     return [plan_section(builders)] if builders else []

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import proc
-from blackwell_stack.doctor import wheeldiff, wheelzip
 from blackwell_stack.errors import DataError, StackError, ToolchainError
+from blackwell_stack.formats import wheeldiff, wheelzip
 from blackwell_stack.hashes import is_hex, sha256_file
-from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sources, sourcedir, toolchain
+from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sourcedir, sources, toolchain
 from blackwell_stack.paths import data_path
 
 REFERENCE_PARTS = ("pkgs", "sgl-kernel", "reference-wheel.json")

@@ -58,7 +58,7 @@ def expected_torch(python: str, allow_torch: str | None = None, stack: str | Non
 
     The one place that decides it: every check, log line and build record follows.
     """
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     st = model.load_default_or(stack)
     version = st.versions()["torch"]

@@ -71,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     if args.stack:
-        from blackwell_stack.stacks import model
+        from blackwell_stack.model import stack as model
         from blackwell_stack.stacks import plan as stack_plan
 
         stack = model.load(args.stack)
@@ -162,9 +162,8 @@ def cmd_rescue(args: argparse.Namespace) -> int:
 
 
 def cmd_vendor(args: argparse.Namespace) -> int:
+    from blackwell_stack.model import stack as model
     from blackwell_stack.pins.vendor import vendor
-
-    from blackwell_stack.stacks import model
 
     files = args.files or registry.wheel_pins_paths()
     locks = [] if args.files else [s.lock_path for s in map(model.load, model.names()) if s.locked]

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
 from blackwell_stack.pins import registry
-from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
 
 
 def plan_section() -> PlanSection:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from blackwell_stack.errors import DataError
+from blackwell_stack.model.pins import PinRow
 from blackwell_stack.paths import data_path
 
 KERNEL_SOURCES = "pkgs/sgl-kernel/sources.json"
@@ -15,25 +15,9 @@ FLAKE_LOCK = "flake.lock"
 LOCK_PROVENANCE = "nix/flake-inputs.json"
 
 
-@dataclass
-class PinRow:
-    what: str
-    version: str | None
-    url: str | None
-    hash: str | None
-    hash_source: str | None
-    verified: bool
-    reason: str | None
-    file: str
-    update_command: str | None = None  # the command that fills this pin when unverified
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 def wheel_pins_paths() -> list[Path]:
     """The wheel pins files the stacks keep (stack.json kept_wheels.pins), in stack order."""
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     paths = [data_path(s.data["kept_wheels"]["pins"]) for s in map(model.load, model.names()) if s.data.get("kept_wheels")]
     return [p for p in paths if p.exists()]
@@ -41,7 +25,8 @@ def wheel_pins_paths() -> list[Path]:
 
 def _wheel_rows() -> list[PinRow]:
     """The wheel pins each stack keeps, as `pins show --stack NAME` lists them."""
-    from blackwell_stack.stacks import model, plan
+    from blackwell_stack.model import stack as model
+    from blackwell_stack.stacks import plan
 
     return [row for name in model.names() for row in plan.kept_wheel_pins(model.load(name))]
 
@@ -97,7 +82,8 @@ def _flake_rows() -> list[PinRow]:
 
 
 def _stack_rows() -> list[PinRow]:
-    from blackwell_stack.stacks import model, plan
+    from blackwell_stack.model import stack as model
+    from blackwell_stack.stacks import plan
 
     return [plan.summary_row(model.load(name)) for name in model.names()]
 

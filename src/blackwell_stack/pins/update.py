@@ -15,11 +15,11 @@ from typing import Any
 from blackwell_stack import pypi
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
+from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri, sha256_file
+from blackwell_stack.model.pins import ANY_KEY, SCHEMA_VERSION, load_pins, validate, wheel_key
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.pins import index, wheels
-from blackwell_stack.pins.store import ANY_KEY, SCHEMA_VERSION, load_pins, validate, wheel_key
-from blackwell_stack.fileio import atomic_write_json
 
 NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{cuda}"
 # Packages that have carried torch nightlies' triton pin (renamed by pytorch PR #169888).

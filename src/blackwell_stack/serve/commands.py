@@ -10,10 +10,11 @@ from pathlib import Path
 
 from blackwell_stack import proc
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.fileio import atomic_write_json, check_output_path
+from blackwell_stack.fileio import atomic_write_bytes, check_output_path
+from blackwell_stack.model.profile import DEFAULT_PROFILE
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve.profile import DEFAULT_PROFILE
+from blackwell_stack.serve import flags_decisions, flags_extract
 from blackwell_stack.serve.render import Rendered
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, configure
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
     e = flags_sub.add_parser("extract", help="extract the flag table from an sglang wheel (static, no import)")
-    e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flagmod.WHEEL_HINT.format(version="<version>") + ")")
+    e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flags_extract.WHEEL_HINT.format(version="<version>") + ")")
     e.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags/<version>.json)")
     e.set_defaults(func=cmd_flags_extract)
     s = flags_sub.add_parser("show", help="look up flags in the committed table")
@@ -168,9 +169,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_flags_extract(args: argparse.Namespace) -> int:
     # Checked before the wheel is read; without --output the table goes beside the
     # others, named by the wheel's SGLang version.
-    out = check_output_path(args.output or flagmod.default_output(args.wheel), "--output")
-    data = flagmod.extract_wheel(args.wheel)
-    atomic_write_json(out, data)
+    out = check_output_path(args.output or flags_extract.default_output(args.wheel), "--output")
+    data = flags_extract.extract_wheel(args.wheel)
+    atomic_write_bytes(out, flags_decisions.render_table(data).encode())
     print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
     return int(ExitCode.OK)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.plan_model import PlanItem, PlanSection
+from blackwell_stack.model.plan import PlanItem, PlanSection
 
 if TYPE_CHECKING:
-    from blackwell_stack.serve.profile import Runtime
+    from blackwell_stack.model.profile import Runtime
 
 
 def plan_sections(stacks: list[str]) -> list[PlanSection]:
@@ -21,7 +21,7 @@ def plan_sections(stacks: list[str]) -> list[PlanSection]:
     return [plan_section(stack=name, key="service" if len(stacks) == 1 else f"service-{name}") for name in stacks]
 
 
-def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = None, *, stack: str | None = None,
+def plan_section(profile_name: str | None = None, runtime: Runtime | None = None, *, stack: str | None = None,
                  key: str = "service") -> PlanSection:
     """The service of `profile_name` on `runtime`, or of `stack` (its first profile on its lock's versions).
 
@@ -30,9 +30,9 @@ def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = No
     section = PlanSection(key=key, title="SGLang service" + (f" (stack {stack})" if stack else ""))
     extra_source = None
     try:
+        from blackwell_stack.model import stack as stacks_model
         from blackwell_stack.serve.commands import command_line
         from blackwell_stack.serve.service import configure
-        from blackwell_stack.stacks import model as stacks_model
 
         if stack is not None and not stacks_model.load(stack).locked:
             # No lock to read versions from: the profile's own runtime block, said so below.

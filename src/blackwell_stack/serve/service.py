@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import StackError
+from blackwell_stack.model.profile import Profile, Runtime, load_profile, load_rules
 from blackwell_stack.serve import secrets
 from blackwell_stack.serve.flags import FlagTable, load_table
-from blackwell_stack.serve.profile import Profile, Runtime, load_profile, load_rules
 from blackwell_stack.serve.render import Rendered, parse_set, render
 from blackwell_stack.serve.rules import Verdict, evaluate
 
@@ -45,7 +45,7 @@ class Service:
 
 def stack_runtime(name: str) -> Runtime:
     """The SGLang and flashinfer versions a stack's lock holds (StackError with the lock command without one)."""
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     stack = model.load(name)
     versions = stack.versions()
@@ -54,7 +54,7 @@ def stack_runtime(name: str) -> Runtime:
 
 def check_profile_fits_stack(profile: Profile, name: str, runtime: Runtime) -> None:
     """StackError naming the fix unless `profile` is made for the stack `name` (whose lock holds `runtime`)."""
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     if profile.stacks:
         if name in profile.stacks:
@@ -93,7 +93,7 @@ def configure(
     table_path replaces the runtime's flag table (its version is then not checked).
     """
     if stack is not None and profile is None:
-        from blackwell_stack.stacks import model
+        from blackwell_stack.model import stack as model
 
         profile = model.load(stack).profiles[0]
     prof = load_profile(profile)

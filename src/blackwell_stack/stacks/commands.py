@@ -10,7 +10,8 @@ from typing import Any
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.stacks import libraries, model
+from blackwell_stack.model import stack as model
+from blackwell_stack.stacks import libraries
 
 
 def register(sub: argparse._SubParsersAction) -> None:

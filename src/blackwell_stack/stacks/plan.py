@@ -17,10 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.pins.registry import PinRow
-from blackwell_stack.pins.store import load_pins
-from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
-from blackwell_stack.stacks import libraries, model, wheels
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import stack as model
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.model.pins import load_pins
+from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.pins import PinRow
+from blackwell_stack.stacks import libraries
 
 HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
 # What checked a locked file here: `stack audit` downloaded it and compared its sha256 with the lock's.
@@ -49,8 +52,8 @@ def _locked_files_by_package(stack: model.Stack) -> dict[str, PinRow]:
     audit, problem = _audit(stack)
     fill = f"blackwell-stack stack audit {stack.name} --write"
     rows = {}
-    for name, (pkg, wheel) in sorted(libraries.chosen_wheels(stack, lock).items()):
-        digest = libraries.sha256_of(wheel)
+    for name, (pkg, wheel) in sorted(stack.chosen_wheels(lock).items()):
+        digest = lockfile.sha256_of(wheel)
         checked = (audit or {}).get("files", {}).get(name)
         ok = bool(checked and digest and checked["sha256"] == digest and checked["file"] == wheels.filename(wheel))
         source = HASH_SOURCE.format(uv=stack.uv_version)
@@ -155,7 +158,7 @@ def plan_section(name: str) -> PlanSection:
             None if result.get("ok") else f"{problem or 'the pair does not hold'}. "
             f"Check it with: blackwell-stack stack audit {name}",
             checked_by=f"`stack audit` ({how})" if result.get("ok") else None))
-    differing = sorted(wheels.divergent(list(lock.packages.values()), libraries.target(stack)))
+    differing = sorted(wheels.divergent(list(lock.packages.values()), stack.target()))
     sec.items.append(PlanItem(
         "same files in Nix and uv", f"uv's file for every package ({', '.join(differing) or 'no package'} "
         "where uv2nix alone would take another)", "computed from uv.lock here; nix/fixups/wheel-choice.nix; "

@@ -18,7 +18,13 @@ from blackwell_stack.verify import baseline as baseline_mod
 from blackwell_stack.verify import bench as bench_mod
 from blackwell_stack.verify import degeneracy
 from blackwell_stack.verify import smoke as smoke_mod
-from blackwell_stack.verify.openai_client import Endpoint, HTTPStatusError, ProtocolError, describe_error, first_model_id
+from blackwell_stack.verify.openai_client import (
+    Endpoint,
+    HTTPStatusError,
+    ProtocolError,
+    describe_error,
+    first_model_id,
+)
 from blackwell_stack.verify.tokens import SOURCE_USAGE, TokenizerCounter
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.plan_model import PlanItem, PlanSection, not_checked_here
-from blackwell_stack.serve.profile import load_profile
+from blackwell_stack.model.plan import PlanItem, PlanSection, not_checked_here
+from blackwell_stack.model.profile import load_profile
 from blackwell_stack.verify import baseline
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.model import versions
 from blackwell_stack.paths import data_path
-from blackwell_stack.serve import versions
 
 DEFAULT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120"
 PROFILES_DIR = ("modules", "profiles")

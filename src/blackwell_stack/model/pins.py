@@ -1,4 +1,5 @@
-"""Wheel pins files (`pkgs/*/pins.json`): load, validate, look up, save.
+"""Pins: one pin as a row of `pins show` (PinRow), and wheel pins files (`stacks/*/pins.json`): load, validate,
+look up, save.
 
 The schema (version 1), shared with lib/pins.nix:
 
@@ -25,7 +26,7 @@ Other top-level keys (index_url, date, cuda) are kept as they are.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,19 @@ def unverified(pins: PinsFile) -> list[dict[str, str]]:
         for key in sorted(pins.packages[name]["wheels"])
         if not pins.packages[name]["wheels"][key]["verified"]
     ]
+
+
+@dataclass
+class PinRow:
+    what: str
+    version: str | None
+    url: str | None
+    hash: str | None
+    hash_source: str | None
+    verified: bool
+    reason: str | None
+    file: str
+    update_command: str | None = None  # the command that fills this pin when unverified
+
+    def to_json(self) -> dict:
+        return asdict(self)

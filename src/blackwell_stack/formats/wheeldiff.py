@@ -23,8 +23,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from blackwell_stack.doctor import elf, wheelzip
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import elf, wheelzip
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.progress import Progress
 
