@@ -214,7 +214,7 @@ def run_wheel_diff(args: argparse.Namespace) -> int:
         if result["identical"]:
             print("identical: the two wheels are bit for bit the same")
         else:
-            output.table(["member", "difference", "detail"], _grouped(result["members"]))
+            output.table(["member", "difference", "detail"], output.grouped_rows(result["members"]))
             counts = ", ".join(f"{n} {c}" for c, n in result["classes"].items())
             print(f"\nnot identical: {counts}; worst: {result['verdict']}")
     return 0 if result["identical"] else int(ExitCode.CHECK_FAILED)
@@ -229,20 +229,7 @@ def _wheel_diff_reference(wheel: str, as_json: bool) -> int:
         print(f"wheel:     {verdict.wheel}\n           sha256 {verdict.sha256}, {verdict.size} bytes")
         print(f"reference: {ref.wheel_name} ({ref.path.name})\n           sha256 {ref.wheel_sha256}, {ref.wheel_size} bytes")
         if verdict.members:
-            output.table(["member", "difference", "detail"], _grouped(verdict.members))
+            output.table(["member", "difference", "detail"], output.grouped_rows(verdict.members))
         print(verdict.summary())
     return 0 if verdict.identical else int(ExitCode.CHECK_FAILED)
 
-
-def _grouped(members: list[dict]) -> list[list[str]]:
-    """Table rows; a difference shared by more than 3 members becomes one row with a count."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for m in members:
-        groups.setdefault((m["class"], m["detail"]), []).append(m["name"])
-    rows = []
-    for (cls, detail), names in groups.items():
-        if len(names) > 3:
-            rows.append([f"{names[0]} and {len(names) - 1} more", cls, detail])
-        else:
-            rows.extend([n, cls, detail] for n in names)
-    return rows

@@ -215,9 +215,8 @@ def _print_wheel_verdict(config: reference.ConfigVerdict | None, verdict: refere
     print(f"reference: {verdict.summary()}")
     if not config or not config.same:
         print(f"  (the conditions differ from the reference's: {config.summary() if config else 'unknown'})")
-    differing = [[m["name"], m["class"], m["detail"]] for m in verdict.members]
-    if differing:
-        output.table(["member", "class", "detail"], differing)
+    if verdict.members:
+        output.table(["member", "class", "detail"], output.grouped_rows(verdict.members))
 
 
 def _print_plan(plan: build.BuildPlan) -> None:
