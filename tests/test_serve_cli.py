@@ -250,9 +250,10 @@ def test_a_stack_without_a_lock_names_the_command_that_makes_it():
 
 
 def test_plan_shows_each_stacks_service_on_its_own_versions():
+    from blackwell_stack.model.stack import load
     from blackwell_stack.serve.plan import plan_sections
 
-    current, stable, nightly = plan_sections(["current", "stable", "nightly"])
+    current, stable, nightly = plan_sections([load("current"), load("stable"), load("nightly")])
     assert [s.key for s in (current, stable, nightly)] == ["service-current", "service-stable", "service-nightly"]
     items = {i.name: i for i in current.items}
     assert items["runtime"].value == "sglang 0.5.23, flashinfer 0.7.2" and items["runtime"].source == "stacks/current/uv.lock"
@@ -263,4 +264,4 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     # No lock: the profile's own runtime block, and the command that makes the lock.
     runtime = {i.name: i for i in nightly.items}["runtime"]
     assert runtime.value == "sglang 0.5.9, flashinfer 0.6.5" and "blackwell-stack stack lock nightly --wheels DIR" in runtime.source
-    assert [s.key for s in plan_sections(["current"])] == ["service"]
+    assert [s.key for s in plan_sections([load("current")])] == ["service"]

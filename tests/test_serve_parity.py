@@ -441,9 +441,10 @@ LOCKED_STACKS = [n for n in stacks_model.names() if stacks_model.load(n).locked]
 
 def _stack_python(c: dict) -> dict:
     """`serve check --stack STACK --profile PROFILE --set K=V`: the lock's runtime, the profile held to the stack."""
+    from blackwell_stack.model import stack as stacks_model
     from blackwell_stack.serve.service import configure
 
-    service = configure(c["profile"], stack=c["stack"], settings=[f"{k}={v}" for k, v in c["overrides"].items()])
+    service = configure(c["profile"], stack=stacks_model.load(c["stack"]), settings=[f"{k}={v}" for k, v in c["overrides"].items()])
     return {
         "argv": service.rendered.argv,
         "env": service.rendered.env,

@@ -328,7 +328,7 @@ class FaultServer:
         if self.proc.stdout:
             self.proc.stdout.close()
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         return self
 
     def __exit__(self, *exc) -> None:

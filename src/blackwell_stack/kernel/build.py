@@ -324,7 +324,7 @@ def make_plan(
         host, job_plan = jobs.read_host(memory_mib=int(memory_gib * 1024) if memory_gib is not None else None), None
     planned = {**job_plan.environment(), **job_plan.defines()} if job_plan else {}
 
-    log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.log"
+    log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
     defines = recipe.defines(rec, arch, planned)
     defines.update(fetchcontent)
     defines["SGL_KERNEL_BUILD_INFO_FILE"] = str(out_dir / buildinfo.FILE_NAME)

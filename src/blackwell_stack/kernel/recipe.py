@@ -103,7 +103,7 @@ def _layered(recipe: Mapping, kind: str, archs, planned: Mapping[str, str] | Non
     }[kind]
     arch = check_archs(recipe, archs if archs is not None else recipe["arch"])
     out = dict(recipe[fixed])
-    out.update({name: arch for name in recipe[arch_names]})
+    out.update(dict.fromkeys(recipe[arch_names], arch))
     if planned:
         out.update({name: str(planned[name]) for name in recipe[planned_names] if name in planned})
     return out

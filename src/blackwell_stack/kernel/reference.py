@@ -77,7 +77,7 @@ def load(path: str | Path | None = None) -> Reference:
 
 def _need(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
     value = data.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise DataError(path, None, f"{where}{key}", f"must be a {kind.__name__}")
     return value
 

@@ -187,7 +187,13 @@ def names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "stack.json").is_file())
 
 
+# Stacks loaded by this process, by stack.json and the state of the file they were read from: a command that
+# names a stack twice gets the same Stack, whose lock is then parsed once.
+_loaded: dict[Path, tuple[tuple[int, int, int], Stack]] = {}
+
+
 def load(name: str) -> Stack:
+    """The stack `name` (stacks/<name>/stack.json, validated)."""
     if not _NAME.match(name or ""):
         raise StackError(f"{name!r} is not a stack name", f"stacks: {', '.join(names()) or 'none'}")
     path = stacks_root() / name
@@ -195,13 +201,20 @@ def load(name: str) -> Stack:
     if not meta.is_file():
         raise StackError(f"there is no stack {name!r} ({STACKS_DIR}/{name}/stack.json)",
                          f"pick one of: {', '.join(names()) or 'none'}")
+    st = meta.stat()
+    state = (st.st_ino, st.st_size, st.st_mtime_ns)
+    seen = _loaded.get(meta.resolve())
+    if seen is not None and seen[0] == state:
+        return seen[1]
     try:
         data = json.loads(meta.read_text())
     except json.JSONDecodeError as exc:
         raise DataError(meta, None, None, f"not valid JSON (line {exc.lineno}: {exc.msg})",
                         "fix the syntax, or restore the file with `git checkout -- FILE`") from None
     validate(data, meta, name)
-    return Stack(name, path, data)
+    stack = Stack(name, path, data)
+    _loaded[meta.resolve()] = (state, stack)
+    return stack
 
 
 def default_name() -> str:
@@ -210,6 +223,15 @@ def default_name() -> str:
         raise StackError(f"{len(defaults)} stacks say \"default\": true ({', '.join(defaults) or 'none'})",
                          "exactly one stacks/<name>/stack.json must be the default")
     return defaults[0]
+
+
+def select(arg: str | None) -> list[Stack]:
+    """`--stack NAME` (or `all`) as the stacks it names; without one, the default stack."""
+    if arg is None:
+        return [load(default_name())]
+    if arg == "all":
+        return [load(n) for n in names()]
+    return [load(arg)]
 
 
 def load_default_or(name: str | None) -> Stack:

@@ -5,7 +5,13 @@
 from __future__ import annotations
 
 from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.stack import Stack
 from blackwell_stack.pins import registry
+
+
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
+    """One section whatever the stacks: what they all build on."""
+    return [plan_section()]
 
 
 def plan_section() -> PlanSection:

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from pathlib import Path
 
 from blackwell_stack import proc
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_bytes, check_output_path
+from blackwell_stack.model import stack as model
 from blackwell_stack.model.profile import DEFAULT_PROFILE
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
 from blackwell_stack.serve import flags_decisions, flags_extract
 from blackwell_stack.serve.render import Rendered
 from blackwell_stack.serve.rules import Verdict
-from blackwell_stack.serve.service import Service, configure
+from blackwell_stack.serve.service import Service, command_line, configure
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,19 +73,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _service(args: argparse.Namespace) -> Service:
-    return configure(args.profile, stack=args.stack, settings=args.settings, extra_args=args.extra_args,
+    stack = model.load(args.stack) if args.stack else None
+    return configure(args.profile, stack=stack, settings=args.settings, extra_args=args.extra_args,
                      table_path=args.flags_table)
 
 
 def _render(args: argparse.Namespace) -> tuple[Rendered, list[Verdict]]:
     service = _service(args)
     return service.rendered, service.verdicts
-
-
-def command_line(rendered: Rendered, python: str = "python") -> str:
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in rendered.env.items())
-    cmd = shlex.join([python, "-m", "sglang.launch_server", *rendered.argv])
-    return f"{env} {cmd}".strip()
 
 
 def cmd_render(args: argparse.Namespace) -> int:

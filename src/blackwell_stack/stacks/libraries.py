@@ -125,7 +125,7 @@ class WheelContents:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "WheelContents":
+    def from_json(cls, data: dict[str, Any]) -> WheelContents:
         fields = dict(data)
         fields["members"] = {k: (v[0], v[1]) for k, v in data["members"].items()}
         fields["elf"] = {k: ElfInfo(**v) for k, v in data["elf"].items()}

@@ -18,11 +18,10 @@ from typing import Any
 
 from blackwell_stack.errors import StackError
 from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import stack as model
 from blackwell_stack.model import wheel_choice as wheels
-from blackwell_stack.model.pins import load_pins
+from blackwell_stack.model.pins import PinRow, load_pins
 from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
-from blackwell_stack.model.pins import PinRow
+from blackwell_stack.model.stack import Stack
 from blackwell_stack.stacks import libraries
 
 HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
@@ -30,7 +29,7 @@ HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
 AUDITED = "PyPI's sha256, file hashed by `stack audit`"
 
 
-def _audit(stack: model.Stack) -> tuple[dict[str, Any] | None, str | None]:
+def _audit(stack: Stack) -> tuple[dict[str, Any] | None, str | None]:
     """wheels.json when it was made from the current uv.lock, else (None, why not)."""
     try:
         data = libraries.load_audit(stack)
@@ -41,12 +40,12 @@ def _audit(stack: model.Stack) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
-def locked_files(stack: model.Stack) -> list[PinRow]:
+def locked_files(stack: Stack) -> list[PinRow]:
     """One pin per locked package: the file it installs on the stack's target, and how its sha256 was checked."""
     return list(_locked_files_by_package(stack).values())
 
 
-def _locked_files_by_package(stack: model.Stack) -> dict[str, PinRow]:
+def _locked_files_by_package(stack: Stack) -> dict[str, PinRow]:
     """locked_files, by package name (sorted)."""
     lock = stack.lock()
     audit, problem = _audit(stack)
@@ -69,7 +68,7 @@ def _locked_files_by_package(stack: model.Stack) -> dict[str, PinRow]:
     return rows
 
 
-def kept_wheel_pins(stack: model.Stack) -> list[PinRow]:
+def kept_wheel_pins(stack: Stack) -> list[PinRow]:
     """The stack's own wheel pins (stack.json kept_wheels.pins: the nightly's torch and triton)."""
     from blackwell_stack.paths import data_path
 
@@ -84,7 +83,7 @@ def kept_wheel_pins(stack: model.Stack) -> list[PinRow]:
     ]
 
 
-def summary_row(stack: model.Stack) -> PinRow:
+def summary_row(stack: Stack) -> PinRow:
     """One row for `pins show`: the stack's lock as a whole."""
     if not stack.locked:
         return PinRow(f"stack {stack.name} (uv.lock)", None, None, None, None, False,
@@ -100,8 +99,13 @@ def summary_row(stack: model.Stack) -> PinRow:
     )
 
 
-def plan_section(name: str) -> PlanSection:
-    stack = model.load(name)
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
+    """One section per stack shown."""
+    return [plan_section(stack) for stack in stacks]
+
+
+def plan_section(stack: Stack) -> PlanSection:
+    name = stack.name
     sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
     sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{stack.env_attribute}"]
     for row in kept_wheel_pins(stack):

@@ -55,7 +55,7 @@ class Limits:
     body_bytes: int
 
     @classmethod
-    def for_request(cls, body: dict | None) -> "Limits":
+    def for_request(cls, body: dict | None) -> Limits:
         max_tokens = body.get("max_tokens") if isinstance(body, dict) else None
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             return cls(DEFAULT_BODY_LIMIT, DEFAULT_BODY_LIMIT)
@@ -90,7 +90,7 @@ class Endpoint:
     api_key: str | None = None
 
     @classmethod
-    def parse(cls, url: str, api_key: str | None = None) -> "Endpoint":
+    def parse(cls, url: str, api_key: str | None = None) -> Endpoint:
         """http://host:port, http://host:port/v1 or https://host/prefix/v1 -> Endpoint."""
         raw = url if "://" in url else f"http://{url}"
         parts = urlsplit(raw)
@@ -323,7 +323,7 @@ async def _within(awaitable: Awaitable[T], timeout: float, what: str) -> T:
         raise ValueError(f"timeout must be positive, not {timeout!r}")
     try:
         return await asyncio.wait_for(awaitable, timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise RequestTimeout(f"{what}: no complete answer within {timeout:g} s") from None
 
 
@@ -404,7 +404,7 @@ class _SSEProtocol(asyncio.BufferedProtocol):
         stamp = time.perf_counter()
         try:
             self._received(stamp, bytes(self._view[:nbytes]))
-        except Exception as exc:  # noqa: BLE001 - every failure ends this request, and only it
+        except Exception as exc:
             self._finish(exc)
 
     def _received(self, stamp: float, data: bytes) -> None:

@@ -186,7 +186,7 @@ async def _run_one(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool,
     except ProtocolError as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200]))
         return answer
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError) as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "http", "request failed", describe_error(exc)))
         return answer
     finally:
