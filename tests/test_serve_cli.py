@@ -30,7 +30,7 @@ def cli(*args, env=None):
 def test_render_prints_the_working_command():
     result = cli("serve", "render")
     assert result.returncode == 0, result.stderr
-    line = next(l for l in result.stdout.splitlines() if "sglang.launch_server" in l)
+    line = next(text for text in result.stdout.splitlines() if "sglang.launch_server" in text)
     for word in WORKING:
         assert f" {word}" in line
     assert "SGLANG_ENABLE_JIT_DEEPGEMM=0" in line and "NCCL_P2P_LEVEL=4" in line
@@ -72,7 +72,7 @@ def test_check_passes_on_the_profile_and_lists_every_rule(repo):
 def test_check_fails_with_the_rule_and_exit_1(args, rule):
     result = cli("serve", "check", *args)
     assert result.returncode == 1
-    row = next(l for l in result.stdout.splitlines() if l.startswith(rule))
+    row = next(text for text in result.stdout.splitlines() if text.startswith(rule))
     assert "FAIL" in row
 
 

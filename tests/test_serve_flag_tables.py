@@ -43,7 +43,7 @@ def test_a_misfiled_table_is_refused(tmp_path):
     data = json.loads(flags.table_path("0.5.9").read_text())
     path = tmp_path / "0.5.23.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(DataError, match="is 0.5.9, expected 0.5.23"):
+    with pytest.raises(DataError, match=r"is 0.5.9, expected 0.5.23"):
         flags.load_table("0.5.23", path)
 
 

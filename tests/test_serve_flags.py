@@ -178,5 +178,5 @@ def test_not_a_wheel_is_a_clear_error(tmp_path):
 
 
 def test_source_without_add_argument_is_refused():
-    with pytest.raises(StackError, match="no parser.add_argument"):
+    with pytest.raises(StackError, match=r"no parser.add_argument"):
         flags_extract.extract_source("x = 1\n")

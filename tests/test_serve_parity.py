@@ -324,10 +324,10 @@ def test_a_runtime_version_that_is_not_pep440_is_refused_on_both_sides(nix, tmp_
 
 def test_fired_messages_name_the_flag_and_the_fix():
     py = python_result(RULE_CASES["sm120-moe-flashinfer-trtllm"][0])
-    (msg,) = [v for v in py["verdicts"] if v["id"] == "sm120-moe-flashinfer-trtllm"][0]["messages"]
+    (msg,) = next(v for v in py["verdicts"] if v["id"] == "sm120-moe-flashinfer-trtllm")["messages"]
     assert "--moe-runner-backend flashinfer_trtllm" in msg and "use flashinfer_cutlass" in msg
     py = python_result(RULE_CASES["sglang-rejects-flag"][0])
-    (msg,) = [v for v in py["verdicts"] if v["id"] == "sglang-rejects-flag"][0]["messages"]
+    (msg,) = next(v for v in py["verdicts"] if v["id"] == "sglang-rejects-flag")["messages"]
     assert "did you mean --fp4-gemm-backend?" in msg
 
 

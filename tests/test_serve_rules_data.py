@@ -138,7 +138,7 @@ def test_a_profile_runtime_that_is_not_a_version_is_refused(tmp_path):
     data["runtime"]["flashinfer"] = "latest"
     path = tmp_path / "p.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(DataError, match="runtime.*flashinfer.*PEP 440"):
+    with pytest.raises(DataError, match=r"runtime.*flashinfer.*PEP 440"):
         load_profile(str(path))
 
 

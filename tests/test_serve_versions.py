@@ -59,7 +59,7 @@ def test_builtins_compare_versions_would_not_do(nix):
 
 @pytest.mark.parametrize("bad", NOT_VERSIONS)
 def test_what_is_not_a_version_is_refused(bad):
-    with pytest.raises(StackError, match="PEP 440|digits"):
+    with pytest.raises(StackError, match=r"PEP 440|digits"):
         versions.parse(bad)
 
 

@@ -69,7 +69,7 @@ def test_the_library_providers_form_no_cycle():
                  for pkg, info in audit["libraries"].items()}
         state: dict[str, int] = {}
 
-        def visit(node: str, trail: tuple[str, ...]) -> None:
+        def visit(node: str, trail: tuple[str, ...], name=name, edges=edges, state=state) -> None:
             if state.get(node) == 2:
                 return
             assert state.get(node) != 1, f"{name}: library cycle {' -> '.join(trail + (node,))}"

@@ -15,8 +15,9 @@ from pathlib import Path
 from blackwell_stack.doctor import abi
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import elf, linkage, wheelzip
+from blackwell_stack.formats import elf, fatbin, linkage, wheelzip
 from blackwell_stack.formats.installed import Environment
+from blackwell_stack.model import stack as model
 
 TARGET_CUDA_MAJOR = 13
 
@@ -24,8 +25,6 @@ TARGET_CUDA_MAJOR = 13
 def pinned_torch() -> str:
     """The torch of the default stack's lock (stacks/<default>/uv.lock), read through the stacks loader
     (a StackError naming the file and the fix when it cannot be read)."""
-    from blackwell_stack.model import stack as model
-
     return model.load(model.default_name()).versions()["torch"]
 
 
@@ -148,7 +147,6 @@ def _arch_check(kdir: Path, version: str, cc: str, is_target: bool) -> Check:
     libs = kernel_library_for(cc, [m.name for m in source.elf_members])
     if not libs:
         return Check("python", "sgl-kernel architectures", WARN, version, f"no common_ops library in {kdir}", None)
-    from blackwell_stack.formats import fatbin
 
     missing: list[str] = []
     found: set[str] = set()

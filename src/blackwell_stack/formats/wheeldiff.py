@@ -65,7 +65,7 @@ def _metadata_differences(a: zipfile.ZipInfo, b: zipfile.ZipInfo) -> list[str]:
 
 
 def _ts(dt: tuple) -> str:
-    return "%04d-%02d-%02d %02d:%02d:%02d" % dt
+    return "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}".format(*dt)
 
 
 def _record_differences(text_a: str, text_b: str) -> str:

@@ -35,7 +35,7 @@ class NotAWheelError(StackError):
 
 def _looks_like_library(name: str) -> bool:
     base = name.rsplit("/", 1)[-1]
-    return base.endswith(".so") or ".so." in base or base.endswith(".cubin") or base.endswith(".o")
+    return base.endswith((".so", ".cubin", ".o")) or ".so." in base
 
 
 @dataclass(frozen=True)

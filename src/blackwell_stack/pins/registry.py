@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 from blackwell_stack.errors import DataError
+from blackwell_stack.model import stack as model
 from blackwell_stack.model.pins import PinRow
 from blackwell_stack.paths import data_path
+from blackwell_stack.stacks import plan
 
 KERNEL_SOURCES = "pkgs/sgl-kernel/sources.json"
 FLAKE_LOCK = "flake.lock"
@@ -17,17 +19,12 @@ LOCK_PROVENANCE = "nix/flake-inputs.json"
 
 def wheel_pins_paths() -> list[Path]:
     """The wheel pins files the stacks keep (stack.json kept_wheels.pins), in stack order."""
-    from blackwell_stack.model import stack as model
-
     paths = [data_path(s.data["kept_wheels"]["pins"]) for s in map(model.load, model.names()) if s.data.get("kept_wheels")]
     return [p for p in paths if p.exists()]
 
 
 def _wheel_rows() -> list[PinRow]:
     """The wheel pins each stack keeps, as `pins show --stack NAME` lists them."""
-    from blackwell_stack.model import stack as model
-    from blackwell_stack.stacks import plan
-
     return [row for name in model.names() for row in plan.kept_wheel_pins(model.load(name))]
 
 
@@ -82,9 +79,6 @@ def _flake_rows() -> list[PinRow]:
 
 
 def _stack_rows() -> list[PinRow]:
-    from blackwell_stack.model import stack as model
-    from blackwell_stack.stacks import plan
-
     return [plan.summary_row(model.load(name)) for name in model.names()]
 
 

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from blackwell_stack.errors import StackError
 from blackwell_stack.model.profile import Profile, Runtime
 from blackwell_stack.serve.flags import FlagTable, canonical, negated
 
@@ -219,8 +220,6 @@ def render(
 
 def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:
     """`--set key=value` pairs, typed by the flag table (int flags to int, true/false for switches)."""
-    from blackwell_stack.errors import StackError
-
     out: dict[str, Any] = {}
     for item in items:
         key, eq, raw = item.partition("=")

@@ -35,9 +35,11 @@ from typing import Any
 from packaging.tags import parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from blackwell_stack.errors import StackError
+from blackwell_stack import output
+from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip
+from blackwell_stack.formats.installed import Environment
 from blackwell_stack.hashes import hex_to_record, sha256_file
 from blackwell_stack.model import lock as lockfile
 from blackwell_stack.model import wheel_choice as wheels
@@ -175,8 +177,6 @@ def _kernel_repair(stack: Stack, python: str) -> str:
 
 def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[list[Difference], int]:
     """(differences, how many distributions matched)."""
-    from blackwell_stack.formats.installed import Environment
-
     lock = stack.lock()
     env = Environment(python)
     target = stack.target()
@@ -266,9 +266,6 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[l
 
 
 def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool) -> int:
-    from blackwell_stack import output
-    from blackwell_stack.errors import ExitCode
-
     diffs, matched = compare(stack, python, verify_files=verify_files)
     if as_json:
         output.dump_json({"stack": stack.name, "python": python, "matched": matched,

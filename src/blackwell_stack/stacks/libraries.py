@@ -45,6 +45,7 @@ from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.model.lock import Lock, LockedPackage
 from blackwell_stack.model.stack import Stack
 from blackwell_stack.paths import cache_dir
+from blackwell_stack.stacks import pairing
 
 SCHEMA_VERSION = 1
 AUDIT_FILE = "wheels.json"
@@ -330,8 +331,6 @@ def shared_paths(contents: dict[str, WheelContents]) -> list[dict[str, Any]]:
 
 def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[str, Any]:
     """wheels.json of a stack: checked files, wheel choices, libraries, shared paths, torch pairs."""
-    from blackwell_stack.stacks import pairing
-
     tgt = stack.target()
     choices = {}
     kept = {}

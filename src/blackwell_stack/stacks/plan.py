@@ -22,6 +22,7 @@ from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.model.pins import PinRow, load_pins
 from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
 from blackwell_stack.model.stack import Stack
+from blackwell_stack.paths import data_path
 from blackwell_stack.stacks import libraries
 
 HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
@@ -70,8 +71,6 @@ def _locked_files_by_package(stack: Stack) -> dict[str, PinRow]:
 
 def kept_wheel_pins(stack: Stack) -> list[PinRow]:
     """The stack's own wheel pins (stack.json kept_wheels.pins: the nightly's torch and triton)."""
-    from blackwell_stack.paths import data_path
-
     kept = stack.data.get("kept_wheels")
     if not kept:
         return []

@@ -15,6 +15,7 @@ finish reasons make the answers broken, and bench fails on them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections.abc import Callable
@@ -221,7 +222,7 @@ async def run_request(
         result.token_source = SOURCE_EVENTS
     if stamps:
         result.ttft_s = stamps[0] - started
-        result.itls_s = [b - a for a, b in zip(stamps, stamps[1:])]
+        result.itls_s = [b - a for a, b in itertools.pairwise(stamps)]
         span = stamps[-1] - stamps[0]
         if result.completion_tokens and result.completion_tokens > 1 and span > 0:
             result.decode_tok_s = (result.completion_tokens - 1) / span
