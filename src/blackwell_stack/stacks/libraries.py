@@ -357,7 +357,7 @@ def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[
             "that two or more wheels share (nix/fixups/env-collisions.json). `torch_pairs`: each package "
             "that links torch, checked as stack.json says."
         ),
-        "lock_sha256": sha256_file(lock.path),
+        "lock_sha256": lock.sha256,
         "target": {"system": stack.system, "python": stack.python, "glibc": ".".join(map(str, tgt.glibc))},
         "files": {name: {"file": c.filename, "sha256": c.sha256, "checked": c.checked} for name, c in contents.items()},
         "choices": dict(sorted(choices.items())),
@@ -386,7 +386,7 @@ def load_audit(stack: Stack) -> dict[str, Any]:
 
 def audit_is_current(stack: Stack, data: dict[str, Any]) -> bool:
     """Whether wheels.json was made from the uv.lock that is there now."""
-    return stack.locked and data.get("lock_sha256") == sha256_file(stack.lock_path)
+    return stack.locked and data.get("lock_sha256") == stack.lock().sha256
 
 
 def write_audit(stack: Stack, data: dict[str, Any]) -> Path:
