@@ -12,16 +12,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# What the CLI reads as data (src/blackwell_stack/paths.py): a copy of these is
-# a root for BLACKWELL_STACK_ROOT that a test may break.
-DATA_PARTS = ("pkgs", "modules", "patches", "nix", "stacks", "docs")
-
-
 def copy_data_root(dest: Path) -> Path:
-    """The project's data files copied under dest (a throw-away BLACKWELL_STACK_ROOT)."""
-    for part in DATA_PARTS:
-        shutil.copytree(REPO / part, dest / part, ignore=shutil.ignore_patterns("wheels", ".venv"))
-    shutil.copy(REPO / "flake.lock", dest / "flake.lock")
+    """The data files the CLI reads (model/registry.py: exactly what its Nix package carries), copied under
+    dest: a throw-away BLACKWELL_STACK_ROOT that a test may break."""
+    from blackwell_stack.model import registry
+
+    for path in registry.cli_files():
+        target = dest / path.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
     return dest
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.model import registry
 
 
 @dataclass(frozen=True)
@@ -61,20 +61,12 @@ def load_lock(path: Path) -> Lock:
     would not have written."""
     try:
         raw = path.read_bytes()
-        data = tomllib.loads(raw.decode())
     except FileNotFoundError:
         raise StackError(f"{path}: no such lock", "make it with the stack's lock command (`blackwell-stack stack show`)") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(path, None, None, f"not valid TOML ({exc})",
-                        "restore it with `git checkout -- FILE`, or make it again with the stack's lock command") from None
-    if data.get("version") != 1:
-        raise DataError(path, None, "version", f"uv lock format version 1 expected, found {data.get('version')!r}",
-                        "lock with the uv named in the stack's stack.json")
+    data = registry.parse("lock", path, raw, _check_version)
     lock = Lock(path, data, hashlib.sha256(raw).hexdigest())
     for entry in data.get("package", []):
-        name = entry.get("name")
-        if not isinstance(name, str):
-            raise DataError(path, None, "package.name", "a [[package]] has no name")
+        name = entry["name"]
         if name in lock.packages:
             raise DataError(path, name, None, "is locked more than once (forked resolution)",
                             "a stack is locked for one platform and one Python: check `environments` and requires-python")
@@ -90,6 +82,12 @@ def load_lock(path: Path) -> Lock:
                                    for extra, deps in entry.get("optional-dependencies", {}).items()},
         )
     return lock
+
+
+def _check_version(data: dict[str, Any], path: Path) -> None:
+    if data.get("version") != 1:
+        raise DataError(path, None, "version", f"uv lock format version 1 expected, found {data.get('version')!r}",
+                        "lock with the uv named in the stack's stack.json")
 
 
 def sha256_of(artifact: dict) -> str | None:

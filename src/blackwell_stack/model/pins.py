@@ -25,7 +25,6 @@ Other top-level keys (index_url, date, cuda) are kept as they are.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import is_sri
+from blackwell_stack.model import registry
 
 SCHEMA_VERSION = 1
 ENTRY_FIELDS = ("filename", "url", "hash", "hash_source", "verified", "reason")
@@ -68,14 +68,8 @@ class PinsFile:
 
 def load_pins(path: str | Path) -> PinsFile:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise StackError(f"{path}: no such pins file", "check the path, or create it with `blackwell-stack pins update`") from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                        "fix the syntax, or restore the file with `git checkout -- FILE`") from exc
-    validate(data, path)
+    data = registry.load("kept-wheel-pins", file=path, check=validate, missing=StackError(
+        f"{path}: no such pins file", "check the path, or create it with `blackwell-stack pins update`"))
     return PinsFile(path, data)
 
 

@@ -19,14 +19,13 @@ lib/stacks.nix reads the same files with builtins only; tests compare the two.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.model import wheel_choice
+from blackwell_stack.model import registry, wheel_choice
 from blackwell_stack.model.lock import Lock, LockedPackage, load_lock
 from blackwell_stack.paths import data_path
 
@@ -206,12 +205,7 @@ def load(name: str) -> Stack:
     seen = _loaded.get(meta.resolve())
     if seen is not None and seen[0] == state:
         return seen[1]
-    try:
-        data = json.loads(meta.read_text())
-    except json.JSONDecodeError as exc:
-        raise DataError(meta, None, None, f"not valid JSON (line {exc.lineno}: {exc.msg})",
-                        "fix the syntax, or restore the file with `git checkout -- FILE`") from None
-    validate(data, meta, name)
+    data = registry.load("stack", file=meta, check=lambda data, file: validate(data, file, name))
     stack = Stack(name, path, data)
     _loaded[meta.resolve()] = (state, stack)
     return stack
@@ -268,6 +262,9 @@ def validate(data: Any, path: Path, name: str) -> None:
     profiles = data.get("profiles")
     if not isinstance(profiles, list) or not profiles or not all(isinstance(p, str) and p for p in profiles):
         raise _bad(path, None, "profiles", "must list the profiles made for the stack (modules/profiles/<name>.json), its default first")
+    kept = data.get("kept_wheels")
+    if kept is not None and (not isinstance(kept, dict) or not isinstance(kept.get("pins"), str) or not kept["pins"]):
+        raise _bad(path, None, "kept_wheels.pins", "must name the stack's wheel pins file (stacks/<name>/pins.json)")
     lock = data.get("lock")
     if not isinstance(lock, dict) or not isinstance(lock.get("command"), str) or not lock["command"].strip():
         raise _bad(path, None, "lock.command", "must be the one command that makes the lock")

@@ -12,17 +12,14 @@ abbreviations, ambiguous prefixes and negating spellings.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.model import versions
+from blackwell_stack.model import registry, versions
 from blackwell_stack.model.profile import load_profile
-from blackwell_stack.paths import data_path
 
-FLAGS_DIR = ("modules", "sglang-flags")
 GENERATOR = "blackwell-stack serve flags extract --wheel {wheel} --output modules/sglang-flags/{version}.json"
 SCHEMA_VERSION = 3
 
@@ -54,12 +51,12 @@ class FlagTable:
 def table_path(version: str) -> Path:
     """Where the flag table of sglang `version` is committed."""
     versions.parse(version)  # a version, not a path
-    return data_path(*FLAGS_DIR, f"{version}.json")
+    return registry.path("flag-table", version)
 
 
 def available_versions() -> list[str]:
     """The SGLang versions that have a committed flag table, oldest first."""
-    found = [p.stem for p in data_path(*FLAGS_DIR).glob("*.json")]
+    found = [p.stem for p in registry.entry("flag-table").files()]
     return sorted(found, key=functools.cmp_to_key(versions.compare))
 
 
@@ -85,15 +82,8 @@ def load_table(version: str | None = None, path: Path | None = None) -> FlagTabl
                 "extract it from the sglang wheel: " + extract_command(version),
             )
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise DataError(path, None, None, "no such flag table", "pass a table written by `blackwell-stack serve flags extract`") from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON: {exc}") from exc
-    for key in ("flags", "options", "abbreviations", "ambiguous", "negated", "sglang_version"):
-        if key not in data:
-            raise DataError(path, None, key, "missing", "regenerate the table with `blackwell-stack serve flags extract`")
+    data = registry.load("flag-table", file=path, missing=DataError(
+        path, None, None, "no such flag table", "pass a table written by `blackwell-stack serve flags extract`"))
     if version is not None and data["sglang_version"] != version:
         raise DataError(
             path, None, "sglang_version", f"is {data['sglang_version']}, expected {version}",

@@ -9,7 +9,7 @@ from typing import Any
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
-from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack.errors import DataError, ExitCode, StackError
 from blackwell_stack.model import stack as model
 from blackwell_stack.stacks import doctor as stack_doctor
 from blackwell_stack.stacks import libraries
@@ -88,7 +88,9 @@ def summary(stack: model.Stack) -> dict[str, Any]:
         audit = libraries.load_audit(stack)
         data["audit"] = {"current": libraries.audit_is_current(stack, audit), "torch_pairs": audit["torch_pairs"],
                          "choices": audit["choices"]}
-    except StackError as exc:  # a missing or broken audit is reported, not fatal
+    except DataError:
+        raise  # one of the wrong shape is refused (exit 3)
+    except StackError as exc:  # a missing audit is reported, not fatal
         data["audit"] = {"current": False, "problem": str(exc)}
     return data
 

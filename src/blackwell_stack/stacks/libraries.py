@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack.download import download
-from blackwell_stack.errors import DataError, HashMismatch, NetworkError, StackError
+from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.formats import elf, linkage, remote_zip
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import registry
 from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.model.lock import Lock, LockedPackage
 from blackwell_stack.model.stack import Stack
@@ -373,15 +374,11 @@ def audit_path(stack: Stack) -> Path:
 
 
 def load_audit(stack: Stack) -> dict[str, Any]:
-    path = audit_path(stack)
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StackError(f"{stack.relpath}/{AUDIT_FILE} is missing",
-                         f"write it with `blackwell-stack stack audit {stack.name} --write`") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON ({exc.msg})",
-                        f"write it again with `blackwell-stack stack audit {stack.name} --write`") from None
+    """The stack's wheels.json, checked (registry); a StackError, not a DataError, when there is none yet."""
+    return registry.load(
+        "audit", file=audit_path(stack), hint=f"write it again with `blackwell-stack stack audit {stack.name} --write`",
+        missing=StackError(f"{stack.relpath}/{AUDIT_FILE} is missing",
+                           f"write it with `blackwell-stack stack audit {stack.name} --write`"))
 
 
 def audit_is_current(stack: Stack, data: dict[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from blackwell_stack.errors import StackError
+from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.model import lock as lockfile
 from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.model.pins import PinRow, load_pins
@@ -34,7 +34,9 @@ def _audit(stack: Stack) -> tuple[dict[str, Any] | None, str | None]:
     """wheels.json when it was made from the current uv.lock, else (None, why not)."""
     try:
         data = libraries.load_audit(stack)
-    except StackError as exc:
+    except DataError:
+        raise  # a wheels.json of the wrong shape is refused (exit 3), not shown as files not checked
+    except StackError as exc:  # none yet
         return None, exc.message
     if not libraries.audit_is_current(stack, data):
         return None, f"{stack.relpath}/wheels.json was made from another uv.lock"
