@@ -80,11 +80,11 @@ def test_plan_refuses_an_unknown_stack(capsys):
 
 def test_the_kernel_toolchain_check_takes_the_stacks_torch():
     """`kernel build --stack NAME` expects the torch of that stack's lock; a stack without one names its lock command."""
-    expected = toolchain.expected_torch(sys.executable, stack="stable")
+    expected = toolchain.expected_torch(sys.executable, model.load("stable"))
     assert expected.version == model.load("stable").versions()["torch"] and expected.override is None
     assert expected.install.startswith("UV_PROJECT_ENVIRONMENT=") and "uv sync --frozen --inexact --project" in expected.install
     with pytest.raises(StackError) as info:
-        toolchain.expected_torch(sys.executable, stack="nightly")
+        toolchain.expected_torch(sys.executable, model.load("nightly"))
     assert info.value.hint == "run `blackwell-stack stack lock nightly --wheels DIR`"
 
 

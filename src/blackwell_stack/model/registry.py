@@ -47,6 +47,10 @@ class DataFile:
         rel = self.pattern.format(name=name) if "{name}" in self.pattern else self.pattern
         return PACKAGE_ROOT / rel if self.in_package else data_path(rel)
 
+    def directory(self) -> Path:
+        """The folder that holds the files of this kind (for kinds named by their file name)."""
+        return self.path("_").parent
+
     def files(self) -> list[Path]:
         """Every file of this kind that is there now."""
         if "{name}" not in self.pattern:

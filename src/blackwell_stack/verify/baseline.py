@@ -18,7 +18,7 @@ from pathlib import Path
 from blackwell_stack.errors import DataError
 from blackwell_stack.model import registry
 
-BASELINE_DIR = registry.path("baseline", "x").parent
+BASELINE_DIR = registry.entry("baseline").directory()
 DEFAULT_BASELINE = registry.path("baseline", "qwen3.5-397b-a17b-nvfp4-sm120")
 RELATIONS = ("at_least", "about")
 
