@@ -14,7 +14,7 @@ an option (cli_name or `--field-name`, aliases, Literal choices, `list[...]`
 as nargs "+", bool as store_true, `required` when there is no default), and
 names imported from other modules of the wheel (choices lists in
 `arg_groups/choices.py`, custom argparse actions). What cannot be resolved is
-recorded as unresolved, as for the older layout (flags.py).
+recorded as unresolved, as for the older layout (flags_extract.py).
 """
 
 from __future__ import annotations
