@@ -34,6 +34,9 @@ _RUNNER_SETTINGS = ("COLUMNS", "LINES", "LANGUAGE")
 @pytest.fixture(scope="session", autouse=True)
 def _same_terminal_and_locale_everywhere():
     saved = {name: os.environ.pop(name) for name in _RUNNER_SETTINGS if name in os.environ}
+    for name in _RUNNER_SETTINGS:
+        # GNU readline, once imported (by pdb, for one), exports COLUMNS and LINES behind os.environ's back.
+        os.unsetenv(name)
     saved_lc_all = os.environ.get("LC_ALL")
     os.environ["LC_ALL"] = "C.UTF-8"
     yield

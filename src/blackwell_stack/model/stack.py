@@ -186,11 +186,6 @@ def names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "stack.json").is_file())
 
 
-# Stacks loaded by this process, by stack.json and the state of the file they were read from: a command that
-# names a stack twice gets the same Stack, whose lock is then parsed once.
-_loaded: dict[Path, tuple[tuple[int, int, int], Stack]] = {}
-
-
 def load(name: str) -> Stack:
     """The stack `name` (stacks/<name>/stack.json, validated)."""
     if not _NAME.match(name or ""):
@@ -200,15 +195,8 @@ def load(name: str) -> Stack:
     if not meta.is_file():
         raise StackError(f"there is no stack {name!r} ({STACKS_DIR}/{name}/stack.json)",
                          f"pick one of: {', '.join(names()) or 'none'}")
-    st = meta.stat()
-    state = (st.st_ino, st.st_size, st.st_mtime_ns)
-    seen = _loaded.get(meta.resolve())
-    if seen is not None and seen[0] == state:
-        return seen[1]
     data = registry.load("stack", file=meta, check=lambda data, file: validate(data, file, name))
-    stack = Stack(name, path, data)
-    _loaded[meta.resolve()] = (state, stack)
-    return stack
+    return Stack(name, path, data)
 
 
 def default_name() -> str:

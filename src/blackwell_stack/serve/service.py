@@ -56,17 +56,18 @@ def stack_runtime(stack: Stack) -> Runtime:
 def check_profile_fits_stack(profile: Profile, stack: Stack, runtime: Runtime) -> None:
     """StackError naming the fix unless `profile` is made for `stack` (whose lock holds `runtime`)."""
     name = stack.name
+    own = profile.runtime()
+    if name in profile.stacks or (not profile.stacks and (own.sglang, own.flashinfer) == (runtime.sglang,
+                                                                                         runtime.flashinfer)):
+        return
+    # The stacks to name in the hint: every stack, this one as it was resolved (its lock is parsed once).
+    stacks = {n: stack if n == name else model.load(n) for n in model.names()}
     if profile.stacks:
-        if name in profile.stacks:
-            return
         made_for = f"the stacks {', '.join(profile.stacks)}"
-        others = [s for s in profile.stacks if s in model.names() and model.load(s).locked]
+        others = [s for s in profile.stacks if s in stacks and stacks[s].locked]
     else:
-        own = profile.runtime()
-        if (own.sglang, own.flashinfer) == (runtime.sglang, runtime.flashinfer):
-            return
         made_for = f"sglang {own.sglang}, flashinfer {own.flashinfer}"
-        others = [s for s in model.names() if model.load(s).locked and model.load(s).versions()["sglang"] == own.sglang]
+        others = [s for s, st in stacks.items() if st.locked and st.versions()["sglang"] == own.sglang]
     raise StackError(
         f"profile {profile.name} is not made for the {name} stack (sglang {runtime.sglang}, flashinfer "
         f"{runtime.flashinfer}); it is for {made_for}",
