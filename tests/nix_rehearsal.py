@@ -146,3 +146,47 @@ def sgl_kernel(tree: CudaTree, workdir: Path, *, sources: Path, python: dict[str
             "pythonVersion": python_version,
             "cmake": str(cmake), "cmakeVersion": cmake_version, "ninja": str(ninja), "numactl": str(numactl)}
     return evaluate(SGL_KERNEL, data, workdir)
+
+
+DEV_SHELL = """
+let
+  pkgs = {
+    inherit lib;
+    cudaPackages_13_0 = cudaPackages_13_0 // { backendStdenv.cc = { outPath = data.cc; }; };
+    symlinkJoin = args: args // { outPath = data.cudaHome; };
+    addDriverRunpath.driverLink = "/run/opengl-driver";
+    cmake = { outPath = data.cmake; version = data.cmakeVersion; };
+    ninja = { outPath = data.ninja; };
+    mkShell = args: args;
+    writeShellScriptBin = name: text: { outPath = data.cli; inherit name text; };
+  };
+  # The stack's set as far as nix/stack-env.nix reads it: mkVirtualEnv's derivation, overridable.
+  pythonSet = {
+    python.sitePackages = "lib/python3.12/site-packages";
+    mkVirtualEnv = name: spec:
+      let base = { inherit name; passthru = { }; outPath = data.env; spec = builtins.attrNames spec; }; in
+      base // { overrideAttrs = f: base // f base; };
+  };
+  devEnv = import ./nix/stack-env.nix {
+    inherit pkgs pythonSet;
+    stack = "stable";
+    name = "sglang-dev-env-stable";
+    extraSpec = { scikit-build-core = [ ]; wheel = [ ]; };
+  };
+  shell = import ./nix/dev-shell.nix { inherit pkgs; pythonSet = { blackwellStackDevEnv = devEnv; }; };
+in
+{
+  inherit (shell) shellHook;
+  packages = map toString shell.packages;
+  environment = devEnv.passthru.blackwellStack.environment;
+  cli = (builtins.elemAt shell.packages 1).text;
+}
+"""
+
+
+def dev_shell(tree: CudaTree, workdir: Path, *, cuda_home: Path, env: Path, cli: Path, cc: Path, cmake: Path,
+              cmake_version: str, ninja: Path) -> dict:
+    """nix/dev-shell.nix over the stable stack's nix/stack-env.nix: {shellHook, packages, environment, cli}."""
+    data = {"cuda": cuda_data(tree), "cudaHome": str(cuda_home), "env": str(env), "cli": str(cli), "cc": str(cc),
+            "cmake": str(cmake), "cmakeVersion": cmake_version, "ninja": str(ninja)}
+    return evaluate(DEV_SHELL, data, workdir)
