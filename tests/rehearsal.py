@@ -4,6 +4,7 @@
     session.cuda_home()     nix/cuda-home.nix evaluated, then joined as symlinkJoin joins it
     session.python          the stacks' Python (3.12), never downloaded
     session.torch_set       the stable stack's torch and what it loads, one site-packages per package
+    session.ninja           the stable lock's ninja, installed (prefix with bin/ninja)
     session.build_tools()   CMake (nixpkgs' release), ninja, numactl stand-ins; scikit-build-core and wheel
     session.kernel_sources  the offline sgl-kernel sources (BLACKWELL_STACK_KERNEL_SOURCES, or
                             shared/kernel-build next to the checkout)
@@ -91,19 +92,18 @@ class Session:
             numactl = tools.numactl(self.root / "store", data["numactl"])
         except ToolchainError as exc:
             pytest.skip(f"the numactl stand-in cannot be made here: {exc.message}")
-        ninja = shutil.which("ninja")
-        if ninja is None:
-            pytest.skip("ninja is needed (apt-get install ninja-build)")
-        ninja_prefix = self.root / "store" / "ninja-host"
-        (ninja_prefix / "bin").mkdir(parents=True, exist_ok=True)
-        if not (ninja_prefix / "bin" / "ninja").exists():
-            (ninja_prefix / "bin" / "ninja").symlink_to(ninja)
         for wheel in data["python_build_system"]:
             self.torch_set.add_wheel(wheel)
         for name in data["from_the_stack_lock"]:
             self.torch_set.add_locked(name)
         return {"cmake": tools.cmake(self.root / "store", data["cmake"]), "cmake_version": data["cmake"].version,
-                "ninja": ninja_prefix, "numactl": numactl}
+                "ninja": self.ninja, "numactl": numactl}
+
+    @functools.cached_property
+    def ninja(self) -> Path:
+        """The stable lock's ninja wheel installed (bin/ninja): the environment's ninja, which flashinfer's JIT
+        runs, and the stand-in for nixpkgs' ninja."""
+        return self.torch_set.add_locked("ninja").parents[2]
 
     @functools.cached_property
     def kernel_sources(self) -> Path:

@@ -56,7 +56,8 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
     torch_set = rehearsal.torch_set
     # The environment nix/stack-env.nix gives the service: CUDA_HOME, CC and CXX (the backend compiler).
     env = {
-        "PATH": f"{home}/bin:/usr/bin:/bin",
+        # The environment's bin/ (its ninja, which flashinfer runs), then the host's.
+        "PATH": f"{rehearsal.ninja}/bin:/usr/bin:/bin",
         "HOME": str(tmp_path),
         "CUDA_HOME": str(home),
         "CC": str(rh.HOST_COMPILER_BIN / "cc"),

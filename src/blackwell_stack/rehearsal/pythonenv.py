@@ -21,6 +21,7 @@ loads. `skipped` names every package of the closure not placed, and why.
 from __future__ import annotations
 
 import mmap
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from blackwell_stack.rehearsal.components import Wheel
 from blackwell_stack.stacks import libraries
 from blackwell_stack.stacks.model import Lock, Stack
 
+# A wheel's .data/<scheme>/ members (PEP 427): scripts go to bin/, purelib and platlib to site-packages.
+_DATA = re.compile(r"^[^/]+\.data/(scripts|purelib|platlib)/(.+)$")
 # Placed whole below this size; larger wheels only for the libraries they provide.
 WHOLE_BELOW = 50 * 1024 * 1024
 
@@ -67,10 +70,17 @@ class PythonSet:
         return Wheel(name, package.version or "", remote.filename, remote.url, remote.sha256, remote.size)
 
     def add_wheel(self, wheel: Wheel, *, keep=lambda _name: True) -> Path:
-        """Place the wheel's members for which keep(name) holds into the package's own site-packages."""
+        """Place the wheel's members for which keep(name) holds into the package's own prefix, as an
+        installer does: the site-packages, and a `<name>.data/scripts/` member into bin/."""
         site = site_packages(self.root, wheel.name, wheel.version, self.stack.python)
+        prefix = site.parents[2]
         for member in wheels.members(wheel, keep):
-            wheels.place(member.path, site / member.name, executable=member.executable)
+            data = _DATA.match(member.name)
+            if data and data.group(1) == "scripts":
+                wheels.place(member.path, prefix / "bin" / data.group(2), executable=True)
+            else:
+                wheels.place(member.path, site / (data.group(2) if data else member.name),
+                             executable=member.executable)
         site.mkdir(parents=True, exist_ok=True)
         self.dirs[wheel.name] = site
         return site
