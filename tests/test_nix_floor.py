@@ -51,7 +51,7 @@ def test_readme_states_the_floor(nix):
     version = re.search(r"Nix ([0-9.]+) or newer", wanted).group(1)
     readme = " ".join((REPO / "README.md").read_text().split())
     assert f"Nix {version} or newer" in readme
-    assert "nix-bin 2.8" in readme  # what Debian 12's Nix is good for, said there
+    assert "Debian 12's `nix-bin` 2.8" in readme  # and what that Nix is good for
 
 
 @pytest.fixture(scope="module")
