@@ -116,9 +116,6 @@ class Session:
             tar.extractall(dest, filter="tar")
         return dest
 
-    def nixpkgs_lib(self) -> Path:
-        return nix_inputs.source("nixpkgs-lib")
-
     def pyproject_hooks(self) -> Path:
         return nix_inputs.source("pyproject-nix") / "build" / "hooks"
 

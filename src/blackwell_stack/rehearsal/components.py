@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack.doctor.remote_zip import RemoteFile
 from blackwell_stack.errors import DataError
 from blackwell_stack.paths import data_path
+from blackwell_stack.pypi import ReleaseFile
 
 CUDA_FILE = ("nix", "rehearsal", "cuda-13.0.2.json")
 TOOLS_FILE = ("nix", "rehearsal", "tools.json")
@@ -27,17 +27,8 @@ OUTPUT_ORDER = ("out", "doc", "samples", "python", "bin", "dev", "include", "lib
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-@dataclass(frozen=True)
-class Wheel:
-    name: str
-    version: str
-    filename: str
-    url: str
-    sha256: str
-    size: int
-
-    def remote(self) -> RemoteFile:
-        return RemoteFile(self.filename, self.url, self.sha256, self.size)
+# A wheel the rehearsal reads: PyPI's record of the file.
+Wheel = ReleaseFile
 
 
 @dataclass(frozen=True)
@@ -72,7 +63,7 @@ def _wheel(raw: Any, where: Path, entry: str) -> Wheel:
     if not isinstance(raw["size"], int) or raw["size"] <= 0:
         raise DataError(where, entry, "wheel.size", "must be a positive integer")
     return Wheel(str(raw["name"]), str(raw["version"]), str(raw["filename"]), str(raw["url"]), str(raw["sha256"]),
-                 int(raw["size"]))
+                 int(raw["size"]), "bdist_wheel")
 
 
 def _read(parts: tuple[str, ...]) -> tuple[Path, dict[str, Any]]:

@@ -67,7 +67,8 @@ class PythonSet:
     def _locked_wheel(self, name: str) -> Wheel:
         package, wheel = libraries.chosen_wheels(self.stack, self.lock)[name]
         remote = libraries.remote_file(wheel)
-        return Wheel(name, package.version or "", remote.filename, remote.url, remote.sha256, remote.size)
+        return Wheel(name, package.version or "", remote.filename, remote.url, remote.sha256, remote.size,
+                     "bdist_wheel")
 
     def add_wheel(self, wheel: Wheel, *, keep=lambda _name: True) -> Path:
         """Place the wheel's members for which keep(name) holds into the package's own prefix, as an
@@ -110,7 +111,7 @@ class PythonSet:
         """Place the providers' libraries the start files need, and what those need, as the loader would find them."""
         index: dict[str, tuple[str, str]] = {}
         for dep, wheel in providers.items():
-            with RemoteWheel(wheel.remote()) as remote:
+            with RemoteWheel(wheels.remote_file(wheel)) as remote:
                 for member in remote.names:
                     base = member.rsplit("/", 1)[-1]
                     if ".so" in base:

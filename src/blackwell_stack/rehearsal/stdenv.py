@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,14 +113,6 @@ def build_environment(paths: Iterable[Path]) -> dict[str, str]:
             ldflags.append(f"-L{path / 'lib'}")
     return {"CMAKE_PREFIX_PATH": ":".join(prefixes), "NIX_CFLAGS_COMPILE": " ".join(cflags),
             "NIX_LDFLAGS": " ".join(ldflags)}
-
-
-def merged(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """base with extra's values appended to the same variables, space separated (as the hooks' += do)."""
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = f"{out[key]} {value}".strip() if out.get(key) else value
-    return out
 
 
 def setup_cuda_hook(hosts: Iterable[Input], nvcc_bin: Path, host_cxx: Path) -> tuple[list[str], list[str], dict[str, str]]:

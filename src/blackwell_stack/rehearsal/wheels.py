@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_stack.doctor.remote_zip import RemoteWheel
+from blackwell_stack.doctor.remote_zip import RemoteFile, RemoteWheel
 from blackwell_stack.errors import StackError
 from blackwell_stack.rehearsal.components import Wheel
 
@@ -34,9 +34,13 @@ def _executable(info: zipfile.ZipInfo) -> bool:
     return bool((info.external_attr >> 16) & stat.S_IXUSR)
 
 
+def remote_file(wheel: Wheel) -> RemoteFile:
+    return RemoteFile(wheel.filename, wheel.url, wheel.sha256, wheel.size)
+
+
 def members(wheel: Wheel, keep: Callable[[str], bool]) -> list[Member]:
     """The wheel's members for which keep(name) holds, fetched into the cache (in file order: one stream)."""
-    with RemoteWheel(wheel.remote()) as remote:
+    with RemoteWheel(remote_file(wheel)) as remote:
         if remote.remote.size != wheel.size:
             raise StackError(f"{wheel.filename}: the recorded size is {wheel.size}, the server's {remote.remote.size}")
         names = sorted((n for n in remote.names if keep(n)), key=lambda n: remote.infos[n].header_offset)
