@@ -131,12 +131,15 @@ def device_code(path: str | Path) -> set[tuple[str, str]]:
     return {(e.kind, e.arch) for e in fatbin.fatbin_entries(elf.parse(data, str(path)))}
 
 
-# The rehearsal's one addition to the derivation's build phase: scikit-build-core configures and
-# generates as in the build, then ninja only prints the build (-n), nothing is installed, and the
-# build directory is kept for compiling single units.
-STOP_AFTER_GENERATION = ('uvBuildFlags+=" --config-setting=build.tool-args=-n'
-                         ' --config-setting=install.components=rehearsal-installs-nothing'
-                         ' --config-setting=build-dir=$NIX_BUILD_TOP/cmake-build"\n')
+# The rehearsal's additions to the derivation's build phase: CMake searches none of the host's FHS
+# prefixes (nixpkgs' CMake has them patched out, and a sandbox has none) and no CUDA installed on the
+# host; it configures and generates as in the build, then ninja only prints the build (-n), nothing
+# is installed, and the build directory is kept for compiling single units.
+REHEARSAL_SETTINGS = ('uvBuildFlags+=" --config-setting=cmake.define.CMAKE_SYSTEM_IGNORE_PREFIX_PATH=/usr;/usr/local'
+                      ' --config-setting=cmake.define.CMAKE_IGNORE_PREFIX_PATH=/usr/local/cuda;/usr/local/cuda-13.0'
+                      ' --config-setting=build.tool-args=-n'
+                      ' --config-setting=install.components=rehearsal-installs-nothing'
+                      ' --config-setting=build-dir=$NIX_BUILD_TOP/cmake-build"\n')
 
 
 def sgl_kernel_build(session: Session, top: Path) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
@@ -170,16 +173,14 @@ def sgl_kernel_build(session: Session, top: Path) -> tuple[subprocess.CompletedP
         "NIX_BUILD_CORES": "2",
         "CC": "gcc",
         "CXX": "g++",
-        # nixpkgs' CMake reads the inputs from NIXPKGS_CMAKE_PREFIX_PATH and searches no FHS path.
+        # nixpkgs' CMake reads the same list from NIXPKGS_CMAKE_PREFIX_PATH.
         "CMAKE_PREFIX_PATH": inputs_env["CMAKE_PREFIX_PATH"],
-        "CMAKE_SYSTEM_IGNORE_PREFIX_PATH": "/usr;/usr/local;/",
-        "CMAKE_IGNORE_PREFIX_PATH": "/usr/local/cuda;/usr/local/cuda-13.0",
         "NIX_CFLAGS_COMPILE": inputs_env["NIX_CFLAGS_COMPILE"],
         "NIX_LDFLAGS": " ".join(f for f in (inputs_env["NIX_LDFLAGS"], evaluated["env"].get("NIX_LDFLAGS", "")) if f),
         "NIX_PYPROJECT_PYTHONPATH": python_set.pythonpath(),
         "LD_LIBRARY_PATH": python_set.ld_library_path(),
         "uvBuildFlags": " ".join(evaluated["uvBuildFlags"]),
-        "preBuild": evaluated["preBuild"] + "\n" + STOP_AFTER_GENERATION,
+        "preBuild": evaluated["preBuild"] + "\n" + REHEARSAL_SETTINGS,
         "cmakeFlags": " ".join(flags),
         **cuda_env,
     }

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from blackwell_stack import proc
-from blackwell_stack.errors import ToolchainError
+from blackwell_stack.errors import BuildError, ToolchainError
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.rehearsal import wheels
 from blackwell_stack.rehearsal.components import Wheel
@@ -38,7 +38,11 @@ def numactl(root: Path, packages: list[str]) -> Path:
     debs = cache_dir("rehearsal", "debian")
     if not all(list(debs.glob(f"{name}_*.deb")) for name in packages):
         # apt-get download writes into the working directory; it verifies each file against the archive index.
-        proc.run(["apt-get", "download", *packages], cwd=debs, timeout=600)
+        try:
+            proc.run(["apt-get", "download", *packages], cwd=debs, timeout=600)
+        except BuildError as exc:
+            raise ToolchainError(f"apt-get cannot download {', '.join(packages)}: {exc.message}",
+                                 "run `apt-get update` (as root) so that apt knows them") from None
     prefix = root / "numactl-debian"
     prefix.mkdir(parents=True, exist_ok=True)
     for name in packages:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack.doctor.remote_zip import RemoteFile, RemoteWheel
-from blackwell_stack.errors import StackError
 from blackwell_stack.rehearsal.components import Wheel
 
 
@@ -41,8 +40,6 @@ def remote_file(wheel: Wheel) -> RemoteFile:
 def members(wheel: Wheel, keep: Callable[[str], bool]) -> list[Member]:
     """The wheel's members for which keep(name) holds, fetched into the cache (in file order: one stream)."""
     with RemoteWheel(remote_file(wheel)) as remote:
-        if remote.remote.size != wheel.size:
-            raise StackError(f"{wheel.filename}: the recorded size is {wheel.size}, the server's {remote.remote.size}")
         names = sorted((n for n in remote.names if keep(n)), key=lambda n: remote.infos[n].header_offset)
         return [Member(n, remote.fetch_member(n), _executable(remote.infos[n])) for n in names]
 
