@@ -2,11 +2,11 @@
 #
 # nixpkgs lists what it needs of Nix in lib/minfeatures.nix (since 2025-08;
 # before, lib/minver.nix): `missing` is the features the running Nix lacks.
-# The flake passes the locked nixpkgs.lib's list and wraps its outputs in
-# `guard`: on an older Nix every output built from nixpkgs stops with the same
-# message, before anything of nixpkgs is read. The builtins-only outputs
-# (`lib`) stay usable: the project's own tests evaluate them with Debian's
-# Nix 2.8. Builtins only (tests/test_nix_floor.py).
+# The flake passes its nixpkgs' list (the locked nixpkgs: Nix 2.18) and wraps
+# its outputs in `guard`: on an older Nix every output built from nixpkgs
+# stops with the same message, before anything else of nixpkgs is read. The
+# builtins-only outputs (`lib`) stay usable: the project's own tests evaluate
+# them with Debian's Nix 2.8. Builtins only (tests/test_nix_floor.py).
 #
 #   (import ./nix-floor.nix { inherit missing; nixVersion = builtins.nixVersion; }).guard
 #     { except = [ "lib" ]; } outputs
@@ -39,5 +39,6 @@ in
     {
       except ? [ ],
     }:
-    builtins.mapAttrs (name: value: if missing == [ ] || builtins.elem name except then value else throw message);
+    # `except` first: those outputs must not even read nixpkgs' list (a flake input is fetched when read).
+    builtins.mapAttrs (name: value: if builtins.elem name except || missing == [ ] then value else throw message);
 }

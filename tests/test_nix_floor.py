@@ -1,29 +1,32 @@
 """The Nix version floor: the flake refuses a Nix older than its nixpkgs needs, with one message.
 
-The floor is nixpkgs' own (lib/minfeatures.nix of the locked nixpkgs.lib):
-under the suite's Debian Nix 2.8 every output built from nixpkgs stops with the
-message of lib/nix-floor.nix, read through the real `nix` from the real flake
-(its inputs at their locked revisions); `lib` stays usable. The same function
-lets the outputs through for a Nix that meets the floor (minfeatures.nix
-evaluated with builtins.nixVersion replaced, since no such Nix is here).
+The floor is nixpkgs' own (its lib/minfeatures.nix, the locked one asks for
+2.18): under the suite's Debian Nix 2.8 every output built from nixpkgs stops
+with the message of lib/nix-floor.nix, read through the real `nix` from the
+real flake (tests/flake_eval.py: its inputs at their locked revisions, the
+stand-in nixpkgs with the locked minfeatures.nix); `lib` stays usable. The
+same function lets the outputs through for a Nix that meets the floor
+(minfeatures.nix evaluated with builtins.nixVersion replaced, since no such Nix
+is here).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 import nix_inputs
-from test_nix_flake import CHECKABLE, copy_flake, nix_cli, nix_flake  # noqa: F401 (nix_cli is a fixture)
+from flake_eval import NIX, FlakeEval
 
 pytestmark = pytest.mark.nix
 
 REPO = Path(__file__).resolve().parent.parent
-GUARDED = ["apps", "checks", "devShells", "formatter", "legacyPackages", "packages"]
+GUARDED = ["apps", "checks", "devShells", "formatter", "legacyPackages", "overlays", "packages"]
 
 
 def floor_of(nix, minfeatures: Path, version: str) -> dict:
@@ -56,34 +59,34 @@ def test_readme_states_the_floor(nix):
 
 @pytest.fixture(scope="module")
 def flake(tmp_path_factory):
-    """This flake with its checkable inputs in the Nix store at their locked paths (as `nix` fetches them)."""
-    for name in CHECKABLE:
-        nix_inputs.store_path(name)
-    dest = tmp_path_factory.mktemp("flake")
-    return copy_flake(dest, "lib", "nix", "stacks", "modules")
+    """This flake (its real inputs at their locked revisions) over the stand-in nixpkgs with nixpkgs' own floor:
+    the locked lib/minfeatures.nix, which asks for Nix 2.18."""
+    evaluated = FlakeEval(tmp_path_factory.mktemp("floor"))
+    shutil.copy2(nix_inputs.source("nixpkgs-lib") / "lib" / "minfeatures.nix",
+                 evaluated.nixpkgs / "lib" / "minfeatures.nix")
+    return evaluated
 
 
-def _eval_flake(nix_cli: str, flake: Path, body: str) -> subprocess.CompletedProcess:
-    expr = f'let f = builtins.getFlake "path:{flake}"; in {body}'
-    return nix_flake(nix_cli, "eval", "--offline", "--impure", "--json", "--expr", expr)
+def nix_version() -> str:
+    return subprocess.run(["nix", "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
 
 
 @pytest.mark.parametrize("output", GUARDED)
-def test_an_older_nix_is_refused_with_one_message(nix_cli, flake, output):
-    version = subprocess.run([nix_cli, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+def test_an_older_nix_is_refused_with_one_message(flake, output):
+    version = nix_version()
     if not version.startswith("2.") or int(version.split(".")[1]) >= 18:
         pytest.skip(f"this Nix ({version}) meets the floor; the refusal needs an older one")
-    result = _eval_flake(nix_cli, flake, f"builtins.attrNames f.{output}")
-    assert result.returncode != 0
-    message = " ".join(result.stderr.split())
+    message = flake.eval_error(output, "builtins.attrNames")
     assert f"blackwell-stack: this flake's nixpkgs needs Nix 2.18 or newer; this is Nix {version}." in message
     assert "Missing (nixpkgs' lib/minfeatures.nix): `builtins.nixVersion` reports at least 2.18." in message
     assert "Install Nix 2.18 or newer" in message
 
 
-def test_lib_stays_usable_below_the_floor(nix_cli, flake):
-    result = _eval_flake(nix_cli, flake, "{ names = builtins.attrNames f.outputs; stacks = f.lib.stacks.names; }")
+def test_lib_stays_usable_below_the_floor(flake):
+    """To other flakes and builtins.getFlake: `nix eval .#lib` looks in packages first, and stops there."""
+    expr = (f'let f = builtins.getFlake "path:{flake.flake}"; in'
+            ' { stacks = f.lib.stacks.names; modules = builtins.attrNames f.nixosModules; }')
+    result = subprocess.run([*NIX, "eval", "--offline", "--impure", "--json", "--expr", expr], capture_output=True,
+                            text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    got = json.loads(result.stdout)
-    assert sorted(got["names"]) == sorted(GUARDED + ["lib", "nixosModules"])
-    assert got["stacks"] == ["current", "nightly", "stable"]
+    assert json.loads(result.stdout) == {"stacks": ["current", "nightly", "stable"], "modules": ["default", "sglang"]}
