@@ -80,8 +80,17 @@
       # which throws with the command that makes the lock when built (`nix
       # flake check` skips it).
       unlockedNames = builtins.filter (name: !stacks.isLocked name) stacks.names;
+
+      # A Nix older than nixpkgs needs (its lib/minfeatures.nix) stops every
+      # output built from nixpkgs with one message (lib/nix-floor.nix), before
+      # anything else of nixpkgs is read; the builtins-only `lib` and the module
+      # (which builds nothing itself) stay.
+      nixFloor = import ./lib/nix-floor.nix {
+        inherit (import "${nixpkgs}/lib/minfeatures.nix") missing;
+        nixVersion = builtins.nixVersion or "older than 2.0";
+      };
     in
-    {
+    nixFloor.guard { except = [ "lib" "nixosModules" ]; } {
       lib = stackLib;
 
       # The stacks' Python package sets, for extending with `.overrideScope`.

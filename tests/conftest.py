@@ -102,3 +102,11 @@ def pypi_file():
         return pypi.fetch(name, version, pattern)
 
     return get
+
+
+@pytest.fixture(scope="session")
+def rehearsal(tmp_path_factory):
+    """The Nix rehearsal's shared pieces (tests/rehearsal.py): CUDA components, torch, tools; built on first use."""
+    import rehearsal as rehearsal_module
+
+    return rehearsal_module.Session(tmp_path_factory.mktemp("rehearsal"))

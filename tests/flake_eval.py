@@ -54,6 +54,9 @@ class FlakeEval:
         self.nixpkgs = workdir / "nixpkgs"
         shutil.copytree(REPO / "tests" / "nixpkgs", self.nixpkgs)
         shutil.copytree(nix_inputs.source("nixpkgs-lib") / "lib", self.nixpkgs / "lib")
+        # The stand-in runs on the Nix here (2.8), so it states no Nix floor: nixpkgs' own
+        # lib/minfeatures.nix (2.18), which the flake refuses an older Nix by, is tests/test_nix_floor.py's.
+        shutil.copy2(REPO / "tests" / "nixpkgs" / "minfeatures.nix", self.nixpkgs / "lib" / "minfeatures.nix")
 
     def nix(self, *command: str, flake: Path | None = None) -> subprocess.CompletedProcess:
         """`nix <command...> FLAKE` on the flake (or a changed copy of it), the stand-in as its nixpkgs."""

@@ -44,6 +44,7 @@ let
     pyprojectHook = "pyprojectHook";
     resolveBuildSystem = spec: builtins.attrNames spec;
     mkVirtualEnv = name: _: recorded name;
+    python.sitePackages = "lib/python3.12/site-packages";
     torch = recorded "torch";
     cmake = "cmake";
     ninja = "ninja";

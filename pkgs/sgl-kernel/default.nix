@@ -36,6 +36,7 @@
   pyprojectHook,
   resolveBuildSystem,
   mkVirtualEnv,
+  python,
   torch,
 
   # from nixpkgs (passed by name: the set's `ninja` is the lock's Python wheel)
@@ -131,6 +132,11 @@ let
   prefixMaps = kernelSources.prefixMaps sources cudaArchs dependencyDirs;
 
   defines = {
+    # find_package(Torch): in the build, torch is on PYTHONPATH only
+    # (pyproject.nix's NIX_PYPROJECT_PYTHONPATH), not in the interpreter's
+    # site-packages, where scikit-build-core points CMAKE_PREFIX_PATH; CMake
+    # finds no TorchConfig.cmake without this (docs/nix-rehearsal.md).
+    Torch_DIR = "${torch}/${python.sitePackages}/torch/share/cmake/Torch";
     # nixpkgs' sglang-kernel passes it too: find_package(Torch) does not
     # always set CUDA_VERSION, which the CMakeLists compares everywhere.
     CUDA_VERSION = cudaPackages.cudaMajorMinorVersion;
@@ -192,7 +198,7 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
     ninja
   ]
   # sgl-kernel's [build-system] is scikit-build-core and torch (its CMakeLists
-  # imports torch for torch.utils.cmake_prefix_path); `wheel` too, which
+  # imports torch for its C++ ABI and includes torch's CMake config); `wheel` too, which
   # pyproject.toml does not name. No build isolation: this torch is the one
   # compiled against.
   ++ resolveBuildSystem {
@@ -239,6 +245,17 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
     eval "$jobPlan"
     export CMAKE_BUILD_PARALLEL_LEVEL MAX_JOBS
     for flag in "''${plannedCmakeFlags[@]}"; do
+      uvBuildFlags+=" --config-setting=cmake.define.''${flag#-D}"
+    done
+
+    # nixpkgs' setupCudaHook (from cuda_nvcc) leaves its CMake settings in
+    # cmakeFlags and cmakeFlagsArray: CUDAToolkit_ROOT and
+    # CUDAToolkit_INCLUDE_DIR (every CUDA input, ';'-separated) and the CUDA
+    # host compiler. nixpkgs' scikit-build-core hook would forward them; the
+    # stack's has none. torch's FindCUDAToolkit looks for cuda_runtime.h only
+    # beside nvcc unless CUDAToolkit_INCLUDE_DIR is set, and nixpkgs keeps it
+    # in cuda_cudart's own output (docs/nix-rehearsal.md).
+    for flag in ''${cmakeFlags-} "''${cmakeFlagsArray[@]}"; do
       uvBuildFlags+=" --config-setting=cmake.define.''${flag#-D}"
     done
 

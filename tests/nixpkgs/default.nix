@@ -105,6 +105,7 @@ let
         cc = recorded "gcc-wrapper-for-cuda-${version}" { };
       };
       cuda_nvcc = redist "cuda_nvcc" [ "out" ];
+      cuda_crt = redist "cuda_crt" [ "out" ];
       cuda_cudart = redist "cuda_cudart" [
         "out"
         "stubs"
@@ -115,6 +116,7 @@ let
       libcurand = redist "libcurand" [ "out" ];
       libcusolver = redist "libcusolver" [ "out" ];
       libcusparse = redist "libcusparse" [ "out" ];
+      cuda_nvtx = redist "cuda_nvtx" [ "out" ];
     };
 
   stdenv = {

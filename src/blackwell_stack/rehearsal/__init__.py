@@ -1,0 +1,23 @@
+"""The Nix rehearsal: each Nix build and run step, on a machine without nixpkgs.
+
+nixpkgs cannot be fetched everywhere this project is tested, so no output of
+the flake is built there. But NVIDIA publishes each CUDA component nixpkgs
+unpacks (cudaPackages_13_0) as a PyPI wheel made from the same archive, and
+nvcc and CMake need no GPU. So each step is rehearsed with exactly the inputs
+its Nix code lists (evaluated with the real `nix`), laid out as nixpkgs lays
+them out:
+
+  components  the CUDA components and tool stand-ins, as data (nix/rehearsal/)
+  wheels      members of PyPI wheels, range-read into the user cache
+  layout      a component's outputs in nixpkgs' layout, from its wheel
+  stdenv      what stdenv and its setup hooks make of a derivation's inputs:
+              symlinkJoin, the propagated closure, CMAKE_PREFIX_PATH and the
+              compiler wrapper's flags
+  pythonenv   a Python package set as pyproject.nix builds one: one
+              site-packages per package, joined by PYTHONPATH
+  diagnose    for a failure, the missing file, the component that has it and
+              the Nix input that should list it
+
+docs/nix-rehearsal.md says what each rehearsal shows and what only a real
+Nix build can.
+"""

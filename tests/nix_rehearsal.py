@@ -1,0 +1,192 @@
+"""The Nix code's own input lists, evaluated with the real nix for the rehearsal (docs/nix-rehearsal.md).
+
+nix/cuda-home.nix and pkgs/sgl-kernel/default.nix are imported as they are,
+with the locked nixpkgs lib (tests/nix_inputs.py) and a `pkgs` in which the
+nixpkgs parts are stand-ins: every cudaPackages_13_0 member is a package
+whose outputs are directories laid out from NVIDIA's wheels
+(blackwell_stack.rehearsal.layout), with nixpkgs' `outputs`, `outputName`
+and `outputSpecified` so that lib.getOutput / getDev / chooseDevOutputs pick
+outputs as in nixpkgs; symlinkJoin and mkDerivation return their arguments;
+fetchFromGitHub and fetchzip return the offline sources; tools and Python
+packages are the rehearsal's directories. A component the Nix code names
+and the rehearsal data lacks fails the evaluation, naming it.
+
+Evaluated with --read-write-mode: the derivation's builtins.toFile files and
+the project files it interpolates (jobs.py) land in the Nix store, as in a
+real evaluation, so the rehearsed build phase can read them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import nix_inputs
+from blackwell_stack.rehearsal.layout import CudaTree
+from blackwell_stack.rehearsal.stdenv import Input
+
+REPO = Path(__file__).resolve().parent.parent
+
+PRELUDE = """
+let
+  lib = import {nixpkgs_lib}/lib;
+  data = builtins.fromJSON (builtins.readFile {data});
+  package = name: c:
+    lib.genAttrs c.outputs (o: {{ outPath = c.dirs.${{o}}; outputName = o; outputSpecified = true; }})
+    // {{ pname = name; inherit (c) version outputs; outPath = c.dirs.out; outputName = "out"; }};
+  cudaPackages_13_0 = lib.mapAttrs package data.cuda // {{
+    cudaMajorMinorVersion = "13.0";
+    backendStdenv.mkDerivation = f: let attrs = f attrs // {{ finalPackage = attrs; }}; in attrs;
+  }};
+  notBuilt = name: {{ outPath = "/rehearsal/not-built/" + name; }};
+in
+"""
+
+
+def _nix_instantiate() -> str:
+    binary = shutil.which("nix-instantiate")
+    if binary is None:
+        pytest.skip("nix-instantiate is not installed (apt-get install nix-bin); .ci/run installs it")
+    return binary
+
+
+def evaluate(body: str, data: dict, workdir: Path) -> dict:
+    """body evaluated after the prelude (lib, data, cudaPackages_13_0, notBuilt), as JSON."""
+    data_file = workdir / "rehearsal-standins.json"
+    data_file.write_text(json.dumps(data))
+    expr = PRELUDE.format(nixpkgs_lib=nix_inputs.source("nixpkgs-lib"), data=data_file) + body
+    result = subprocess.run([_nix_instantiate(), "--read-write-mode", "--eval", "--strict", "--json", "--expr", expr],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise NixError(result.stderr)
+    return json.loads(result.stdout)
+
+
+class NixError(Exception):
+    pass
+
+
+def cuda_data(tree: CudaTree) -> dict:
+    """Every component of the rehearsal data as the stand-in's input: its outputs' directories (not laid out yet)."""
+    return {name: {"version": c.version, "outputs": list(c.outputs),
+                   "dirs": {o: str(tree.output_dir(name, o)) for o in c.outputs}}
+            for name, c in tree.components.items()}
+
+
+def as_inputs(paths: list[str], tree: CudaTree) -> list[Input]:
+    """Evaluated paths back to inputs: a CUDA component's output (laid out now), or a plain directory."""
+    known = {str(tree.output_dir(name, o)): (name, o) for name, c in tree.components.items() for o in c.outputs}
+    found = []
+    for path in paths:
+        if path in known:
+            name, output = known[path]
+            tree.outputs(name)
+            found.append(Input(Path(path), name, output))
+        else:
+            found.append(Input(Path(path)))
+    return found
+
+
+CUDA_HOME = """
+import ./nix/cuda-home.nix {
+  pkgs = { inherit lib cudaPackages_13_0; symlinkJoin = args: args; };
+}
+"""
+
+
+def cuda_home(tree: CudaTree, workdir: Path) -> dict:
+    """nix/cuda-home.nix's symlinkJoin arguments: {name, paths, postBuild, passthru}."""
+    return evaluate(CUDA_HOME, {"cuda": cuda_data(tree)}, workdir)
+
+
+SGL_KERNEL = """
+let
+  fromSources = name: { outPath = data.sources + "/fc/" + lib.removeSuffix "-source" name; };
+  # What callPackage gives the derivation from the stack's set and nixpkgs, and the
+  # arguments nix/fixups/sgl-kernel.nix passes by name.
+  scope = {
+    inherit lib;
+    version = "0.3.21";
+    autoAddDriverRunpath = notBuilt "autoAddDriverRunpath";
+    fetchFromGitHub = args: if args ? name then fromSources args.name else { outPath = data.sources + "/sglang"; };
+    fetchzip = args: fromSources args.name;
+    runCommand = name: _: _: notBuilt name;
+    pyprojectHook = notBuilt "pyprojectHook";
+    resolveBuildSystem = spec: map (name: { outPath = data.python.${name}; pname = name; }) (builtins.attrNames spec);
+    mkVirtualEnv = name: _: notBuilt name;
+    python = { sitePackages = "lib/python${data.pythonVersion}/site-packages"; };
+    torch = { outPath = data.python.torch; };
+    cmake = { outPath = data.cmake; version = data.cmakeVersion; };
+    ninja = { outPath = data.ninja; };
+    numactl = { outPath = data.numactl; };
+    cudaPackages = cudaPackages_13_0;
+  };
+  f = import ./pkgs/sgl-kernel/default.nix;
+  drv = f (builtins.intersectAttrs (builtins.functionArgs f) scope);
+in
+{
+  inherit (drv) uvBuildFlags preBuild sourceRoot env;
+  src = "${drv.src}";
+  patches = map toString drv.patches;
+  buildInputs = map lib.getDev drv.buildInputs;
+  nativeBuildInputs = map lib.getDev drv.nativeBuildInputs;
+  flags = { inherit (drv) dontUseCmakeConfigure dontUseNinjaBuild; };
+}
+"""
+
+
+def sgl_kernel(tree: CudaTree, workdir: Path, *, sources: Path, python: dict[str, Path], python_version: str,
+               cmake: Path, cmake_version: str, ninja: Path, numactl: Path) -> dict:
+    """pkgs/sgl-kernel/default.nix's attributes the build reads, with the stand-ins' paths."""
+    data = {"cuda": cuda_data(tree), "sources": str(sources), "python": {k: str(v) for k, v in python.items()},
+            "pythonVersion": python_version,
+            "cmake": str(cmake), "cmakeVersion": cmake_version, "ninja": str(ninja), "numactl": str(numactl)}
+    return evaluate(SGL_KERNEL, data, workdir)
+
+
+DEV_SHELL = """
+let
+  pkgs = {
+    inherit lib;
+    cudaPackages_13_0 = cudaPackages_13_0 // { backendStdenv.cc = { outPath = data.cc; }; };
+    symlinkJoin = args: args // { outPath = data.cudaHome; };
+    addDriverRunpath.driverLink = "/run/opengl-driver";
+    cmake = { outPath = data.cmake; version = data.cmakeVersion; };
+    ninja = { outPath = data.ninja; };
+    mkShell = args: args;
+    writeShellScriptBin = name: text: { outPath = data.cli; inherit name text; };
+  };
+  # The stack's set as far as nix/stack-env.nix reads it: mkVirtualEnv's derivation, overridable.
+  pythonSet = {
+    python.sitePackages = "lib/python3.12/site-packages";
+    mkVirtualEnv = name: spec:
+      let base = { inherit name; passthru = { }; outPath = data.env; spec = builtins.attrNames spec; }; in
+      base // { overrideAttrs = f: base // f base; };
+  };
+  devEnv = import ./nix/stack-env.nix {
+    inherit pkgs pythonSet;
+    stack = "stable";
+    name = "sglang-dev-env-stable";
+    extraSpec = { scikit-build-core = [ ]; wheel = [ ]; };
+  };
+  shell = import ./nix/dev-shell.nix { inherit pkgs; pythonSet = { blackwellStackDevEnv = devEnv; }; };
+in
+{
+  inherit (shell) shellHook;
+  packages = map toString shell.packages;
+  environment = devEnv.passthru.blackwellStack.environment;
+  cli = (builtins.elemAt shell.packages 1).text;
+}
+"""
+
+
+def dev_shell(tree: CudaTree, workdir: Path, *, cuda_home: Path, env: Path, cli: Path, cc: Path, cmake: Path,
+              cmake_version: str, ninja: Path) -> dict:
+    """nix/dev-shell.nix over the stable stack's nix/stack-env.nix: {shellHook, packages, environment, cli}."""
+    data = {"cuda": cuda_data(tree), "cudaHome": str(cuda_home), "env": str(env), "cli": str(cli), "cc": str(cc),
+            "cmake": str(cmake), "cmakeVersion": cmake_version, "ninja": str(ninja)}
+    return evaluate(DEV_SHELL, data, workdir)

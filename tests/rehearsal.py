@@ -1,0 +1,199 @@
+"""The Nix rehearsal's shared pieces for one test session (docs/nix-rehearsal.md), each built on first use.
+
+    session.tree            CUDA components laid out as nixpkgs lays them out (a fake store directory)
+    session.cuda_home()     nix/cuda-home.nix evaluated, then joined as symlinkJoin joins it
+    session.python          the stacks' Python (3.12), never downloaded
+    session.torch_set       the stable stack's torch and what it loads, one site-packages per package
+    session.ninja           the stable lock's ninja, installed (prefix with bin/ninja)
+    session.build_tools()   CMake (nixpkgs' release), ninja, numactl stand-ins; scikit-build-core and wheel
+    session.kernel_sources  the offline sgl-kernel sources (BLACKWELL_STACK_KERNEL_SOURCES, or
+                            shared/kernel-build next to the checkout)
+
+Everything downloaded is cached under the user cache directory; a session
+places it by hard link. Without nix, the flake-input bundles, Python 3.12 or
+the kernel sources, the tests that need them are skipped, saying which.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import nix_inputs
+import nix_rehearsal
+from blackwell_stack.doctor import elf, fatbin
+from blackwell_stack.errors import StackError, ToolchainError
+from blackwell_stack.rehearsal import components, layout, phases, stdenv, tools
+from blackwell_stack.rehearsal.pythonenv import PythonSet
+from blackwell_stack.stacks import lock as locking
+from blackwell_stack.stacks import model
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"
+SOURCES_TARBALL = "sgl-kernel-0.3.21-sources.tar.xz"
+# The host compiler nvcc 13.0 accepts, standing in for cudaPackages_13_0.backendStdenv.cc.
+HOST_COMPILER_BIN = Path("/usr/bin")
+
+
+def kernel_sources_dir() -> Path:
+    return Path(os.environ.get(SOURCES_ENV) or REPO.parent / "shared" / "kernel-build")
+
+
+class Session:
+    def __init__(self, root: Path):
+        self.root = root
+
+    @functools.cached_property
+    def tree(self) -> layout.CudaTree:
+        if shutil.which("cc") is None:
+            pytest.skip("a host C compiler (cc) is needed: scripts/setup-system installs g++")
+        return layout.CudaTree(self.root / "store", components.cuda_components(),
+                               compiler_bindir=str(HOST_COMPILER_BIN))
+
+    @functools.lru_cache(maxsize=None)
+    def cuda_home(self) -> tuple[Path, dict]:
+        """nix/cuda-home.nix's tree, and the symlinkJoin arguments it was made from."""
+        args = nix_rehearsal.cuda_home(self.tree, self.root)
+        inputs = nix_rehearsal.as_inputs(args["paths"], self.tree)
+        home = stdenv.symlink_join(self.root / "store" / args["name"], [i.path for i in inputs], args["postBuild"])
+        return home, args
+
+    @functools.cached_property
+    def python(self) -> str:
+        try:
+            return locking.find_python("3.12")
+        except StackError as exc:
+            pytest.skip(f"the stacks' Python is needed: {exc.message}")
+
+    def python_set(self, stack: str, name: str) -> PythonSet:
+        st = model.load(stack)
+        return PythonSet(self.root / name, st, st.lock())
+
+    @functools.cached_property
+    def torch_set(self) -> PythonSet:
+        """The stable stack's torch with its dependencies (the CUDA wheels only for what torch loads)."""
+        self.python  # skip early without Python 3.12
+        found = self.python_set("stable", "python")
+        found.add_closure("torch", libraries_for=["torch"])
+        return found
+
+    @functools.lru_cache(maxsize=None)
+    def build_tools(self) -> dict[str, Path]:
+        """cmake (bin dir), ninja (prefix), numactl (prefix), and the Python build system in torch_set."""
+        data = components.tools()
+        try:
+            numactl = tools.numactl(self.root / "store", data["numactl"])
+        except ToolchainError as exc:
+            pytest.skip(f"the numactl stand-in cannot be made here: {exc.message}")
+        for wheel in data["python_build_system"]:
+            self.torch_set.add_wheel(wheel)
+        for name in data["from_the_stack_lock"]:
+            self.torch_set.add_locked(name)
+        return {"cmake": tools.cmake(self.root / "store", data["cmake"]), "cmake_version": data["cmake"].version,
+                "ninja": self.ninja, "numactl": numactl}
+
+    @functools.cached_property
+    def ninja(self) -> Path:
+        """The stable lock's ninja wheel installed (bin/ninja): the environment's ninja, which flashinfer's JIT
+        runs, and the stand-in for nixpkgs' ninja."""
+        return self.torch_set.add_locked("ninja").parents[2]
+
+    @functools.cached_property
+    def kernel_sources(self) -> Path:
+        """The sglang tree (sglang/sgl-kernel) and the FetchContent sources (fc/<name>), unpacked."""
+        tarball = kernel_sources_dir() / SOURCES_TARBALL
+        if not tarball.is_file():
+            pytest.skip(f"no {SOURCES_TARBALL} at {tarball.parent} (set {SOURCES_ENV} to the directory that holds it)")
+        dest = self.root / "kernel-sources"
+        with tarfile.open(tarball) as tar:
+            tar.extractall(dest, filter="tar")
+        return dest
+
+    def pyproject_hooks(self) -> Path:
+        return nix_inputs.source("pyproject-nix") / "build" / "hooks"
+
+
+def run(argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    """argv with exactly env, its output captured as text, not checked."""
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def device_code(path: str | Path) -> set[tuple[str, str]]:
+    """{(kind, architecture)} of the device code in an object file (the project's own fatbin reader)."""
+    data = Path(path).read_bytes()
+    return {(e.kind, e.arch) for e in fatbin.fatbin_entries(elf.parse(data, str(path)))}
+
+
+# The rehearsal's additions to the derivation's build phase: CMake searches none of the host's FHS
+# prefixes (nixpkgs' CMake has them patched out, and a sandbox has none) and no CUDA installed on the
+# host; it configures and generates as in the build, then ninja only prints the build (-n), nothing
+# is installed, and the build directory is kept for compiling single units.
+REHEARSAL_SETTINGS = ('uvBuildFlags+=" --config-setting=cmake.define.CMAKE_SYSTEM_IGNORE_PREFIX_PATH=/usr;/usr/local'
+                      ' --config-setting=cmake.define.CMAKE_IGNORE_PREFIX_PATH=/usr/local/cuda;/usr/local/cuda-13.0'
+                      ' --config-setting=build.tool-args=-n'
+                      ' --config-setting=install.components=rehearsal-installs-nothing'
+                      ' --config-setting=build-dir=$NIX_BUILD_TOP/cmake-build"\n')
+
+
+def sgl_kernel_build(session: Session, top: Path) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """pkgs/sgl-kernel/default.nix evaluated, then unpacked, patched, configured and built by pyproject.nix's
+    own configure and build hooks up to CMake's generation; (the build's result, its environment)."""
+    tools_ = session.build_tools()
+    python_set = session.torch_set
+    evaluated = nix_rehearsal.sgl_kernel(
+        session.tree, top, sources=session.kernel_sources,
+        python={name: site.parents[2] for name, site in python_set.dirs.items()},
+        python_version=python_set.stack.python, cmake=tools_["cmake"].parent, cmake_version=tools_["cmake_version"],
+        ninja=tools_["ninja"], numactl=tools_["numactl"])
+    source = phases.unpack(Path(evaluated["src"]), top)
+    source_root = top / evaluated["sourceRoot"]
+    assert source_root.parent == source
+    phases.apply_patches(source_root, evaluated["patches"])
+
+    tree = session.tree
+    hosts = stdenv.host_closure(nix_rehearsal.as_inputs(evaluated["buildInputs"], tree), tree)
+    natives = nix_rehearsal.as_inputs(evaluated["nativeBuildInputs"], tree)
+    cc_bin = phases.cc_wrapper(top / "cc-wrapper", HOST_COMPILER_BIN)
+    nvcc_bin = next(n.path / "bin" for n in natives if n.component == "cuda_nvcc")
+    flags, flags_array, cuda_env = stdenv.setup_cuda_hook(hosts, nvcc_bin, cc_bin / "c++")
+    inputs_env = stdenv.build_environment([h.path for h in hosts])
+    env = {
+        **{name: str(value) for name, value in evaluated["env"].items()},
+        "PATH": tools.path_of(cc_bin, *(n.path / "bin" for n in natives if (n.path / "bin").is_dir())),
+        "HOME": "/homeless-shelter",
+        "NIX_BUILD_TOP": str(top),
+        "TMPDIR": str(top),
+        "NIX_BUILD_CORES": "2",
+        "CC": "gcc",
+        "CXX": "g++",
+        # nixpkgs' CMake reads the same list from NIXPKGS_CMAKE_PREFIX_PATH.
+        "CMAKE_PREFIX_PATH": inputs_env["CMAKE_PREFIX_PATH"],
+        "NIX_CFLAGS_COMPILE": inputs_env["NIX_CFLAGS_COMPILE"],
+        "NIX_LDFLAGS": " ".join(f for f in (inputs_env["NIX_LDFLAGS"], evaluated["env"].get("NIX_LDFLAGS", "")) if f),
+        "NIX_PYPROJECT_PYTHONPATH": python_set.pythonpath(),
+        "LD_LIBRARY_PATH": python_set.ld_library_path(),
+        "uvBuildFlags": " ".join(evaluated["uvBuildFlags"]),
+        "preBuild": evaluated["preBuild"] + "\n" + REHEARSAL_SETTINGS,
+        "cmakeFlags": " ".join(flags),
+        **cuda_env,
+    }
+    hooks = session.pyproject_hooks()
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (a test dependency: pip install -e '.[test]')")
+    site = subprocess.run([session.python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    configure = phases.hook(hooks / "pyproject-configure-hook.sh", {"pythonPath": site})
+    build = phases.hook(hooks / "pyproject-build-hook.sh",
+                        {"uv": str(Path(uv).parent.parent), "pythonInterpreter": session.python})
+    script = (f"cmakeFlagsArray=({' '.join(shlex.quote(f) for f in flags_array)})\n{configure}\n{build}\n"
+              f"pyprojectConfigurePhase\npyprojectBuildPhase\n")
+    result = phases.run_script(script, cwd=source_root, env=env, timeout=1800)
+    return result, env

@@ -1,0 +1,84 @@
+"""Rehearsal (a): CUDA_HOME as the service sees it, by flashinfer's JIT (docs/nix-rehearsal.md).
+
+nix/cuda-home.nix is evaluated with the real nix and joined as symlinkJoin
+joins it, from CUDA 13.0.2 components laid out as nixpkgs lays them out
+(NVIDIA's wheels of the same versions). flashinfer's own JIT code, from the
+stable (0.6.5) and current (0.7.2) stacks' wheels, writes the ninja file of its
+norm module with that CUDA_HOME, CC as the environment sets it and sm_120a;
+ninja then compiles every object of it with the tree's nvcc, with no GPU.
+Linking is not rehearsed (the wheels carry no driver stub to link -lcuda with).
+
+A failure names the header or library that was missing and the CUDA
+component that has it: the one nix/cuda-home.nix lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import rehearsal as rh
+from blackwell_stack.rehearsal import diagnose
+
+pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
+
+# stack -> the packages flashinfer's JIT code imports, besides torch (from the stable stack's set)
+FLASHINFER = {
+    "stable": ("0.6.5", ["flashinfer-python", "apache-tvm-ffi", "filelock", "packaging", "typing-extensions"]),
+    "current": ("0.7.2", ["flashinfer-python", "apache-tvm-ffi", "filelock", "packaging", "typing-extensions"]),
+}
+
+
+def test_cuda_home_is_what_cuda_home_nix_joins(rehearsal):
+    home, args = rehearsal.cuda_home()
+    assert args["name"] == "cuda-home-13.0" and args["passthru"] == {"cudaMajorMinorVersion": "13.0"}
+    # postBuild ran: lib64 -> lib, where flashinfer links from.
+    assert os.readlink(home / "lib64") == "lib"
+    for path in ("bin/nvcc", "include/cuda_runtime.h", "include/crt/host_config.h", "include/cuda/atomic",
+                 "include/cublasLt.h", "include/curand_kernel.h", "include/nvrtc.h", "include/nvtx3/nvToolsExt.h",
+                 "lib/libcudart.so", "lib/libcublas.so", "lib/libnvrtc.so"):
+        assert (home / path).exists(), path
+    # No static archive of the math libraries: headers and shared libraries only.
+    assert not list(home.glob("lib/libcublas*_static.a"))
+
+
+@pytest.mark.parametrize("stack", sorted(FLASHINFER))
+def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, stack, tmp_path):
+    home, _args = rehearsal.cuda_home()
+    version, packages = FLASHINFER[stack]
+    jit_set = rehearsal.python_set(stack, f"flashinfer-{stack}")
+    for name in packages:
+        jit_set.add_locked(name)
+    site = jit_set.dirs["flashinfer-python"]
+    assert site.joinpath(f"flashinfer_python-{version}.dist-info").is_dir()
+    torch_set = rehearsal.torch_set
+    # The environment nix/stack-env.nix gives the service: CUDA_HOME, CC and CXX (the backend compiler).
+    env = {
+        # The environment's bin/ (its ninja, which flashinfer runs), then the host's.
+        "PATH": f"{rehearsal.ninja}/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "CUDA_HOME": str(home),
+        "CC": str(rh.HOST_COMPILER_BIN / "cc"),
+        "CXX": str(rh.HOST_COMPILER_BIN / "c++"),
+        "FLASHINFER_CUDA_ARCH_LIST": "12.0a",
+        "FLASHINFER_WORKSPACE_BASE": str(tmp_path),
+        "PYTHONPATH": f"{jit_set.pythonpath()}:{torch_set.pythonpath()}",
+        "LD_LIBRARY_PATH": torch_set.ld_library_path(),
+    }
+    made = rh.run([rehearsal.python, str(rh.REPO / "tests" / "flashinfer_jit_ninja.py"), str(site)], env=env,
+                  cwd=tmp_path, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    ninja_file = json.loads(made.stdout.strip().splitlines()[-1])["ninja"]
+    text = open(ninja_file).read()
+    assert f"cuda_home = {home}" in text and "-gencode=arch=compute_120a,code=sm_120a" in text
+    assert "-isystem $cuda_home/include" in text
+    objects = rh.run(["ninja", "-f", ninja_file, "-t", "targets", "rule", "cuda_compile"], env=env, cwd=tmp_path,
+                     timeout=60).stdout.split()
+    assert len(objects) == 2, objects  # norm.cu and its binding
+    for obj in objects:
+        built = rh.run(["ninja", "-f", ninja_file, obj], env=env, cwd=tmp_path, timeout=900)
+        assert built.returncode == 0, (diagnose.explain(built.stdout + built.stderr, rehearsal.tree, "nix/cuda-home.nix")
+                                       + "\n" + built.stdout[-3000:])
+        assert rh.device_code(obj) == {("cubin", "sm_120a")}, obj
