@@ -25,7 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "src" / "blackwell_stack"
 LAYERS = ("base", "formats", "model", "area", "cli")
-AREAS = ("pins", "stacks", "kernel", "serve", "doctor", "verify")
+AREAS = ("pins", "stacks", "kernel", "serve", "doctor", "verify", "rehearsal")
 MAX_FUNCTION_IMPORTS = 5
 MAX_LINES = 450
 

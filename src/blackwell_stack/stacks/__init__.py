@@ -11,4 +11,4 @@ docs/stacks.md.
 Other areas may use the modules in __all__ (the test of the import graph holds them to it).
 """
 
-__all__ = ["doctor", "plan"]
+__all__ = ["doctor", "libraries", "plan"]
