@@ -28,12 +28,12 @@ import nix_inputs
 import nix_rehearsal
 import pytest
 
-from blackwell_stack.formats import elf, fatbin
 from blackwell_stack.errors import StackError, ToolchainError
+from blackwell_stack.formats import elf, fatbin
+from blackwell_stack.model import stack as model
 from blackwell_stack.rehearsal import components, layout, phases, stdenv, tools
 from blackwell_stack.rehearsal.pythonenv import PythonSet
 from blackwell_stack.stacks import lock as locking
-from blackwell_stack.model import stack as model
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"

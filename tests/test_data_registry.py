@@ -25,6 +25,7 @@ from blackwell_stack.errors import DataError, ExitCode
 from blackwell_stack.kernel import compile_work, patchcheck, recipe, reference
 from blackwell_stack.kernel import sources as kernel_sources
 from blackwell_stack.model import lock, pins, profile, registry, stack
+from blackwell_stack.rehearsal import components
 from blackwell_stack.serve import flags
 from blackwell_stack.stacks import libraries
 from blackwell_stack.verify import baseline
@@ -50,6 +51,8 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "wheel-libraries": lambda p: registry.load("wheel-libraries", file=p),
     "env-collisions": lambda p: registry.load("env-collisions", file=p),
     "baseline": baseline.load,
+    "rehearsal-cuda": lambda p: components.cuda_components(),
+    "rehearsal-tools": lambda p: components.tools(),
 }
 
 # Each kind, broken: (what is changed, the field the error must name). Valid JSON or TOML of the wrong shape.
@@ -72,6 +75,9 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "wheel-libraries": (lambda d: {**d, "left_missing": {"numba": ["libtbb.so.12"]}}, "numba"),
     "env-collisions": (lambda d: {**d, "skip": []}, "skip"),
     "baseline": (lambda d: {**d, "expectations": {"name": "x"}}, "expectations"),
+    "rehearsal-cuda": (lambda d: {**d, "components": {"cuda_nvcc": {**d["components"]["cuda_nvcc"], "outputs": "out"}}},
+                       "outputs"),
+    "rehearsal-tools": (lambda d: {**d, "numactl": {"debian_packages": "libnuma1"}}, "debian_packages"),
 }
 TEXT_KINDS = {"patch"}
 
