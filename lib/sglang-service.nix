@@ -21,7 +21,6 @@ let
   hasPrefix = prefix: s: substring 0 (stringLength prefix) s == prefix;
   stripDashes = s: head (match "-*(.*)" s);
   splitDots = s: filter isString (split "\\." s);
-  unique = foldl' (acc: x: if elem x acc then acc else acc ++ [ x ]) [ ];
   firstOr = default: list: if list == [ ] then default else head list;
   firstNonNull = list: firstOr null (filter (x: x != null) list);
   isNumber = v: isInt v || isFloat v;
@@ -36,18 +35,14 @@ let
 
   # --- the flag table ------------------------------------------------------------------------
 
-  # argparse's reading of an option string (allow_abbrev): exact, else the one
-  # option it is a prefix of; several make it ambiguous.
+  # How SGLang's parser (argparse, allow_abbrev) reads an option string: an
+  # exact spelling, an accepted abbreviation, or an ambiguous prefix with the
+  # option strings it could mean. Decided when the table was extracted
+  # (blackwell_stack.serve.flags_decisions) and looked up here.
   canonical = table: option:
     if table.options ? ${option} then { primary = table.options.${option}; candidates = [ ]; }
-    else if !(hasPrefix "--" option) then { primary = null; candidates = [ ]; }
-    else
-      let
-        matches = sort builtins.lessThan (filter (hasPrefix option) (attrNames table.options));
-        primaries = unique (map (o: table.options.${o}) matches);
-      in
-      if length primaries == 1 then { primary = head primaries; candidates = [ ]; }
-      else { primary = null; candidates = matches; };
+    else if table.abbreviations ? ${option} then { primary = table.abbreviations.${option}; candidates = [ ]; }
+    else { primary = null; candidates = table.ambiguous.${option} or [ ]; };
 
   chars = s: genList (i: substring i 1 s) (stringLength s);
 
@@ -148,15 +143,8 @@ let
     in
     concatMap one names ++ extraArgs;
 
-  # Whether an option string argparse reads as `primary` is one of its --no-X
-  # spellings (argparse.BooleanOptionalAction; negated in render.py).
-  negated = table: option: primary:
-    let
-      negations = table.flags.${primary}.negations or [ ];
-      matches = filter (hasPrefix option) (attrNames table.options);
-    in
-    if table.options ? ${option} then elem option negations
-    else matches != [ ] && all (o: elem o negations) matches;
+  # Whether argparse reads an option string as a --no-X spelling (it stores False).
+  negated = table: option: table.negated ? ${option};
 
   # extraArgs read the way argparse reads them (parse_extra_args in render.py).
   parseExtraArgs = table: args:
@@ -185,7 +173,7 @@ let
               (if c.candidates != [ ] then acc // { ambiguous = acc.ambiguous ++ [ { inherit name; inherit (c) candidates; } ]; }
                else acc // { unknown = acc.unknown ++ [ name ]; })
           else if entry.takes_value == "none" then
-            go next ((setValue (!(negated table name c.primary))) // (if hasEq then { stray = acc.stray ++ [ token ]; } else { }))
+            go next ((setValue (!(negated table name))) // (if hasEq then { stray = acc.stray ++ [ token ]; } else { }))
           else if hasEq then go next (setValue (typed entry inline))
           else if entry.takes_value == "many" then
             let

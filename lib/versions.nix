@@ -1,5 +1,5 @@
 # Version order and version ranges for the rules (builtins only): the same
-# steps as blackwell_stack.serve.versions, checked against it and against
+# steps as blackwell_stack.model.versions, checked against it and against
 # Python's packaging by the tests. PEP 440 normal form only (0.5.23, 0.7.0rc1,
 # 0.6.5.post1, 2.12.0.dev20260307+cu130, 1!2.0); builtins.compareVersions is
 # not used: it puts 1.0 before 1.0rc1.

@@ -12,16 +12,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# What the CLI reads as data (src/blackwell_stack/paths.py): a copy of these is
-# a root for BLACKWELL_STACK_ROOT that a test may break.
-DATA_PARTS = ("pkgs", "modules", "patches", "nix", "stacks", "docs")
-
-
 def copy_data_root(dest: Path) -> Path:
-    """The project's data files copied under dest (a throw-away BLACKWELL_STACK_ROOT)."""
-    for part in DATA_PARTS:
-        shutil.copytree(REPO / part, dest / part, ignore=shutil.ignore_patterns("wheels", ".venv"))
-    shutil.copy(REPO / "flake.lock", dest / "flake.lock")
+    """The data files the CLI reads (model/registry.py: exactly what its Nix package carries), copied under
+    dest: a throw-away BLACKWELL_STACK_ROOT that a test may break."""
+    from blackwell_stack.model import registry
+
+    for path in registry.cli_files():
+        target = dest / path.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
     return dest
 
 
@@ -35,6 +34,9 @@ _RUNNER_SETTINGS = ("COLUMNS", "LINES", "LANGUAGE")
 @pytest.fixture(scope="session", autouse=True)
 def _same_terminal_and_locale_everywhere():
     saved = {name: os.environ.pop(name) for name in _RUNNER_SETTINGS if name in os.environ}
+    for name in _RUNNER_SETTINGS:
+        # GNU readline, once imported (by pdb, for one), exports COLUMNS and LINES behind os.environ's back.
+        os.unsetenv(name)
     saved_lc_all = os.environ.get("LC_ALL")
     os.environ["LC_ALL"] = "C.UTF-8"
     yield

@@ -13,9 +13,8 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import nix_inputs
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = json.loads((REPO / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())

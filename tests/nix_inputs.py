@@ -46,12 +46,12 @@ def locked(name: str) -> dict:
     return lock["nodes"][lock["nodes"]["root"]["inputs"][name]]["locked"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _workdir() -> Path:
     return Path(tempfile.mkdtemp(prefix="bws-nix-inputs-"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source(name: str) -> Path:
     """The input's tree at its locked rev, its narHash checked against flake.lock (else skip or fail)."""
     bundle = bundles_dir() / BUNDLES[name]
@@ -79,7 +79,7 @@ def source(name: str) -> Path:
     return tree
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def store_path(name: str) -> str:
     """The checked tree added to the Nix store: the path Nix itself fetches the locked input to."""
     tree = source(name)

@@ -23,9 +23,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import nix_inputs
 import pytest
 
-import nix_inputs
 from blackwell_stack.rehearsal.layout import CudaTree
 from blackwell_stack.rehearsal.stdenv import Input
 

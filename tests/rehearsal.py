@@ -24,16 +24,16 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import pytest
-
 import nix_inputs
 import nix_rehearsal
-from blackwell_stack.doctor import elf, fatbin
+import pytest
+
 from blackwell_stack.errors import StackError, ToolchainError
+from blackwell_stack.formats import elf, fatbin
+from blackwell_stack.model import stack as model
 from blackwell_stack.rehearsal import components, layout, phases, stdenv, tools
 from blackwell_stack.rehearsal.pythonenv import PythonSet
 from blackwell_stack.stacks import lock as locking
-from blackwell_stack.stacks import model
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"
@@ -57,7 +57,7 @@ class Session:
         return layout.CudaTree(self.root / "store", components.cuda_components(),
                                compiler_bindir=str(HOST_COMPILER_BIN))
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache  # noqa: B019 (one object for the whole session: nothing to leak)
     def cuda_home(self) -> tuple[Path, dict]:
         """nix/cuda-home.nix's tree, and the symlinkJoin arguments it was made from."""
         args = nix_rehearsal.cuda_home(self.tree, self.root)
@@ -79,12 +79,12 @@ class Session:
     @functools.cached_property
     def torch_set(self) -> PythonSet:
         """The stable stack's torch with its dependencies (the CUDA wheels only for what torch loads)."""
-        self.python  # skip early without Python 3.12
+        _ = self.python  # skip early without Python 3.12
         found = self.python_set("stable", "python")
         found.add_closure("torch", libraries_for=["torch"])
         return found
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache  # noqa: B019 (one object for the whole session: nothing to leak)
     def build_tools(self) -> dict[str, Path]:
         """cmake (bin dir), ninja (prefix), numactl (prefix), and the Python build system in torch_set."""
         data = components.tools()

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.doctor import envcheck, remote_zip
+from blackwell_stack.doctor import envcheck
 from blackwell_stack.doctor.checks import FAIL, OK, WARN
+from blackwell_stack.formats import remote_zip
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 

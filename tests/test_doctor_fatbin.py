@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.doctor import cuobjdump, elf, fatbin, inspection
+from blackwell_stack.doctor import inspection
+from blackwell_stack.formats import cuobjdump, elf, fatbin
 
 pytestmark = pytest.mark.cuda
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from blackwell_stack.doctor import abi, inspection, remote_zip
+from blackwell_stack.doctor import abi, inspection
+from blackwell_stack.formats import remote_zip
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.doctor import remote_zip
+from blackwell_stack.formats import remote_zip
 
 TORCH_ARM = "torch-2.9.1-cp312-cp312-manylinux_2_28_aarch64.whl"
 TORCH_X86 = "torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.doctor import wheeldiff
+from blackwell_stack.formats import wheeldiff
 
 REPO = Path(__file__).resolve().parent.parent
 EPOCH = "1772542754"  # the nixpkgs pin's lastModified; any fixed value does
@@ -91,9 +91,9 @@ def test_changed_file_is_content_and_record(snapshot, first_build, tmp_path):
 def test_changed_permissions(snapshot, first_build, tmp_path):
     changed = tmp_path / "perm"
     shutil.copytree(snapshot, changed)
-    (changed / "src" / "blackwell_stack" / "cli.py").chmod(0o755)
+    (changed / "src" / "blackwell_stack" / "cli" / "__init__.py").chmod(0o755)
     data = wheeldiff.diff(first_build, build(changed, tmp_path / "out"))
-    cli_entry = next(m for m in data["members"] if m["name"] == "blackwell_stack/cli.py")
+    cli_entry = next(m for m in data["members"] if m["name"] == "blackwell_stack/cli/__init__.py")
     assert cli_entry["class"] == "zip-metadata" and "permissions" in cli_entry["detail"]
 
 

@@ -11,10 +11,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from kernel_probe import probe_plan, probe_project
 
 from blackwell_stack.kernel import compile_work, patchcheck, recipe
 from blackwell_stack.kernel.plan import plan_section
-from kernel_probe import probe_plan, probe_project
 
 SERIES = patchcheck.load_series()
 
@@ -367,7 +367,7 @@ def test_another_torch_needs_the_override_and_the_override_is_recorded(clean_tre
     plain = run_cli(*args)
     data = json.loads(plain.stdout)  # the whole plan is printed whatever the verdicts
     torch = next(c for c in data["checks"] if c["name"] == "torch")
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     locked = model.load(model.default_name()).versions()["torch"]  # the default stack's torch
     assert not torch["ok"] and f"stacks/stable/uv.lock: {locked}" in torch["found"]

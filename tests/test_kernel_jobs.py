@@ -43,7 +43,7 @@ def brute_worst_case(rule: jobs.MemoryRule, plan: jobs.JobPlan, pools: bool, cop
     others = sorted((p * scale for s, p in rule.unit_peaks_mib.items() if s not in pooled for _ in range(copies)), reverse=True)
     unlisted = rule.unlisted_mib * scale
     best = 0
-    for k in range(0, min(plan.heavy_jobs if pooled else 0, len(heavy), plan.jobs) + 1):
+    for k in range(min(plan.heavy_jobs if pooled else 0, len(heavy), plan.jobs) + 1):
         rest = plan.jobs - k
         light = others[:rest] + [unlisted] * rest  # unlisted units never run out
         best = max(best, sum(heavy[:k]) + sum(sorted(light, reverse=True)[:rest]))

@@ -313,7 +313,7 @@ def test_fix2_patch_cmake_code_finds_cccl_for_host_code(tmp_path):
     """The find_path/include_directories lines of 0002, in a CMake project that
     compiles <cuda/atomic> as host C++ the way mscclpp's .cc files are."""
     include = require_cuda13_headers()
-    added = [line for line in patch_named("0002").file("CMakeLists.txt").hunks[0].new_lines]
+    added = list(patch_named("0002").file("CMakeLists.txt").hunks[0].new_lines)
     start = next(i for i, line in enumerate(added) if line.startswith("find_path(SGL_KERNEL_CCCL_INCLUDE_DIR"))
     end = next(i for i, line in enumerate(added) if line == "endif()" and i > start)
     snippet = "\n".join(added[start : end + 1])
@@ -467,7 +467,7 @@ def test_fix5_compatibility_rules(patched_load_utils):
     load_utils._check_built_architectures(80)
     load_utils._check_built_architectures(86)  # sm_80 cubins run on 8.6
     load_utils._check_built_architectures(90)
-    with pytest.raises(ImportError, match="8.0, 9.0a"):
+    with pytest.raises(ImportError, match=r"8.0, 9.0a"):
         load_utils._check_built_architectures(120)
 
 

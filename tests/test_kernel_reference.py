@@ -18,11 +18,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO, copy_data_root
+from kernel_probe import probe_plan, probe_project
 
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.kernel import build, buildinfo, reference
-from conftest import REPO, copy_data_root
-from kernel_probe import probe_plan, probe_project
+from blackwell_stack.model import registry
 
 
 def cli(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
@@ -161,7 +162,7 @@ def _reference_for(wheel: Path, record: str, root: Path) -> reference.Reference:
     data["result"]["members"] = members
     data["result"]["compiled"] = {"sgl_kernel/libprobe.so": {"sha256": members["sgl_kernel/libprobe.so"],
                                                           "size": sizes["sgl_kernel/libprobe.so"]}}
-    path = root / Path(*reference.REFERENCE_PARTS)
+    path = root / registry.entry("reference-wheel").pattern
     path.write_text(json.dumps(data, indent=2))
     return reference.load(path)
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blackwell_stack.errors import HashMismatch, NetworkError
+from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.kernel import nar, sourcedir, sources
 
 NIX_HASH = ["nix", "--extra-experimental-features", "nix-command", "hash", "path"]
@@ -200,7 +200,7 @@ def test_fetchcontent_settings_python_and_nix_agree(nix, archs):
     assert got["settings"]["FETCHCONTENT_FULLY_DISCONNECTED"] == "ON"
     missing = copy.deepcopy(dirs)
     missing.pop("repo-fmt")
-    with pytest.raises(Exception):
+    with pytest.raises(StackError, match="no source directory for repo-fmt"):
         sources.fetchcontent_settings(data, archs, missing)
     assert "no source directory for repo-fmt" in nix.eval_error(expr.replace("dirs = builtins.fromJSON", "dirs = builtins.removeAttrs (builtins.fromJSON").replace(
         "; archs =", ") [ \"repo-fmt\" ]; archs =", 1))

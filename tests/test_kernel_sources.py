@@ -121,5 +121,5 @@ def test_update_fills_an_unverified_pin_with_the_real_prefetched_hash(tmp_path):
 def test_update_names_unknown_pins(tmp_path):
     path = tmp_path / "sources.json"
     path.write_text(SOURCES.read_text())
-    with pytest.raises(StackError, match="no such pin .*fetchcontent.repo-nope"):
+    with pytest.raises(StackError, match=r"no such pin .*fetchcontent.repo-nope"):
         sources.update(path, only=["fetchcontent.repo-nope"])

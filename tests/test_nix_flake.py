@@ -18,9 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import nix_inputs
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = json.loads((REPO / "flake.lock").read_text())

@@ -18,9 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import nix_inputs
+import pytest
 from flake_eval import NIX, FlakeEval
 
 pytestmark = pytest.mark.nix

@@ -20,9 +20,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
-from blackwell_stack.stacks import model
 from flake_eval import FLAKE_NIXPKGS, FlakeEval
+
+from blackwell_stack.model import stack as model
 
 pytestmark = pytest.mark.nix
 

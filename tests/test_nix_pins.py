@@ -1,4 +1,4 @@
-"""lib/pins.nix (the flake's `lib.pins`) against blackwell_stack.pins.store on
+"""lib/pins.nix (the flake's `lib.pins`) against blackwell_stack.model.pins on
 the same JSON (the nightly stack's wheel pins, stacks/nightly/pins.json):
 same pins, same unverified list, same refusal naming the same fill command."""
 
@@ -14,8 +14,8 @@ from blackwell_stack import pypi
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
 from blackwell_stack.hashes import hex_to_sri, sha256_file
+from blackwell_stack.model.pins import load_pins, unverified, validate, wheel_pin
 from blackwell_stack.paths import cache_dir
-from blackwell_stack.pins.store import load_pins, unverified, validate, wheel_pin
 
 pytestmark = pytest.mark.nix
 

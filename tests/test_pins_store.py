@@ -9,7 +9,7 @@ import pytest
 
 from blackwell_stack.cli import main
 from blackwell_stack.errors import DataError, ExitCode, StackError
-from blackwell_stack.pins.store import load_pins, unverified, wheel_pin
+from blackwell_stack.model.pins import load_pins, unverified, wheel_pin
 
 
 @pytest.fixture

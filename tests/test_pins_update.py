@@ -7,12 +7,12 @@ import json
 import shutil
 
 import pytest
+from index_server import Index, build_wheel, serve
 
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.hashes import hex_to_sri
-from blackwell_stack.pins.store import load_pins, wheel_pin
+from blackwell_stack.model.pins import load_pins, wheel_pin
 from blackwell_stack.pins.update import update_pypi, update_torch
-from index_server import Index, build_wheel, serve
 
 TRITON = "3.6.0+git1a2b3c4d"
 
@@ -107,7 +107,7 @@ def test_missing_date_names_the_nearest_dates(index, repo, tmp_path):
 
 def test_missing_python_is_reported(index, repo, tmp_path):
     pins_path = seed_pins(repo, tmp_path)
-    with pytest.raises(StackError, match="no wheel for x86_64-linux and Python 3.13"):
+    with pytest.raises(StackError, match=r"no wheel for x86_64-linux and Python 3.13"):
         update_torch(pins_path, date="20260307", pythons=["3.13"], systems=["x86_64-linux"], index_url=index.url)
 
 
@@ -147,6 +147,6 @@ def test_update_pypi_pins_a_real_release(tmp_path, monkeypatch):
 
 @pytest.mark.network
 def test_update_pypi_rejects_a_version_that_does_not_exist(tmp_path):
-    with pytest.raises(NetworkError, match="six==0.0.0"):
+    with pytest.raises(NetworkError, match=r"six==0.0.0"):
         update_pypi(tmp_path / "pins.json", ["six==0.0.0"], pythons=["3.12"], systems=["x86_64-linux"])
     assert not (tmp_path / "pins.json").exists()

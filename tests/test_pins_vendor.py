@@ -9,13 +9,13 @@ import subprocess
 import uuid
 
 import pytest
+from index_server import build_wheel
 
 from blackwell_stack.cli import main
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.hashes import hex_to_sri, sha256_file
-from blackwell_stack.pins.store import load_pins
+from blackwell_stack.model.pins import load_pins
 from blackwell_stack.pins.vendor import vendor
-from index_server import build_wheel
 
 pytestmark = pytest.mark.nix
 

@@ -83,7 +83,7 @@ def test_a_wheel_whose_record_disagrees_is_refused(tmp_path):
     good = build_wheel(tmp_path, "torch", VERSION)
     tampered = rewrite_member(good, "torch/__init__.py", b"import os\n", tmp_path / "t.whl")
     check_record_candidate(good, "torch", VERSION)  # the real one passes
-    with pytest.raises(HashMismatch, match="RECORD disagrees with its files: torch/__init__.py: size"):
+    with pytest.raises(HashMismatch, match=r"RECORD disagrees with its files: torch/__init__.py: size"):
         check_record_candidate(tampered, "torch", VERSION)
 
 

@@ -55,7 +55,7 @@ def test_inspect_shows_progress_on_a_terminal(two_wheels):
 
 
 def test_wheel_diff_shows_progress_on_a_terminal(two_wheels):
-    code, out, shown = run_with_terminal_stderr("wheel", "diff", *map(str, two_wheels))
+    code, _out, shown = run_with_terminal_stderr("wheel", "diff", *map(str, two_wheels))
     assert code == 1  # same files, stored differently
     assert "hashing both wheels" in shown and "comparing" in shown and "members" in shown
 

@@ -18,8 +18,8 @@ import json
 import os
 
 import pytest
-
 import rehearsal as rh
+
 from blackwell_stack.rehearsal import diagnose
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]

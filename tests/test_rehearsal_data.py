@@ -12,9 +12,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import nix_inputs
 import pytest
 
-import nix_inputs
 from blackwell_stack import pypi
 from blackwell_stack.rehearsal import components, layout, stdenv
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
-
 import nix_rehearsal
+import pytest
 import rehearsal as rh
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]

@@ -21,8 +21,8 @@ import re
 import subprocess
 
 import pytest
-
 import rehearsal as rh
+
 from blackwell_stack.rehearsal import diagnose
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]

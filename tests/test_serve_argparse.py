@@ -20,8 +20,8 @@ import zipfile
 
 import pytest
 
+from blackwell_stack.model.profile import load_profile, load_rules
 from blackwell_stack.serve import flags
-from blackwell_stack.serve.profile import load_profile, load_rules
 from blackwell_stack.serve.render import render
 
 pytestmark = pytest.mark.network
@@ -68,7 +68,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if getattr(module, "__file__", None):
             exec(compile(self.zf.read(module.__file__).decode(), module.__file__, "exec"), module.__dict__)
 
-def main(wheel, real_json, argv_json):
+def main(wheel, real_json, argv_json, probes_path=None):
     zf = zipfile.ZipFile(wheel)
     sys.meta_path.insert(0, _Finder(zf, json.loads(real_json)))
     module = importlib.import_module("sglang.srt.server_args")
@@ -99,10 +99,25 @@ def main(wheel, real_json, argv_json):
             parses.append({"ok": True, "ns": {k: plain(v) for k, v in vars(ns).items()}})
         except (argparse.ArgumentError, SystemExit) as exc:
             parses.append({"ok": False, "error": f"{exc} {err.getvalue()}"})
-    json.dump({"actions": actions, "parses": parses}, sys.stdout)
+    decisions = {}
+    for option in (json.load(open(probes_path)) if probes_path else []):
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                found = parser._parse_optional(option)
+        except (argparse.ArgumentError, SystemExit):
+            decisions[option] = {"ambiguous": True}
+            continue
+        if isinstance(found, list):  # Python >= 3.12.3 returns the matches as a list
+            found = found[0] if len(found) == 1 else None
+        if found is None or found[0] is None:
+            decisions[option] = {"flag": None}
+        else:
+            decisions[option] = {"flag": found[0].option_strings[0], "option": found[1]}
+    json.dump({"actions": actions, "parses": parses, "decisions": decisions}, sys.stdout)
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3])
+    main(*sys.argv[1:])
 '''
 
 TAKES = {0: "none", None: "one", "?": "optional", "*": "many", "+": "many"}
@@ -160,9 +175,11 @@ def real(version, pypi_file, tmp_path_factory, table, msgspec_dir):
     ]
     script = tmp_path_factory.mktemp("probe") / "probe.py"
     script.write_text(PROBE)
+    probes = script.parent / "probes.json"
+    probes.write_text(json.dumps(sorted({*table["options"], *table["abbreviations"], *table["ambiguous"]})))
     env = {**os.environ, "PYTHONPATH": str(msgspec_dir)}
     result = subprocess.run(
-        [sys.executable, str(script), str(wheel), json.dumps(real_modules), json.dumps(argvs)],
+        [sys.executable, str(script), str(wheel), json.dumps(real_modules), json.dumps(argvs), str(probes)],
         capture_output=True, text=True, timeout=120, env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -200,3 +217,23 @@ def test_the_real_parser_agrees_on_what_is_refused(real, version):
     assert not typo["ok"] and "--fp4-gemm-runner-backend" in typo["error"]
     assert abbreviated["ok"] and abbreviated["ns"][TP_DEST[version]] == 8  # --tp, as write-ups spell it
     assert not bad_choice["ok"] and "fa5" in bad_choice["error"]
+
+
+def test_the_tables_decisions_are_the_real_parsers(real, table):
+    """Every exact spelling, abbreviation, ambiguous prefix and --no-X spelling in the table, read by the real
+    parser: lib/sglang-service.nix and render.py look these up instead of reimplementing argparse."""
+    decided = real["decisions"]
+    for option, primary in table["options"].items():
+        assert decided[option] == {"flag": primary, "option": option}, option
+    for prefix, primary in table["abbreviations"].items():
+        got = decided[prefix]
+        if got.get("ambiguous"):  # argparse before 3.12.3 refuses a prefix of two spellings of the same flag
+            assert {p for o, p in table["options"].items() if o.startswith(prefix)} == {primary}, prefix
+        else:
+            assert got["flag"] == primary, prefix
+            if table["flags"][primary]["negations"]:  # BooleanOptionalAction stores False for a --no- spelling
+                assert (prefix in table["negated"]) == got["option"].startswith("--no-"), prefix
+    for prefix in table["ambiguous"]:
+        assert decided[prefix] == {"ambiguous": True}, prefix
+    for option, primary in table["negated"].items():
+        assert decided[option]["flag"] == primary and decided[option]["option"].startswith("--no-"), option

@@ -30,7 +30,7 @@ def cli(*args, env=None):
 def test_render_prints_the_working_command():
     result = cli("serve", "render")
     assert result.returncode == 0, result.stderr
-    line = next(l for l in result.stdout.splitlines() if "sglang.launch_server" in l)
+    line = next(text for text in result.stdout.splitlines() if "sglang.launch_server" in text)
     for word in WORKING:
         assert f" {word}" in line
     assert "SGLANG_ENABLE_JIT_DEEPGEMM=0" in line and "NCCL_P2P_LEVEL=4" in line
@@ -72,7 +72,7 @@ def test_check_passes_on_the_profile_and_lists_every_rule(repo):
 def test_check_fails_with_the_rule_and_exit_1(args, rule):
     result = cli("serve", "check", *args)
     assert result.returncode == 1
-    row = next(l for l in result.stdout.splitlines() if l.startswith(rule))
+    row = next(text for text in result.stdout.splitlines() if text.startswith(rule))
     assert "FAIL" in row
 
 
@@ -199,7 +199,7 @@ def test_check_on_the_current_stack_lists_versions_and_unverified_entries():
 
 @pytest.mark.parametrize("stack", ["stable", "current"])
 def test_every_profile_of_a_stack_passes_check_on_its_lock(stack):
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     versions = model.load(stack).versions()
     profiles = model.load(stack).profiles
@@ -250,9 +250,10 @@ def test_a_stack_without_a_lock_names_the_command_that_makes_it():
 
 
 def test_plan_shows_each_stacks_service_on_its_own_versions():
+    from blackwell_stack.model.stack import load
     from blackwell_stack.serve.plan import plan_sections
 
-    current, stable, nightly = plan_sections(["current", "stable", "nightly"])
+    current, stable, nightly = plan_sections([load("current"), load("stable"), load("nightly")])
     assert [s.key for s in (current, stable, nightly)] == ["service-current", "service-stable", "service-nightly"]
     items = {i.name: i for i in current.items}
     assert items["runtime"].value == "sglang 0.5.23, flashinfer 0.7.2" and items["runtime"].source == "stacks/current/uv.lock"
@@ -263,4 +264,4 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     # No lock: the profile's own runtime block, and the command that makes the lock.
     runtime = {i.name: i for i in nightly.items}["runtime"]
     assert runtime.value == "sglang 0.5.9, flashinfer 0.6.5" and "blackwell-stack stack lock nightly --wheels DIR" in runtime.source
-    assert [s.key for s in plan_sections(["current"])] == ["service"]
+    assert [s.key for s in plan_sections([load("current")])] == ["service"]

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from blackwell_stack.errors import DataError
+from blackwell_stack.model.profile import load_profile
 from blackwell_stack.serve import flags
-from blackwell_stack.serve.profile import load_profile
 
 
 def test_default_table_is_the_default_profiles_sglang():
@@ -43,7 +43,7 @@ def test_a_misfiled_table_is_refused(tmp_path):
     data = json.loads(flags.table_path("0.5.9").read_text())
     path = tmp_path / "0.5.23.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(DataError, match="is 0.5.9, expected 0.5.23"):
+    with pytest.raises(DataError, match=r"is 0.5.9, expected 0.5.23"):
         flags.load_table("0.5.23", path)
 
 

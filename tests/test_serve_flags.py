@@ -12,8 +12,8 @@ import pytest
 
 from blackwell_stack import pypi
 from blackwell_stack.errors import StackError
-from blackwell_stack.serve import flags
-from blackwell_stack.serve.profile import available_profiles, load_profile
+from blackwell_stack.model.profile import available_profiles, load_profile
+from blackwell_stack.serve import flags, flags_extract
 from blackwell_stack.serve.render import canonical
 
 pytestmark = pytest.mark.network
@@ -37,17 +37,17 @@ def wheel(pypi_file, version):
 
 @pytest.fixture(scope="module")
 def extracted(wheel):
-    return flags.extract_wheel(wheel)
+    return flags_extract.extract_wheel(wheel)
 
 
 @pytest.fixture(scope="module")
 def v0_5_9(pypi_file):
-    return flags.extract_wheel(pypi_file("sglang", "0.5.9", WHEELS["0.5.9"]))
+    return flags_extract.extract_wheel(pypi_file("sglang", "0.5.9", WHEELS["0.5.9"]))
 
 
 @pytest.fixture(scope="module")
 def v0_5_23(pypi_file):
-    return flags.extract_wheel(pypi_file("sglang", "0.5.23", WHEELS["0.5.23"]))
+    return flags_extract.extract_wheel(pypi_file("sglang", "0.5.23", WHEELS["0.5.23"]))
 
 
 def test_committed_table_is_what_the_wheel_gives(extracted, version, repo):
@@ -172,11 +172,11 @@ def test_not_a_wheel_is_a_clear_error(tmp_path):
     bogus = tmp_path / "sglang-0.5.9-py3-none-any.whl"
     bogus.write_bytes(b"not a zip")
     with pytest.raises(StackError, match="not an sglang wheel"):
-        flags.extract_wheel(bogus)
+        flags_extract.extract_wheel(bogus)
     with pytest.raises(StackError, match="no such file"):
-        flags.extract_wheel(tmp_path / "missing.whl")
+        flags_extract.extract_wheel(tmp_path / "missing.whl")
 
 
 def test_source_without_add_argument_is_refused():
-    with pytest.raises(StackError, match="no parser.add_argument"):
-        flags.extract_source("x = 1\n")
+    with pytest.raises(StackError, match=r"no parser.add_argument"):
+        flags_extract.extract_source("x = 1\n")

@@ -1,4 +1,4 @@
-"""modules/sglang.nix against its data: the lib entry points it uses, and that
+"""modules/sglang.nix (with modules/sglang/) against its data: the lib entry points it uses, and that
 every rule names an option the module declares.
 
 The module itself is evaluated with nixpkgs.lib's evalModules in
@@ -19,8 +19,8 @@ RULES = {r["id"]: r for r in json.loads((Path(__file__).resolve().parent.parent 
 
 
 def test_lib_default_exposes_the_service_and_renders_the_profile(nix):
+    from blackwell_stack.model.profile import load_profile, load_rules
     from blackwell_stack.serve import flags
-    from blackwell_stack.serve.profile import load_profile, load_rules
     from blackwell_stack.serve.render import render
 
     argv = nix.eval("(import ./lib).sglangService.render { }).argv".replace("(import", "((import", 1))
@@ -39,8 +39,14 @@ def test_verdict_text_names_option_rule_and_source(nix):
     ]
 
 
+def module_text(repo: Path) -> str:
+    """modules/sglang.nix and the files it is made of (modules/sglang/: options, assertions, unit)."""
+    files = [repo / "modules" / "sglang.nix", *sorted((repo / "modules" / "sglang").glob("*.nix"))]
+    return "\n".join(f.read_text() for f in files)
+
+
 def test_every_rule_names_a_declared_option(repo):
-    module = (repo / "modules" / "sglang.nix").read_text()
+    module = module_text(repo)
     declared = set(re.findall(r"^\s{4}([A-Za-z0-9.]+) = (?:mkOption|profileFlagOption )", module, re.M))
     declared |= {f"model.{m}" for m in re.findall(r"^\s{6}(id|revision|path) = mkOption", module, re.M)}
     rules = json.loads((repo / "modules" / "rules.json").read_text())["rules"]
@@ -51,7 +57,7 @@ def test_every_rule_names_a_declared_option(repo):
 
 
 def test_module_defaults_come_from_the_profile_and_the_flag_table(repo):
-    module = (repo / "modules" / "sglang.nix").read_text()
+    module = module_text(repo)
     profile = json.loads((repo / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())
     for flag in profile["flags"]:
         assert f'"{flag}" = cfg.' in module, f"{flag} has no typed option"

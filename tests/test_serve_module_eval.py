@@ -15,10 +15,8 @@ import re
 import subprocess
 
 import pytest
-
 from module_eval import (
     CC_PATH,
-    CLI_PATH,
     CUDA_PATH,
     ENV_PATH,
     FLAKE_ENV_PREFIX,
@@ -128,7 +126,7 @@ def flake_hosts(nix, nixpkgs_lib, tmp_path_factory):
 
 
 def test_the_flake_module_runs_the_default_stack_unless_told(flake_hosts):
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     default = flake_hosts["default"]
     assert default["failedAssertions"] == []
@@ -142,7 +140,7 @@ def test_the_flake_module_runs_the_default_stack_unless_told(flake_hosts):
 
 
 def test_the_current_stack_takes_its_environment_and_first_profile(flake_hosts):
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     current = flake_hosts["current"]
     assert current["failedAssertions"] == []
@@ -192,7 +190,7 @@ def test_an_environment_of_another_stack_is_refused_with_the_fix(flake_hosts):
 
 
 def test_the_stack_is_one_with_a_lock(nix, nixpkgs_lib, tmp_path):
-    from blackwell_stack.stacks import model
+    from blackwell_stack.model import stack as model
 
     with pytest.raises(AssertionError) as info:
         evaluate_one(nix, nixpkgs_lib, host('services.sglang.stack = "nightly";', flake=True), tmp_path, flake=True)

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from blackwell_stack.model import stack as stacks_model
+from blackwell_stack.model.profile import Profile, Runtime, available_profiles, load_profile, load_rules
 from blackwell_stack.serve import flags
-from blackwell_stack.serve.profile import Profile, Runtime, available_profiles, load_profile, load_rules
 from blackwell_stack.serve.render import render
 from blackwell_stack.serve.rules import evaluate
-from blackwell_stack.stacks import model as stacks_model
 
 pytestmark = pytest.mark.nix
 
@@ -324,10 +324,10 @@ def test_a_runtime_version_that_is_not_pep440_is_refused_on_both_sides(nix, tmp_
 
 def test_fired_messages_name_the_flag_and_the_fix():
     py = python_result(RULE_CASES["sm120-moe-flashinfer-trtllm"][0])
-    (msg,) = [v for v in py["verdicts"] if v["id"] == "sm120-moe-flashinfer-trtllm"][0]["messages"]
+    (msg,) = next(v for v in py["verdicts"] if v["id"] == "sm120-moe-flashinfer-trtllm")["messages"]
     assert "--moe-runner-backend flashinfer_trtllm" in msg and "use flashinfer_cutlass" in msg
     py = python_result(RULE_CASES["sglang-rejects-flag"][0])
-    (msg,) = [v for v in py["verdicts"] if v["id"] == "sglang-rejects-flag"][0]["messages"]
+    (msg,) = next(v for v in py["verdicts"] if v["id"] == "sglang-rejects-flag")["messages"]
     assert "did you mean --fp4-gemm-backend?" in msg
 
 
@@ -441,9 +441,10 @@ LOCKED_STACKS = [n for n in stacks_model.names() if stacks_model.load(n).locked]
 
 def _stack_python(c: dict) -> dict:
     """`serve check --stack STACK --profile PROFILE --set K=V`: the lock's runtime, the profile held to the stack."""
+    from blackwell_stack.model import stack as stacks_model
     from blackwell_stack.serve.service import configure
 
-    service = configure(c["profile"], stack=c["stack"], settings=[f"{k}={v}" for k, v in c["overrides"].items()])
+    service = configure(c["profile"], stack=stacks_model.load(c["stack"]), settings=[f"{k}={v}" for k, v in c["overrides"].items()])
     return {
         "argv": service.rendered.argv,
         "env": service.rendered.env,

@@ -11,8 +11,9 @@ import re
 import pytest
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.serve import flags, versions
-from blackwell_stack.serve.profile import available_profiles, load_profile, load_rules
+from blackwell_stack.model import versions
+from blackwell_stack.model.profile import available_profiles, load_profile, load_rules
+from blackwell_stack.serve import flags
 
 RULES = load_rules()
 TABLES = {v: flags.load_table(v).data for v in flags.available_versions()}
@@ -137,7 +138,7 @@ def test_a_profile_runtime_that_is_not_a_version_is_refused(tmp_path):
     data["runtime"]["flashinfer"] = "latest"
     path = tmp_path / "p.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(DataError, match="runtime.*flashinfer.*PEP 440"):
+    with pytest.raises(DataError, match=r"runtime.*flashinfer.*PEP 440"):
         load_profile(str(path))
 
 

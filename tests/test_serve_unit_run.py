@@ -25,7 +25,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from module_eval import REPO, evaluate_one, exec_argv, host, nixpkgs_lib  # noqa: F401  (fixture)
 from verify_server import free_port
 

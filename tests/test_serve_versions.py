@@ -1,4 +1,4 @@
-"""Version order and ranges: blackwell_stack.serve.versions and lib/versions.nix agree with
+"""Version order and ranges: blackwell_stack.model.versions and lib/versions.nix agree with
 each other and with packaging.version, on generated versions and on the edge cases a
 stack can hand over (pre-releases, post and dev releases, local builds, epochs)."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.serve import versions
+from blackwell_stack.model import versions
 
 EDGES = [
     "0.5.9", "0.5.10", "0.5.23", "0.5.23.0", "0.5.023", "0.5.23rc1", "0.5.23a2", "0.5.23b1", "0.5.23.dev3",
@@ -59,7 +59,7 @@ def test_builtins_compare_versions_would_not_do(nix):
 
 @pytest.mark.parametrize("bad", NOT_VERSIONS)
 def test_what_is_not_a_version_is_refused(bad):
-    with pytest.raises(StackError, match="PEP 440|digits"):
+    with pytest.raises(StackError, match=r"PEP 440|digits"):
         versions.parse(bad)
 
 

@@ -14,7 +14,10 @@ import pytest
 
 from blackwell_stack.doctor import abi, inspection
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.stacks import libraries, model, wheels
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import stack as model
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.stacks import libraries
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
@@ -38,7 +41,7 @@ def test_the_current_stack_locks_this_wheel_and_torch_2_14_1():
 @pytest.fixture(scope="module")
 def wheel(pypi_file):
     path = pypi_file(KERNEL.name, KERNEL.version, wheels.filename(wheels.uv_choice(KERNEL)))
-    assert sha256_file(path) == libraries.sha256_of(wheels.uv_choice(KERNEL)), "not the file the lock names"
+    assert sha256_file(path) == lockfile.sha256_of(wheels.uv_choice(KERNEL)), "not the file the lock names"
     return path
 
 

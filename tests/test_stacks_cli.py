@@ -14,7 +14,9 @@ from blackwell_stack.cli import main
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import toolchain
-from blackwell_stack.stacks import libraries, model, wheels
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import stack as model
+from blackwell_stack.model import wheel_choice as wheels
 
 
 def test_stack_show_json(capsys):
@@ -78,11 +80,11 @@ def test_plan_refuses_an_unknown_stack(capsys):
 
 def test_the_kernel_toolchain_check_takes_the_stacks_torch():
     """`kernel build --stack NAME` expects the torch of that stack's lock; a stack without one names its lock command."""
-    expected = toolchain.expected_torch(sys.executable, stack="stable")
+    expected = toolchain.expected_torch(sys.executable, model.load("stable"))
     assert expected.version == model.load("stable").versions()["torch"] and expected.override is None
     assert expected.install.startswith("UV_PROJECT_ENVIRONMENT=") and "uv sync --frozen --inexact --project" in expected.install
     with pytest.raises(StackError) as info:
-        toolchain.expected_torch(sys.executable, stack="nightly")
+        toolchain.expected_torch(sys.executable, model.load("nightly"))
     assert info.value.hint == "run `blackwell-stack stack lock nightly --wheels DIR`"
 
 
@@ -102,7 +104,7 @@ def test_vendor_checks_a_file_against_the_lock_and_adds_it_where_fetchurl_looks(
     lock = model.load("stable").lock()
     # A file only the stable lock names (the other locks take another python-dateutil).
     wheel = wheels.uv_choice(lock.get("python-dateutil"))
-    name, digest = wheels.filename(wheel), libraries.sha256_of(wheel)
+    name, digest = wheels.filename(wheel), lockfile.sha256_of(wheel)
     kept = tmp_path / name
     download(wheel["url"], kept, expected_sha256=digest)
     assert main(["pins", "vendor", str(kept)]) == 0

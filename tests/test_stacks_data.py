@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.serve.profile import load_profile
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import stack as model
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.model.profile import load_profile
 from blackwell_stack.stacks import lock as locking
-from blackwell_stack.stacks import libraries, model, wheels
 
 REPO = Path(__file__).resolve().parent.parent
 LOCKED = [n for n in model.names() if model.load(n).locked]
@@ -119,7 +121,7 @@ def test_key_files_have_pypis_own_sha256(name):
     for package, file in KEY_FILES[name].items():
         pkg = lock.get(package)
         published = {f.filename: f.sha256 for f in pypi.release_files(package, pkg.version)}
-        assert libraries.sha256_of(wheels.uv_choice(pkg)) == published[file], package
+        assert lockfile.sha256_of(wheels.uv_choice(pkg)) == published[file], package
 
 
 @pytest.mark.parametrize("name", LOCKED)

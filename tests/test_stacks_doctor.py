@@ -16,7 +16,9 @@ import pytest
 from uv_venv import install, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
-from blackwell_stack.stacks import libraries, model, wheels
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import stack as model
+from blackwell_stack.model import wheel_choice as wheels
 
 pytestmark = pytest.mark.network
 
@@ -33,7 +35,7 @@ def venv(tmp_path):
     for name in AS_LOCKED:
         pkg = lock.get(name)
         wheel = wheels.uv_choice(pkg)
-        exact.append(f"{name} @ {wheel['url']}#sha256={libraries.sha256_of(wheel)}")
+        exact.append(f"{name} @ {wheel['url']}#sha256={lockfile.sha256_of(wheel)}")
     install(python, *exact, "==".join(OTHER_VERSION), "==".join(NOT_LOCKED))
     return python
 

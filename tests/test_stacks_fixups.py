@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.doctor import remote_zip
-from blackwell_stack.stacks import libraries, model, pairing, wheels
+from blackwell_stack.formats import remote_zip
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import stack as model
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.stacks import libraries, pairing
 from blackwell_stack.stacks.commands import differences
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,7 +69,7 @@ def test_the_library_providers_form_no_cycle():
                  for pkg, info in audit["libraries"].items()}
         state: dict[str, int] = {}
 
-        def visit(node: str, trail: tuple[str, ...]) -> None:
+        def visit(node: str, trail: tuple[str, ...], name=name, edges=edges, state=state) -> None:
             if state.get(node) == 2:
                 return
             assert state.get(node) != 1, f"{name}: library cycle {' -> '.join(trail + (node,))}"
@@ -157,5 +160,5 @@ def test_the_audit_is_what_the_wheels_say(name):
     lock = stack.lock()
     fresh = libraries.audit(stack, lock, libraries.read_all(stack, lock))
     assert differences(libraries.load_audit(stack), fresh) == []
-    chosen = libraries.chosen_wheels(stack, lock)
-    assert {n: f["sha256"] for n, f in fresh["files"].items()} == {n: libraries.sha256_of(w) for n, (_, w) in chosen.items()}
+    chosen = stack.chosen_wheels(lock)
+    assert {n: f["sha256"] for n, f in fresh["files"].items()} == {n: lockfile.sha256_of(w) for n, (_, w) in chosen.items()}

@@ -22,7 +22,8 @@ from uv_venv import NO_DOWNLOADS, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 from blackwell_stack.errors import StackError, ToolchainError
-from blackwell_stack.stacks import libraries, model
+from blackwell_stack.model import stack as model
+from blackwell_stack.stacks import libraries
 from blackwell_stack.stacks import lock as locking
 
 REPO = Path(__file__).resolve().parent.parent

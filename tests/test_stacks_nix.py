@@ -23,10 +23,12 @@ import json
 import re
 from pathlib import Path
 
+import nix_inputs
 import pytest
 
-from blackwell_stack.stacks import libraries, model, wheels
-import nix_inputs
+from blackwell_stack.model import stack as model
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.stacks import libraries
 
 pytestmark = pytest.mark.nix
 
@@ -139,7 +141,7 @@ def test_uv2nix_resolves_each_package_to_a_locked_wheel(nix, uv2nix_sources, sta
         assert entry["format"] == "wheel", name
         assert entry["version"] == pkg.version, name
         chosen = wheels.uv2nix_choice(pkg)
-        # uv2nix's own choice is what blackwell_stack.stacks.wheels models.
+        # uv2nix's own choice is what blackwell_stack.model.wheel_choice models.
         assert entry["src"]["name"] == wheels.filename(chosen), name
         assert (entry["src"]["url"], entry["src"]["hash"]) == (chosen["url"], chosen["hash"]), name
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.verify.openai_client import Endpoint, Limits, ProtocolError, SSEParser, _ChunkedDecoder
+from blackwell_stack.verify import events
+from blackwell_stack.verify.openai_client import Endpoint
+from blackwell_stack.verify.wire import ChunkedDecoder, Limits, ProtocolError, SSEParser
 
 
 @pytest.mark.parametrize(
@@ -40,14 +42,14 @@ def _events_in_pieces(parser: SSEParser, stream: bytes, size: int) -> list[dict]
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
 def test_chunked_decoder_any_split(size):
     body = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n"
-    decoder = _ChunkedDecoder()
+    decoder = ChunkedDecoder()
     assert _feed_in_pieces(decoder, body, size) == b"hello, world"
     assert decoder.done
 
 
 def test_chunked_decoder_bad_size():
     with pytest.raises(ProtocolError):
-        _ChunkedDecoder().feed(b"zz\r\n")
+        ChunkedDecoder().feed(b"zz\r\n")
 
 
 @pytest.mark.parametrize("size", [1, 5, 64, 4096])
@@ -97,3 +99,27 @@ def test_limits_follow_max_tokens():
     assert small.event_bytes < big.event_bytes and small.body_bytes < big.body_bytes
     assert small.event_bytes < 100_000
     assert Limits.for_request({}).body_bytes == Limits.for_request(None).body_bytes
+
+
+@pytest.mark.parametrize("event", [
+    {"error": {"message": "out of memory"}},
+    {"choices": {"delta": {"content": "x"}}},
+    {"choices": ["x"]},
+    {"choices": [{"finish_reason": None}]},  # a chat choice without its delta
+    {"choices": [{"delta": {"content": 7}}]},
+])
+def test_smoke_and_bench_refuse_the_same_stream_events(event):
+    """One reader of OpenAI stream events (verify/events.py) for both: the same events are refused, with the event
+    quoted."""
+    with pytest.raises(ProtocolError):
+        events.stream_event(event, chat=True)
+
+
+def test_a_stream_event_gives_each_choices_text_reasoning_finish_and_the_usage():
+    choices, usage = events.stream_event({"choices": [{"delta": {"reasoning_content": "hm"}, "finish_reason": None},
+                                                      {"delta": {"content": "ok"}, "finish_reason": "stop"}],
+                                          "usage": {"completion_tokens": 2}}, chat=True)
+    assert [(c.content, c.reasoning, c.finish_reason) for c in choices] == [(None, "hm", None), ("ok", None, "stop")]
+    assert events.completion_tokens(usage) == 2
+    (text,), none = events.stream_event({"choices": [{"text": "a", "finish_reason": None}]}, chat=False)
+    assert text.content == "a" and none is None

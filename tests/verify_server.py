@@ -38,6 +38,7 @@ serves one fault.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -126,7 +127,7 @@ def _set_fluent_weights(model, tok, vocab: int, *, endless: bool = False) -> Non
     sequence = fluent_sequence(tok)
     if endless:
         sequence = sequence[:-1] + sequence[:1]
-    successor = {a: b for a, b in zip(sequence, sequence[1:])}
+    successor = dict(itertools.pairwise(sequence))
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
@@ -328,7 +329,7 @@ class FaultServer:
         if self.proc.stdout:
             self.proc.stdout.close()
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         return self
 
     def __exit__(self, *exc) -> None:

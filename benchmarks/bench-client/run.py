@@ -26,8 +26,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 
-from blackwell_stack.verify import bench  # noqa: E402
-from blackwell_stack.verify.openai_client import Endpoint  # noqa: E402
+from blackwell_stack.verify import bench
+from blackwell_stack.verify.openai_client import Endpoint
 
 
 def _event(i: int) -> bytes:
@@ -56,7 +56,7 @@ def serve(port: int, tokens: int, pace_s: float, ready) -> None:
 
     async def handle(reader, writer):
         head_bytes = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(l.split(b":")[1] for l in head_bytes.split(b"\r\n") if l.lower().startswith(b"content-length")))
+        length = int(next(h.split(b":")[1] for h in head_bytes.split(b"\r\n") if h.lower().startswith(b"content-length")))
         await reader.readexactly(length)
         writer.write(head)
         for ev in events:

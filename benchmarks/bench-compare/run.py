@@ -58,7 +58,6 @@ import verify_server  # noqa: E402
 
 from blackwell_stack.verify import bench  # noqa: E402
 
-
 # Continuous batching's KV cache blocks and tokens per step: enough for every stream here. The defaults size
 # the cache and the attention mask from the machine's free memory: about 10 GB for a model this small.
 CB_BLOCKS = 1024

@@ -23,8 +23,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "src"))
 
 from blackwell_stack import pypi  # noqa: E402
-from blackwell_stack.doctor import cuobjdump  # noqa: E402
 from blackwell_stack.fileio import atomic_write_json  # noqa: E402
+from blackwell_stack.formats import cuobjdump  # noqa: E402
 
 MODES = {
     "own reader, 2 workers": ["--reader", "own", "--jobs", "2"],

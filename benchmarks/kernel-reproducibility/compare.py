@@ -24,7 +24,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from blackwell_stack.doctor import elf
+from blackwell_stack.formats import elf
 
 
 def sha256(data: bytes) -> str:
@@ -79,7 +79,7 @@ def main() -> int:
     diff = cli("wheel", "diff", str(wa), str(wb), "--json")
     (results / "wheel-diff.json").write_text(diff.stdout + diff.stderr)
     table = cli("wheel", "diff", str(wa), str(wb))
-    summary.append("wheel diff (exit %d):\n%s" % (table.returncode, (table.stdout + table.stderr).strip()))
+    summary.append(f"wheel diff (exit {table.returncode}):\n" + (table.stdout + table.stderr).strip())
 
     with zipfile.ZipFile(wa) as za, zipfile.ZipFile(wb) as zb:
         names = sorted(set(za.namelist()) | set(zb.namelist()))
@@ -136,7 +136,7 @@ def main() -> int:
     insp = cli("inspect", str(wa), "--json")
     (results / "inspect.json").write_text(insp.stdout + insp.stderr)
     insp_table = cli("inspect", str(wa))
-    summary.append("inspect wheel a (exit %d):\n%s" % (insp_table.returncode, (insp_table.stdout + insp_table.stderr).strip()[-3000:]))
+    summary.append(f"inspect wheel a (exit {insp_table.returncode}):\n" + (insp_table.stdout + insp_table.stderr).strip()[-3000:])
 
     peaks_file = work / "peaks.json"
     if peaks_file.is_file():

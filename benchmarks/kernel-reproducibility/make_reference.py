@@ -26,10 +26,11 @@ from pathlib import Path
 
 from blackwell_stack.fileio import atomic_write_bytes
 from blackwell_stack.kernel import buildinfo, reference
+from blackwell_stack.model import registry
 
 HERE = Path(__file__).resolve().parent
 RUN2 = HERE / "results" / "run2"
-OUT = HERE.parents[1] / Path(*reference.REFERENCE_PARTS)
+OUT = HERE.parents[1] / registry.entry("reference-wheel").pattern
 
 # results/rebuild-other-host/summary.md
 WHEEL = {"name": "sgl_kernel-0.3.21-cp310-abi3-linux_x86_64.whl",

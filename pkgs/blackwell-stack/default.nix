@@ -2,8 +2,8 @@
 # dependency is `packaging` (pyproject.toml, PEP 621; flit-core builds it).
 # The CLI reads the repository's data (stacks, pins, recipes, profiles,
 # patches) at run time; the wrapper points BLACKWELL_STACK_ROOT at a copy of
-# just that data (src/blackwell_stack/paths.py), and a user may point it at
-# a checkout.
+# just that data (./data.nix, src/blackwell_stack/model/registry.py), and a
+# user may point it at a checkout.
 {
   lib,
   python312Packages,
@@ -23,28 +23,11 @@ let
     ];
   };
 
-  # What the CLI reads at run time: the data beside the Nix code, the Nix
-  # files it reports on, the patches it lists. paths.py recognises the root
-  # by stacks/stable/stack.json.
+  # What the CLI reads at run time: the data files of its registry (./data.nix).
+  # paths.py recognises the root by stacks/stable/stack.json.
   dataRoot = fileset.toSource {
     inherit root;
-    fileset = fileset.difference (fileset.fileFilter (
-      file:
-      lib.any file.hasExt [
-        "json"
-        "nix"
-        "lock"
-        "patch"
-        "toml"
-        "md"
-      ]
-    ) root) (fileset.unions (map fileset.maybeMissing [
-      (root + "/src")
-      (root + "/tests")
-      (root + "/.dev")
-      (root + "/.ci")
-      (root + "/stacks/nightly/wheels")
-    ]));
+    fileset = fileset.unions (map (file: root + "/${file}") (import ./data.nix));
   };
 in
 python312Packages.buildPythonApplication {

@@ -27,7 +27,7 @@ class Progress:
         self._started = time.monotonic()
         self._last_draw = 0.0
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -44,7 +44,7 @@ def release_files(name: str, version: str, *, index_json: str = PYPI_JSON) -> li
         ) from exc
     files = (data.get("releases") or {}).get(version)
     if not files:
-        known = list((data.get("releases") or {}))[-5:]
+        known = list(data.get("releases") or {})[-5:]
         raise NetworkError(
             f"cannot read {name}=={version} from PyPI: no such release (latest listed: {', '.join(known)})",
             "check the version",

@@ -1,1 +1,1 @@
-"""doctor"""
+"""doctor: checks of a host and a Python environment (`doctor`, `doctor abi`), `inspect` and `wheel diff`."""

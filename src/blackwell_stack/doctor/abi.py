@@ -20,8 +20,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack.doctor import demangle, elf, inspection, linkage, remote_zip, wheelzip
+from blackwell_stack.doctor import inspection
+from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import demangle, elf, linkage, remote_zip, wheelzip
+from blackwell_stack.paths import cache_dir
 from blackwell_stack.progress import Progress
 
 REBUILD_FIX = "rebuild sgl-kernel against this torch: `nix build .#sgl-kernel-wheel` or `blackwell-stack kernel build`"
@@ -126,14 +129,11 @@ def load_kernel(spec: str, environment=None) -> Side:
     """The kernel side: a wheel, a directory, a .so, `env` (installed sgl-kernel) or `pypi:sgl-kernel==V`."""
     remote = _pypi_remote(spec) if spec != ENV else None
     if remote is not None:
-        from blackwell_stack.download import download  # the whole kernel wheel: every library matters
-        from blackwell_stack.paths import cache_dir
-
         spec_match = _PYPI_SPEC.match(spec)
         assert spec_match is not None  # _pypi_remote() matched it
         dist_name = spec_match.group(1)
         dest = cache_dir("pypi", dist_name.lower(), remote.filename.split("-")[1]) / remote.filename
-        if not (dest.is_file() and dest.stat().st_size == remote.size):
+        if not (dest.is_file() and dest.stat().st_size == remote.size):  # the whole kernel wheel: every library matters
             download(remote.url, dest, expected_sha256=remote.sha256)
         spec = str(dest)
     version = None

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
-from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, wheeldiff
+from blackwell_stack.doctor import abi, checks, envcheck, host, inspection
 from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack.formats import wheeldiff
 from blackwell_stack.kernel import reference
+from blackwell_stack.model import stack as model
+from blackwell_stack.stacks import doctor as stack_doctor
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--python", help="check the environment of this interpreter (a venv's bin/python)")
     d.add_argument("--target-cc", default=host.TARGET_CC, help="compute capability the stack targets (12.0)")
     d.add_argument("--stack", metavar="NAME",
-                   help="instead: list every distribution in --python's environment that differs from the stack's lock")
+                   help="instead: list every distribution in --python's environment that differs from the stack's lock "
+                   "(the same as `stack doctor NAME`)")
     d.add_argument("--verify-files", action="store_true", help="with --stack: also hash the installed files against RECORD")
     d.set_defaults(func=run_doctor)
     dsub = d.add_subparsers(dest="doctor_command", metavar="SUBCOMMAND")
@@ -116,12 +121,7 @@ def print_inspect(report: dict) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    if args.stack:
-        import sys
-
-        from blackwell_stack.stacks import doctor as stack_doctor
-        from blackwell_stack.stacks import model
-
+    if args.stack:  # the same as `stack doctor NAME`
         return stack_doctor.run(model.load(args.stack), args.python or sys.executable,
                                 verify_files=args.verify_files, as_json=args.json)
     if args.verify_files:

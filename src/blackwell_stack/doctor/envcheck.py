@@ -9,64 +9,22 @@ interpreter (a venv); only its sys.path is asked for.
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
 import re
-import sys
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
-from blackwell_stack import proc
-from blackwell_stack.doctor import abi, elf, linkage, wheelzip
+from blackwell_stack.doctor import abi
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import elf, fatbin, linkage, wheelzip
+from blackwell_stack.formats.installed import Environment
+from blackwell_stack.model import stack as model
 
 TARGET_CUDA_MAJOR = 13
-
-
-class Environment:
-    """The distributions visible to one interpreter."""
-
-    def __init__(self, python: str | None = None, *, paths: list[str] | None = None):
-        """The environment of `python` (asked for its sys.path), or of explicit site directories."""
-        self.python = python or sys.executable
-        if paths is not None:
-            self.python = f"site directories {', '.join(paths)}"
-            self.version = sys.version.split()[0]
-        elif python:
-            try:
-                r = proc.run(
-                    [python, "-c", "import sys, json; print(json.dumps([sys.version.split()[0], sys.path]))"],
-                    check=False, timeout=60,
-                )
-            except StackError as exc:
-                raise StackError(f"cannot run --python {python}: {exc.message}", "pass the path of a python binary") from None
-            if r.returncode != 0:
-                raise StackError(f"--python {python} failed: {r.stderr.strip()[-300:]}", "pass the path of a working python")
-            try:
-                self.version, paths = json.loads(r.stdout.strip().splitlines()[-1])
-            except (ValueError, IndexError, TypeError):
-                raise StackError(f"--python {python} did not answer like a Python interpreter: {r.stdout.strip()[-200:]!r}",
-                                 "pass the path of a python binary (a venv's bin/python)") from None
-        else:
-            self.version, paths = sys.version.split()[0], list(sys.path)
-        self.paths = [str(p) for p in paths if p and Path(p).is_dir()]
-        self.dists: dict[str, importlib.metadata.Distribution] = {}
-        for d in importlib.metadata.distributions(path=self.paths):
-            name = canonicalize_name(d.metadata["Name"] or "")
-            if name and name not in self.dists:
-                self.dists[name] = d
-
-    def get(self, name: str):
-        return self.dists.get(canonicalize_name(name))
 
 
 def pinned_torch() -> str:
     """The torch of the default stack's lock (stacks/<default>/uv.lock), read through the stacks loader
     (a StackError naming the file and the fix when it cannot be read)."""
-    from blackwell_stack.stacks import model
-
     return model.load(model.default_name()).versions()["torch"]
 
 
@@ -189,7 +147,6 @@ def _arch_check(kdir: Path, version: str, cc: str, is_target: bool) -> Check:
     libs = kernel_library_for(cc, [m.name for m in source.elf_members])
     if not libs:
         return Check("python", "sgl-kernel architectures", WARN, version, f"no common_ops library in {kdir}", None)
-    from blackwell_stack.doctor import fatbin
 
     missing: list[str] = []
     found: set[str] = set()

@@ -16,6 +16,8 @@ from pathlib import Path
 from blackwell_stack import proc
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
+from blackwell_stack.kernel import jobs
+from blackwell_stack.kernel import recipe as kernel_recipe
 
 # CUDA 13.0 needs an R580 driver or newer (CUDA 13.0 release notes, minimum driver 580.65.06 on Linux).
 MIN_DRIVER_MAJOR = 580
@@ -230,9 +232,6 @@ def interconnect_check(facts: HostFacts) -> Check:
 
 def build_memory_checks(facts: HostFacts) -> list[Check]:
     """How many sgl-kernel compile jobs fit, by the kernel area's measured rule (kernel/jobs.py, recipe.json)."""
-    from blackwell_stack.kernel import jobs
-    from blackwell_stack.kernel import recipe as kernel_recipe
-
     name = "memory for a kernel build"
     swap_gib = (facts.swap_total_kib or 0) / (1 << 20)
     try:

@@ -21,9 +21,9 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 
-from blackwell_stack.doctor import cuobjdump as cuobjdump_tool
-from blackwell_stack.doctor import elf, fatbin, linkage, wheelrecord, wheelzip
 from blackwell_stack.errors import StackError, ToolchainError
+from blackwell_stack.formats import cuobjdump as cuobjdump_tool
+from blackwell_stack.formats import elf, fatbin, linkage, wheelrecord, wheelzip
 from blackwell_stack.progress import Progress
 
 READERS = ("auto", "own", "cuobjdump")

@@ -5,19 +5,20 @@ from __future__ import annotations
 from blackwell_stack.doctor import envcheck, host
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import recipe as kernel_recipe
-from blackwell_stack.plan_model import PlanItem, PlanSection, not_checked_here
-from blackwell_stack.stacks import model as stacks_model
+from blackwell_stack.model import stack as stacks_model
+from blackwell_stack.model.plan import PlanItem, PlanSection, not_checked_here
+from blackwell_stack.model.stack import Stack
 
 DOCS = "docs/reference-deployment.md"
 ON_THE_HOST = not_checked_here("`doctor` on the GPU host")
 
 
-def plan_sections(stacks: list[str]) -> list[PlanSection]:
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
     """What doctor checks for each stack: key `doctor` for one stack, `doctor-<name>` for several."""
-    return [plan_section(name, key="doctor" if len(stacks) == 1 else f"doctor-{name}") for name in stacks]
+    return [plan_section(stack, key="doctor" if len(stacks) == 1 else f"doctor-{stack.name}") for stack in stacks]
 
 
-def _kernel_items(stack: stacks_model.Stack, torch_pin: str) -> list[PlanItem]:
+def _kernel_items(stack: Stack, torch_pin: str) -> list[PlanItem]:
     """The kernel the stack runs: built from source here, or a wheel its lock names."""
     kernel = stack.kernel
     if kernel["from"] == "source":
@@ -36,11 +37,12 @@ def _kernel_items(stack: stacks_model.Stack, torch_pin: str) -> list[PlanItem]:
     ]
 
 
-def plan_section(stack_name: str | None = None, *, key: str = "doctor") -> PlanSection:
-    title = "Host checks (doctor)" + (f" for stack {stack_name}" if stack_name else "")
+def plan_section(stack: Stack | None = None, *, key: str = "doctor") -> PlanSection:
+    """What doctor checks for `stack` (default: the default stack)."""
+    title = "Host checks (doctor)" + (f" for stack {stack.name}" if stack else "")
     s = PlanSection(key=key, title=title)
     try:
-        stack = stacks_model.load_default_or(stack_name)
+        stack = stack or stacks_model.load_default_or(None)
         runtime = stack.versions()
     except StackError as exc:  # a stack without a lock: nothing to check a host against yet
         s.items.append(PlanItem("versions", "unknown", verified=False, note=str(exc)))

@@ -31,6 +31,7 @@ from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, DataError, ExitCode, HashMismatch, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes
 from blackwell_stack.kernel import buildinfo, jobs, patchcheck, recipe, reference, sourcedir, sources, toolchain
+from blackwell_stack.model.stack import Stack
 from blackwell_stack.progress import Progress
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -166,7 +167,7 @@ def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None, max_
     `cmake`: the cmake that will configure the build; heavy units get a ninja
     pool only when it is new enough (jobs.POOLS_MIN_CMAKE).
     """
-    host = jobs.read_host(memory_mib=int(memory_gib * 1024) if memory_gib is not None else None)
+    host = jobs.read_host(memory_mib=jobs.mib_of_gib(memory_gib))
     pools = jobs.cmake_has_pools(jobs.cmake_version(cmake)) if cmake else False
     try:
         plan = jobs.plan(
@@ -234,27 +235,32 @@ def _source_directories(
     return sourcedir.directories(sources_dir, data, archs), states, blockers, record
 
 
-def make_plan(
-    src: str | Path | None,
-    *,
-    archs: str | None,
-    out_dir: str | Path,
-    python: str,
-    max_jobs: int | None = None,
-    job_peak_mib: int | None = None,
-    memory_gib: float | None = None,
-    sources_dir: str | Path | None = None,
-    build_dir: str | Path | None = None,
-    allow_torch: str | None = None,
-    allow_source_mismatch: list[str] | None = None,
-    warn: Callable[[str], None] | None = None,
-    stack: str | None = None,
-) -> BuildPlan:
+@dataclass(frozen=True)
+class BuildRequest:
+    """What `kernel build` is asked for: its command line, with the stack resolved."""
+
+    src: str | Path | None  # the sglang checkout (or its sgl-kernel); None: SOURCES/sglang
+    out_dir: str | Path
+    python: str  # the venv's interpreter, whose torch is compiled against
+    stack: Stack  # whose torch the kernel is built against
+    archs: str | None = None  # None: the recipe's
+    max_jobs: int | None = None
+    job_peak_mib: int | None = None
+    memory_gib: float | None = None
+    sources_dir: str | Path | None = None
+    build_dir: str | Path | None = None
+    allow_torch: str | None = None
+    allow_source_mismatch: tuple[str, ...] = ()
+
+
+def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) -> BuildPlan:
     """Everything a build would do, and every reason it would stop; changes nothing.
 
     Raises StackError only for input that leaves nothing to plan (no checkout, an
     unknown architecture); every other verdict is a blocker of the plan.
     """
+    src, archs, out_dir, python, sources_dir, build_dir = (
+        request.src, request.archs, request.out_dir, request.python, request.sources_dir, request.build_dir)
     say = warn or (lambda _text: None)
     rec = recipe.load()
     data = sources.load()
@@ -291,7 +297,7 @@ def make_plan(
     source_states: list[sourcedir.State] = []
     if sources_dir is not None:
         dirs, source_states, source_blockers, sources_record = _source_directories(
-            data, arch, Path(sources_dir), allow_source_mismatch or [], note)
+            data, arch, Path(sources_dir), list(request.allow_source_mismatch), note)
         blockers += source_blockers
         fetchcontent = sources.fetchcontent_settings(data, recipe.arch_list(arch), dirs)
         maps += sources.prefix_maps(data, recipe.arch_list(arch), dirs)
@@ -307,7 +313,7 @@ def make_plan(
             note(f"{name}={os.environ[name]!r} from the environment is not used: the build's compiler flags are the "
                  "recipe's and the prefix maps (recipe.json environment), so that builds are the same everywhere")
 
-    expected = toolchain.expected_torch(python, allow_torch, stack)
+    expected = toolchain.expected_torch(python, request.stack, request.allow_torch)
     if expected.override:
         note(f"building against torch {expected.version} instead of the stack's: {expected.source}; "
              "recorded in the wheel's sgl_kernel/_build_info.json")
@@ -317,14 +323,14 @@ def make_plan(
         blockers.append(error)
     cmake = toolchain.build_tool("cmake", python)
     try:
-        host, job_plan = host_job_plan(rec, arch, job_peak_mib=job_peak_mib, max_jobs=max_jobs,
-                                       memory_gib=memory_gib, cmake=cmake)
+        host, job_plan = host_job_plan(rec, arch, job_peak_mib=request.job_peak_mib, max_jobs=request.max_jobs,
+                                       memory_gib=request.memory_gib, cmake=cmake)
     except ToolchainError as exc:
         blockers.append(exc)
-        host, job_plan = jobs.read_host(memory_mib=int(memory_gib * 1024) if memory_gib is not None else None), None
+        host, job_plan = jobs.read_host(memory_mib=jobs.mib_of_gib(request.memory_gib)), None
     planned = {**job_plan.environment(), **job_plan.defines()} if job_plan else {}
 
-    log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.log"
+    log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
     defines = recipe.defines(rec, arch, planned)
     defines.update(fetchcontent)
     defines["SGL_KERNEL_BUILD_INFO_FILE"] = str(out_dir / buildinfo.FILE_NAME)

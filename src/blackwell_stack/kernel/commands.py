@@ -9,6 +9,7 @@ from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float, positive_int
 from blackwell_stack.errors import ExitCode, ToolchainError
 from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, reference, sourcedir, sources, toolchain
+from blackwell_stack.model import stack as model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -170,16 +171,15 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    stack = model.load(args.stack) if args.stack else model.load(model.default_name())
     if args.stack:
-        from blackwell_stack.stacks import model
-
-        model.load(args.stack).require_source_kernel()
-    plan = build.make_plan(
-        args.src, archs=args.arch, out_dir=args.out, python=args.python, max_jobs=args.jobs,
-        job_peak_mib=args.job_peak_mib, memory_gib=args.memory_gib, sources_dir=args.sources,
-        build_dir=args.build_dir, allow_torch=args.allow_torch, allow_source_mismatch=args.allow_source_mismatch,
-        warn=lambda text: print(f"warning: {text}", file=sys.stderr), stack=args.stack,
+        stack.require_source_kernel()
+    request = build.BuildRequest(
+        args.src, args.out, args.python, stack, archs=args.arch, max_jobs=args.jobs, job_peak_mib=args.job_peak_mib,
+        memory_gib=args.memory_gib, sources_dir=args.sources, build_dir=args.build_dir, allow_torch=args.allow_torch,
+        allow_source_mismatch=tuple(args.allow_source_mismatch or ()),
     )
+    plan = build.make_plan(request, warn=lambda text: print(f"warning: {text}", file=sys.stderr))
     building = not args.dry_run and not plan.blockers
     if args.json and not building:
         output.dump_json(plan.to_json())

@@ -11,7 +11,6 @@ CUDA 13, default options); the recipe's follow patch 0005's rules.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +18,8 @@ from pathlib import Path
 
 from blackwell_stack.errors import DataError
 from blackwell_stack.kernel import patchcheck, recipe
-from blackwell_stack.paths import data_path
+from blackwell_stack.model import registry
 
-DATA_PARTS = ("pkgs", "sgl-kernel", "compile-units.json")
 GOAL = 1 / 8  # issue 3: the SM120 recipe needs at most 1/8 of upstream's device compilations
 
 # CMake list variables holding each target's sources, and the file that sets them.
@@ -64,11 +62,8 @@ def sources_from_checkout(src: str | Path) -> dict[str, list[str]]:
 
 
 def load_data(path: Path | None = None) -> dict:
-    path = path or data_path(*DATA_PARTS)
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(path, None, None, f"cannot read ({exc})", "restore it from the repository") from None
+    """compile-units.json, checked (its shape and arch sets: model/schemas.py)."""
+    return registry.load("compile-units", file=path)
 
 
 @dataclass

@@ -1,33 +1,14 @@
 """Memory-safe build parallelism for sgl-kernel: jobs, nvcc threads and a ninja pool for heavy units.
 
-The ONE implementation of the rule, used by `blackwell-stack kernel build` (as
-a module) and by the Nix derivation at build time (as a script: only the
-builder knows its memory). Standard library only, no blackwell_stack imports,
-so the derivation can run it with a bare python3:
+The ONE implementation of the rule stated in pkgs/sgl-kernel/recipe.json (`memory.rule`, measured in
+benchmarks/kernel-compile-memory/): `blackwell-stack kernel build` uses it as a module, the Nix derivation at
+build time as a script (only the builder knows its memory). Standard library only, no blackwell_stack imports:
 
     python3 src/blackwell_stack/kernel/jobs.py --recipe pkgs/sgl-kernel/recipe.json \
         --cores "$NIX_BUILD_CORES" --cmake cmake --format shell
 
-prints `NAME=VALUE` lines (CMAKE_BUILD_PARALLEL_LEVEL, MAX_JOBS) and a bash
-array `plannedCmakeFlags=(-D...)` to eval, and exits 6 with the reason on
-stderr when not even the largest compile fits.
-
-The rule (recipe.json `memory`, checked by `memory_problems`):
-- every translation unit is charged its measured peak (`unit_peaks_mib`,
-  one target architecture), or `unlisted_unit_peak_mib` when it is not
-  listed; a job running nvcc with T threads over A targets holds min(T, A)
-  cicc processes at once (nvcc's --threads parallelises over -gencode
-  targets only), so every charge is multiplied by min(T, A); when both
-  common_ops libraries are built, each listed unit may compile twice at once;
-- with ninja pools (CMake >= 4.2 and Ninja: patch 0008), the listed units
-  charged more than `heavy_unit_mib` compile in a pool of depth H, as many
-  of the largest as fit in `heavy_pool_share` of the budget (at least one);
-  every other unit may take any of the J job slots;
-- the worst case, the largest charges J compiles can hold together (at most
-  H of them heavy), fits in the budget: the available memory (the smaller of
-  MemAvailable and the cgroup's limit less its usage, or an explicit figure)
-  less max(headroom_mib, headroom_fraction x available). Swap is not counted.
-Without pools every unit may run beside any other: the J largest charges fit.
+prints `NAME=VALUE` lines (CMAKE_BUILD_PARALLEL_LEVEL, MAX_JOBS) and a bash array `plannedCmakeFlags=(-D...)`
+to eval, and exits 6 with the reason on stderr when not even the largest compile fits.
 """
 
 from __future__ import annotations
@@ -116,10 +97,6 @@ class JobPlan:
     heavy_jobs: int = 0  # depth of the ninja pool (0: no pool)
     heavy_sources: tuple[str, ...] = ()
     light_charge_mib: int = 0  # the largest charge of a compile outside the pool (x min(threads, archs))
-
-    @property
-    def concurrent_compiles(self) -> int:
-        return self.jobs * min(self.threads, self.archs)
 
     def environment(self) -> dict[str, str]:
         return {"CMAKE_BUILD_PARALLEL_LEVEL": str(self.jobs), "MAX_JOBS": str(self.jobs)}
@@ -236,8 +213,7 @@ def plan(
     )
 
 
-# ---------------------------------------------------------------------------
-# The recipe's memory section
+# -- The recipe's memory section
 
 
 def memory_problems(memory: object) -> list[tuple[str, str]]:
@@ -291,6 +267,11 @@ def rule_from_recipe(recipe: Mapping, job_peak_mib: int | None = None) -> Memory
     )
 
 
+def mib_of_gib(gib: float | None) -> int | None:
+    """--memory-gib as MiB (None stays None)."""
+    return int(gib * 1024) if gib is not None else None
+
+
 def library_copies(arch_list: str) -> int:
     """How many common_ops libraries compile every source (patch 0005): one for 9.x targets, one for the rest."""
     archs = [a.strip() for a in arch_list.replace(",", ";").split(";") if a.strip()]
@@ -323,8 +304,7 @@ def cmake_version(cmake: str) -> str | None:
     return m.group(1) if m else None
 
 
-# ---------------------------------------------------------------------------
-# Reading the host
+# -- Reading the host
 
 
 def _meminfo(proc_root: str) -> dict[str, int]:
@@ -344,9 +324,7 @@ def _read_int(path: str) -> int | None:
             text = fh.read().strip()
     except OSError:
         return None
-    if not text.isdigit():  # "max" (no limit)
-        return None
-    return int(text)
+    return int(text) if text.isdigit() else None  # "max": no limit
 
 
 def _walk_up(rel: str) -> Iterable[str]:
@@ -414,8 +392,7 @@ def read_host(proc_root: str = "/proc", cgroup_root: str = "/sys/fs/cgroup", cor
     )
 
 
-# ---------------------------------------------------------------------------
-# Script entry point (the Nix derivation)
+# -- Script entry point (the Nix derivation)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,8 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"jobs.py: cannot read the memory rule from {args.recipe}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    memory_mib = int(args.memory_gib * 1024) if args.memory_gib is not None else None
-    host = read_host(cores=args.cores, memory_mib=memory_mib)
+    host = read_host(cores=args.cores, memory_mib=mib_of_gib(args.memory_gib))
     pools = cmake_has_pools(cmake_version(args.cmake)) if args.cmake else False
     try:
         result = plan(cores=host.cores, available_mib=host.available_mib, rule=rule, archs=archs, jobs=args.jobs,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from blackwell_stack.errors import BuildError, DataError, StackError
 from blackwell_stack.fileio import atomic_write_bytes
-from blackwell_stack.paths import data_path
+from blackwell_stack.model import registry
 
 APPLIED, APPLICABLE, CONFLICTING = "applied", "applicable", "conflicting"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -131,7 +131,7 @@ def parse_patch(path: Path) -> Patch:
 
 
 def series_dir() -> Path:
-    return data_path("patches", "sgl-kernel")
+    return registry.entry("patch").directory()
 
 
 def load_series(directory: Path | None = None) -> list[Patch]:

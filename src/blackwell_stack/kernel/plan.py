@@ -6,18 +6,17 @@ import sys
 
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, toolchain
-from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.stack import Stack
 
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def plan_sections(stacks: list[str]) -> list[PlanSection]:
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
     """The source build, when one of the stacks shown builds its sgl-kernel (the others take theirs from the lock)."""
-    from blackwell_stack.stacks import model
-
-    builders = [n for n in stacks if model.load(n).kernel["from"] == "source"]
+    builders = [s.name for s in stacks if s.kernel["from"] == "source"]
     return [plan_section(builders)] if builders else []
 
 

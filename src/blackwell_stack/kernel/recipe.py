@@ -12,33 +12,23 @@ two on the real recipe and on generated ones. Rules shared by both sides:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.kernel import jobs
-from blackwell_stack.paths import data_path
+from blackwell_stack.model import registry
 
-RECIPE_PARTS = ("pkgs", "sgl-kernel", "recipe.json")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def recipe_path() -> Path:
-    return data_path(*RECIPE_PARTS)
+    return registry.path("recipe")
 
 
 def load(path: str | Path | None = None) -> dict:
-    path = Path(path) if path is not None else recipe_path()
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(path, None, None, "file is missing", "restore it from the repository") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON ({exc})", "fix the JSON syntax") from None
-    validate(data, path)
-    return data
+    return registry.load("recipe", file=path, check=validate)
 
 
 def validate(data: object, path: str | Path = "recipe.json") -> None:
@@ -103,7 +93,7 @@ def _layered(recipe: Mapping, kind: str, archs, planned: Mapping[str, str] | Non
     }[kind]
     arch = check_archs(recipe, archs if archs is not None else recipe["arch"])
     out = dict(recipe[fixed])
-    out.update({name: arch for name in recipe[arch_names]})
+    out.update(dict.fromkeys(recipe[arch_names], arch))
     if planned:
         out.update({name: str(planned[name]) for name in recipe[planned_names] if name in planned})
     return out

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import proc
-from blackwell_stack.doctor import wheeldiff, wheelzip
 from blackwell_stack.errors import DataError, StackError, ToolchainError
+from blackwell_stack.formats import wheeldiff, wheelzip
 from blackwell_stack.hashes import is_hex, sha256_file
-from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sources, sourcedir, toolchain
-from blackwell_stack.paths import data_path
+from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sourcedir, sources, toolchain
+from blackwell_stack.model import registry
+from blackwell_stack.model import stack as stacks_model
 
-REFERENCE_PARTS = ("pkgs", "sgl-kernel", "reference-wheel.json")
 SCHEMA_VERSION = 1
 BUILD_RECORD_MEMBER = "sgl_kernel/_build_info.json"
 # The conditions, in the order they are shown. Paths first: they change the bytes for certain.
@@ -43,7 +43,7 @@ CONDITIONS = ("kernel_dir", "sources_dir", "python", "nvcc", "c++", "binutils", 
 
 
 def reference_path() -> Path:
-    return data_path(*REFERENCE_PARTS)
+    return registry.path("reference-wheel")
 
 
 @dataclass(frozen=True)
@@ -66,18 +66,12 @@ class Reference:
 def load(path: str | Path | None = None) -> Reference:
     """The reference file, validated: a DataError names the field."""
     path = Path(path) if path is not None else reference_path()
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(path, None, None, "file is missing", "restore it from the repository") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(path, None, None, f"not valid JSON ({exc})", "fix the JSON syntax") from None
-    return _validate(data, path)
+    return _validate(registry.load("reference-wheel", file=path), path)
 
 
 def _need(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
     value = data.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise DataError(path, None, f"{where}{key}", f"must be a {kind.__name__}")
     return value
 
@@ -190,8 +184,7 @@ def expected_record(ref: Reference) -> dict[str, Any]:
     torch_rec = recorded.get("torch") or {}
     override = torch_rec.get("override") or ""
     allow_torch = override.split()[-1] if override.startswith("--allow-torch ") else None
-    stack = _stack_of(torch_rec)
-    expected = toolchain.expected_torch("python", allow_torch, stack)
+    expected = toolchain.expected_torch("python", stacks_model.load_default_or(_stack_of(torch_rec)), allow_torch)
     return json.loads(buildinfo.render(
         sgl_kernel_version=data["sglang"].get("sgl_kernel_version"),
         sglang_pin=data["sglang"],

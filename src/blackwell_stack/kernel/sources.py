@@ -12,7 +12,6 @@ kernel-sources` by the pins area.
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from blackwell_stack import proc
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri, is_sri
-from blackwell_stack.paths import data_path
+from blackwell_stack.model import registry
 
 UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
 UPDATE_FETCH_HINT = "blackwell-stack kernel sources fetch --dir DIR fetches and checks them"
@@ -34,7 +33,7 @@ _PIN_FIELDS = ("hash", "hash_source", "verified", "reason")
 
 
 def sources_path() -> Path:
-    return data_path("pkgs", "sgl-kernel", "sources.json")
+    return registry.path("kernel-sources")
 
 
 @dataclass(frozen=True)
@@ -60,12 +59,7 @@ class Pin:
 def load(path: Path | None = None) -> dict[str, Any]:
     """sources.json, checked; DataError names the entry and field that is wrong."""
     path = Path(path) if path is not None else sources_path()
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(path, None, None, "missing", "restore it from the repository") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not JSON ({exc})", "fix the syntax") from None
+    data = registry.load("kernel-sources", file=path)
     for key in ("schema_version", "update_command", "sglang", "fetchcontent"):
         if key not in data:
             raise DataError(path, None, key, "missing", "see the schema in pkgs/sgl-kernel/sources.json of the repository")

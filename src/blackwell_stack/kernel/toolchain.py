@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, ToolchainError
+from blackwell_stack.model.stack import Stack
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
 NVCC_MAJOR = 13  # CUDA 13: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
@@ -52,15 +53,12 @@ class TorchExpectation:
         return {"version": self.version, "source": self.source, "override": self.override}
 
 
-def expected_torch(python: str, allow_torch: str | None = None, stack: str | None = None) -> TorchExpectation:
-    """The torch `kernel build` expects: the torch of a stack's lock (default: the default stack), unless
-    --allow-torch names another version.
+def expected_torch(python: str, st: Stack, allow_torch: str | None = None) -> TorchExpectation:
+    """The torch `kernel build` expects: the torch of the stack's lock (resolved by the command: the default
+    stack unless --stack names one), unless --allow-torch names another version.
 
     The one place that decides it: every check, log line and build record follows.
     """
-    from blackwell_stack.stacks import model
-
-    st = model.load_default_or(stack)
     version = st.versions()["torch"]
     locked = TorchExpectation(version, f"{st.relpath}/uv.lock", st.sync_command(Path(python).parent.parent))
     if allow_torch is None or allow_torch == version:
@@ -93,8 +91,7 @@ _TORCH_PROBE = (
 )
 
 
-def check_torch(python: str, expected: TorchExpectation | None = None) -> list[Check]:
-    expected = expected or expected_torch(python)
+def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
     version = expected.version
     install = expected.install
     code, out = _run([python, "-c", _TORCH_PROBE])
@@ -212,7 +209,7 @@ def check_ninja(python: str | None = None) -> Check:
     return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
 
 
-def check_all(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+def check_all(python: str, expected: TorchExpectation) -> list[Check]:
     return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python)]
 
 
@@ -227,7 +224,7 @@ def toolchain_error(checks: list[Check]) -> ToolchainError | None:
     )
 
 
-def require_toolchain(python: str, expected: TorchExpectation | None = None) -> list[Check]:
+def require_toolchain(python: str, expected: TorchExpectation) -> list[Check]:
     checks = check_all(python, expected)
     error = toolchain_error(checks)
     if error:

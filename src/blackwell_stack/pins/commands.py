@@ -6,11 +6,19 @@ import argparse
 from pathlib import Path
 
 from blackwell_stack import output
+from blackwell_stack import pypi as pypi_api
 from blackwell_stack.fileio import check_output_path
-from blackwell_stack.paths import data_path
-from blackwell_stack.pins import registry
+from blackwell_stack.kernel import sources as kernel_sources
+from blackwell_stack.model import registry
+from blackwell_stack.model import stack as model
+from blackwell_stack.pins import inventory
+from blackwell_stack.pins.rescue import rescue
+from blackwell_stack.pins.update import update_pypi, update_torch
+from blackwell_stack.pins.vendor import vendor
+from blackwell_stack.stacks import plan as stack_plan
 
-TORCH_PINS = "stacks/nightly/pins.json"
+# The torch nightly's pins: the nightly stack keeps them (stack.json kept_wheels.pins).
+NIGHTLY = "nightly"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     torch.add_argument("--python", action="append", dest="pythons", metavar="X.Y", help="Python version (repeatable; default 3.12)")
     torch.add_argument("--system", action="append", dest="systems", metavar="SYSTEM", help="Nix system (repeatable; default x86_64-linux)")
     torch.add_argument("--index-url", help="PEP 503/691 index (default: https://download.pytorch.org/whl/nightly/<cuda>)")
-    torch.add_argument("--file", type=Path, help=f"pins file to write (default: {TORCH_PINS})")
+    torch.add_argument("--file", type=Path, help=f"pins file to write (default: {registry.entry('kept-wheel-pins').pattern.format(name=NIGHTLY)})")
     torch.set_defaults(func=cmd_update_torch)
 
     pypi = usub.add_parser("pypi", help="pin PyPI releases (NAME==VERSION) with their hashes")
@@ -71,14 +79,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     if args.stack:
-        from blackwell_stack.stacks import model
-        from blackwell_stack.stacks import plan as stack_plan
-
         stack = model.load(args.stack)
         rows = stack_plan.kept_wheel_pins(stack) + (stack_plan.locked_files(stack) if stack.locked
                                                      else [stack_plan.summary_row(stack)])
     else:
-        rows = registry.all_pins()
+        rows = inventory.all_pins()
     if args.json:
         output.dump_json({"pins": [r.to_json() for r in rows]})
         return 0
@@ -97,9 +102,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_update_torch(args: argparse.Namespace) -> int:
-    from blackwell_stack.pins.update import update_torch
-
-    path = args.file or data_path(TORCH_PINS)
+    path = args.file or registry.path("kept-wheel-pins", NIGHTLY)
     check_output_path(path, "--file")  # before resolving and downloading
     data = update_torch(
         path,
@@ -114,9 +117,6 @@ def cmd_update_torch(args: argparse.Namespace) -> int:
 
 
 def cmd_update_pypi(args: argparse.Namespace) -> int:
-    from blackwell_stack import pypi as pypi_api
-    from blackwell_stack.pins.update import update_pypi
-
     check_output_path(args.file, "--file")  # before resolving and downloading
     data = update_pypi(
         args.file,
@@ -130,9 +130,7 @@ def cmd_update_pypi(args: argparse.Namespace) -> int:
 
 
 def cmd_update_kernel_sources(args: argparse.Namespace) -> int:
-    from blackwell_stack.kernel.sources import update
-
-    done = update(args.file, refresh=args.refresh, only=args.only)
+    done = kernel_sources.update(args.file, refresh=args.refresh, only=args.only)
     if not done:
         print("every kernel source pin is verified already (use --refresh to re-hash)")
         return 0
@@ -147,8 +145,6 @@ def _print_written(path: Path, data: dict) -> None:
 
 
 def cmd_rescue(args: argparse.Namespace) -> int:
-    from blackwell_stack.pins.rescue import rescue
-
     done = rescue(args.dist, args.from_venv, args.out)
     print(f"repacked {done.dist} {done.version} from {args.from_venv}: {done.files} files, each checked against the "
           f"RECORD it was installed with ({len(done.left_out)} made by the installer left out)")
@@ -162,11 +158,7 @@ def cmd_rescue(args: argparse.Namespace) -> int:
 
 
 def cmd_vendor(args: argparse.Namespace) -> int:
-    from blackwell_stack.pins.vendor import vendor
-
-    from blackwell_stack.stacks import model
-
-    files = args.files or registry.wheel_pins_paths()
+    files = args.files or inventory.wheel_pins_paths()
     locks = [] if args.files else [s.lock_path for s in map(model.load, model.names()) if s.locked]
     result = vendor(args.wheel, files, record=args.record, locks=locks)
     verb = "pinned and added" if result.recorded else "matches its pin; added"

@@ -4,13 +4,19 @@
 
 from __future__ import annotations
 
-from blackwell_stack.pins import registry
-from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.stack import Stack
+from blackwell_stack.pins import inventory
+
+
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
+    """One section whatever the stacks: what they all build on."""
+    return [plan_section()]
 
 
 def plan_section() -> PlanSection:
     items = []
-    for r in registry.shared_pins():
+    for r in inventory.shared_pins():
         value = r.version or "-"
         note = None if r.verified else f"{r.reason}. Fill it in with: {r.update_command or 'see ' + r.file}"
         items.append(PlanItem(r.what, value, source=r.hash_source if r.verified else r.file, verified=r.verified, note=note,

@@ -28,9 +28,10 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack.doctor.wheelrecord import parse_record
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.fileio import atomic_file
+from blackwell_stack.formats.installed import Environment
+from blackwell_stack.formats.wheelrecord import parse_record
 from blackwell_stack.hashes import hex_to_record, sha256_file
 
 # What installers add to a .dist-info; never part of the wheel they installed.
@@ -124,8 +125,6 @@ def _wheel_name(dist_info: Path, name: str, version: str) -> str:
 
 def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescue:
     """Check every recorded file of DIST in VENV, then write the wheel; refuse on any difference, writing nothing."""
-    from blackwell_stack.doctor.envcheck import Environment
-
     python = _python_of(Path(venv))
     env = Environment(str(python))
     dist = env.get(dist_name)

@@ -15,11 +15,11 @@ from typing import Any
 from blackwell_stack import pypi
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
-from blackwell_stack.hashes import hex_to_sri, sha256_file
-from blackwell_stack.paths import cache_dir
-from blackwell_stack.pins import index, wheels
-from blackwell_stack.pins.store import ANY_KEY, SCHEMA_VERSION, load_pins, validate, wheel_key
 from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.hashes import hex_to_sri, sha256_file
+from blackwell_stack.model.pins import ANY_KEY, SCHEMA_VERSION, load_pins, validate, wheel_key
+from blackwell_stack.paths import cache_dir, repo_root
+from blackwell_stack.pins import index, wheels
 
 NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{cuda}"
 # Packages that have carried torch nightlies' triton pin (renamed by pytorch PR #169888).
@@ -227,8 +227,6 @@ def update_pypi(
 
 def _display(path: Path) -> str:
     try:
-        from blackwell_stack.paths import repo_root
-
         return str(path.resolve().relative_to(repo_root().resolve()))
     except (StackError, ValueError):
         return str(path)

@@ -27,10 +27,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack import proc
-from blackwell_stack.doctor import wheelrecord, wheelzip
 from blackwell_stack.errors import HashMismatch, StackError
+from blackwell_stack.formats import wheelrecord, wheelzip
 from blackwell_stack.hashes import hex_to_sri, sha256_file, sri_to_hex
-from blackwell_stack.pins.store import PinsFile, load_pins
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.model.pins import PinsFile, load_pins
+from blackwell_stack.model.stack import load_lock
 from blackwell_stack.progress import Progress
 
 NIX_HINT = "install Nix (https://nixos.org/download, or Debian/Ubuntu's nix-bin package)"
@@ -131,14 +134,11 @@ def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
 
 def find_locked(lock_paths: list[Path], filename: str) -> tuple[Path, str, str] | None:
     """(lock, package, hex sha256) of the file a uv.lock names by this file name, or None."""
-    from blackwell_stack.stacks import libraries, wheels
-    from blackwell_stack.stacks.model import load_lock
-
     for path in lock_paths:
         lock = load_lock(Path(path))
         for pkg in lock.packages.values():
             for wheel in pkg.wheels:
-                digest = libraries.sha256_of(wheel)
+                digest = lockfile.sha256_of(wheel)
                 if wheels.filename(wheel) == filename and digest:
                     return Path(path), pkg.name, digest
     return None

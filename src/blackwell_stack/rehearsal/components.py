@@ -9,18 +9,15 @@ PyPI and the locked inputs by tests/test_rehearsal_data.py.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.paths import data_path
+from blackwell_stack.model import registry
 from blackwell_stack.pypi import ReleaseFile
 
-CUDA_FILE = ("nix", "rehearsal", "cuda-13.0.2.json")
-TOOLS_FILE = ("nix", "rehearsal", "tools.json")
 # buildRedist's outputs, in the order its install phase moves files into them
 # (pkgs/development/cuda-modules/buildRedist/default.nix, expectedOutputs).
 OUTPUT_ORDER = ("out", "doc", "samples", "python", "bin", "dev", "include", "lib", "static", "stubs")
@@ -66,17 +63,9 @@ def _wheel(raw: Any, where: Path, entry: str) -> Wheel:
                  int(raw["size"]), "bdist_wheel")
 
 
-def _read(parts: tuple[str, ...]) -> tuple[Path, dict[str, Any]]:
-    path = data_path(*parts)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise DataError(path, None, None, f"cannot be read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise DataError(path, None, None, f"is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema_version") != 1:
-        raise DataError(path, None, "schema_version", "must be 1")
-    return path, data
+def _read(key: str) -> tuple[Path, dict[str, Any]]:
+    """The rehearsal's data file `key`, through the registry (its shape checked there)."""
+    return registry.path(key), registry.load(key)
 
 
 def _pairs(raw: Any, where: Path, entry: str, key: str) -> tuple[tuple[Any, Any], ...]:
@@ -87,7 +76,7 @@ def _pairs(raw: Any, where: Path, entry: str, key: str) -> tuple[tuple[Any, Any]
 
 def cuda_components() -> dict[str, Component]:
     """Every component of nix/rehearsal/cuda-13.0.2.json, by nixpkgs attribute name."""
-    path, data = _read(CUDA_FILE)
+    path, data = _read("rehearsal-cuda")
     raw = data.get("components")
     if not isinstance(raw, dict) or not raw:
         raise DataError(path, None, "components", "must be a non-empty object")
@@ -121,7 +110,7 @@ def cuda_components() -> dict[str, Component]:
 
 def tools() -> dict[str, Any]:
     """nix/rehearsal/tools.json, with its wheels as Wheel objects."""
-    path, data = _read(TOOLS_FILE)
+    path, data = _read("rehearsal-tools")
     try:
         cmake = _wheel(data["cmake"]["wheel"], path, "cmake")
         build_system = [_wheel(w, path, f"python_build_system.{w.get('name')}")

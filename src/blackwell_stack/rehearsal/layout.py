@@ -69,7 +69,7 @@ def _matches(rel: str, pattern: str) -> bool:
 
 def split_outputs(component: Component, files: Iterable[str]) -> dict[str, str]:
     """{relative path: output} after buildRedist's install phase."""
-    owner = {rel: "out" for rel in files}
+    owner = dict.fromkeys(files, "out")
     for output in (o for o in OUTPUT_ORDER if o in component.outputs and o != "out"):
         for pattern in OUTPUT_PATTERNS.get(output, ()):
             for rel in owner:

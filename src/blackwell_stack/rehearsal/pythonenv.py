@@ -26,12 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack.doctor import elf
-from blackwell_stack.doctor.remote_zip import RemoteWheel
+from blackwell_stack.formats import elf
+from blackwell_stack.formats.remote_zip import RemoteWheel
+from blackwell_stack.model.lock import Lock
+from blackwell_stack.model.stack import Stack
 from blackwell_stack.rehearsal import wheels
 from blackwell_stack.rehearsal.components import Wheel
 from blackwell_stack.stacks import libraries
-from blackwell_stack.stacks.model import Lock, Stack
 
 # A wheel's .data/<scheme>/ members (PEP 427): scripts go to bin/, purelib and platlib to site-packages.
 _DATA = re.compile(r"^[^/]+\.data/(scripts|purelib|platlib)/(.+)$")
@@ -65,7 +66,7 @@ class PythonSet:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def _locked_wheel(self, name: str) -> Wheel:
-        package, wheel = libraries.chosen_wheels(self.stack, self.lock)[name]
+        package, wheel = self.stack.chosen_wheels(self.lock)[name]
         remote = libraries.remote_file(wheel)
         return Wheel(name, package.version or "", remote.filename, remote.url, remote.sha256, remote.size,
                      "bdist_wheel")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_stack.doctor.remote_zip import RemoteFile, RemoteWheel
+from blackwell_stack.formats.remote_zip import RemoteFile, RemoteWheel
 from blackwell_stack.rehearsal.components import Wheel
 
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from pathlib import Path
 
 from blackwell_stack import proc
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.fileio import atomic_write_json, check_output_path
+from blackwell_stack.fileio import atomic_write_bytes, check_output_path
+from blackwell_stack.model import stack as model
+from blackwell_stack.model.profile import DEFAULT_PROFILE
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve.profile import DEFAULT_PROFILE
+from blackwell_stack.serve import flags_decisions, flags_extract
 from blackwell_stack.serve.render import Rendered
 from blackwell_stack.serve.rules import Verdict
-from blackwell_stack.serve.service import Service, configure
+from blackwell_stack.serve.service import Service, command_line, configure
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
     e = flags_sub.add_parser("extract", help="extract the flag table from an sglang wheel (static, no import)")
-    e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flagmod.WHEEL_HINT.format(version="<version>") + ")")
+    e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flags_extract.WHEEL_HINT.format(version="<version>") + ")")
     e.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags/<version>.json)")
     e.set_defaults(func=cmd_flags_extract)
     s = flags_sub.add_parser("show", help="look up flags in the committed table")
@@ -72,19 +73,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _service(args: argparse.Namespace) -> Service:
-    return configure(args.profile, stack=args.stack, settings=args.settings, extra_args=args.extra_args,
+    stack = model.load(args.stack) if args.stack else None
+    return configure(args.profile, stack=stack, settings=args.settings, extra_args=args.extra_args,
                      table_path=args.flags_table)
 
 
 def _render(args: argparse.Namespace) -> tuple[Rendered, list[Verdict]]:
     service = _service(args)
     return service.rendered, service.verdicts
-
-
-def command_line(rendered: Rendered, python: str = "python") -> str:
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in rendered.env.items())
-    cmd = shlex.join([python, "-m", "sglang.launch_server", *rendered.argv])
-    return f"{env} {cmd}".strip()
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -168,9 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_flags_extract(args: argparse.Namespace) -> int:
     # Checked before the wheel is read; without --output the table goes beside the
     # others, named by the wheel's SGLang version.
-    out = check_output_path(args.output or flagmod.default_output(args.wheel), "--output")
-    data = flagmod.extract_wheel(args.wheel)
-    atomic_write_json(out, data)
+    out = check_output_path(args.output or flags_extract.default_output(args.wheel), "--output")
+    data = flags_extract.extract_wheel(args.wheel)
+    atomic_write_bytes(out, flags_decisions.render_table(data).encode())
     print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
     return int(ExitCode.OK)
 

@@ -14,7 +14,7 @@ an option (cli_name or `--field-name`, aliases, Literal choices, `list[...]`
 as nargs "+", bool as store_true, `required` when there is no default), and
 names imported from other modules of the wheel (choices lists in
 `arg_groups/choices.py`, custom argparse actions). What cannot be resolved is
-recorded as unresolved, as for the older layout (flags.py).
+recorded as unresolved, as for the older layout (flags_extract.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.serve import flags as flagmod
+from blackwell_stack.serve import flags_static as static
 
 SERVER_ARGS_MODULE = "sglang.srt.server_args"
 _ANNOTATED = {"A", "Annotated"}
@@ -45,7 +45,7 @@ def uses_fields_layout(tree: ast.Module) -> bool:
 class _Imported(dict):
     """A module's constants (or custom actions' nargs): names imported from other modules of the wheel resolve on first use."""
 
-    def __init__(self, modules: "_Modules", imports: dict[str, tuple[str, str]], kind: str):
+    def __init__(self, modules: _Modules, imports: dict[str, tuple[str, str]], kind: str):
         super().__init__()
         self._modules = modules
         self._imports = imports
@@ -71,7 +71,7 @@ class _Modules:
     def __init__(self, read: Callable[[str], str | None]):
         self._read = read
         self._trees: dict[str, ast.Module | None] = {}
-        self._scans: dict[str, flagmod._Module] = {}
+        self._scans: dict[str, static.ModuleScan] = {}
 
     def path(self, module: str) -> str | None:
         base = module.replace(".", "/")
@@ -97,10 +97,10 @@ class _Modules:
                     out[alias.asname or alias.name] = (stmt.module, alias.name)
         return out
 
-    def scan(self, module: str) -> flagmod._Module:
+    def scan(self, module: str) -> static.ModuleScan:
         if module not in self._scans:
             imports = self.imports(module)
-            scan = flagmod._Module(
+            scan = static.ModuleScan(
                 constants=_Imported(self, imports, "constants"),
                 field_defaults={},
                 action_nargs=_Imported(self, imports, "action_nargs"),
@@ -109,7 +109,7 @@ class _Modules:
             self._scans[module] = scan  # registered first: import cycles end here
             tree = self.tree(module)
             if tree is not None:
-                flagmod._scan_into(tree, scan)
+                static.scan_into(tree, scan)
         return self._scans[module]
 
     def constant(self, module: str, name: str) -> tuple[bool, Any]:
@@ -193,7 +193,7 @@ def _arg_meta(args: list[ast.expr]) -> dict[str, ast.expr] | None:
 
 
 def _field_entry(
-    field: str, annotation: ast.AST, default: ast.AST | None, module: flagmod._Module, file: str, line: int
+    field: str, annotation: ast.AST, default: ast.AST | None, module: static.ModuleScan, file: str, line: int
 ) -> tuple[list[str], dict[str, Any]] | None:
     """One field as add_cli_args_from_dataclass registers it, or None when it has no command-line flag."""
     head, args = _subscript(annotation)
@@ -204,14 +204,14 @@ def _field_entry(
         return None
 
     def literal(key: str) -> Any:
-        return flagmod._literal(meta[key], module) if key in meta else None
+        return static.literal(meta[key], module) if key in meta else None
 
     try:
         if literal("no_cli"):
             return None
         cli_name = literal("cli_name") or "--" + field.replace("_", "-")
         aliases = list(literal("aliases") or [])
-    except flagmod._Unresolved as exc:
+    except static.Unresolved as exc:
         raise StackError(f"{file}:{line}: cannot read the flag name of field {field} ({exc})",
                          "the field layout changed; extend blackwell_stack.serve.flags_fields") from None
 
@@ -233,20 +233,20 @@ def _field_entry(
     }
     if default is not None:
         try:
-            entry["default"] = flagmod._literal(default, module)
-        except flagmod._Unresolved as exc:
+            entry["default"] = static.literal(default, module)
+        except static.Unresolved as exc:
             entry["default_unresolved"] = str(exc)
 
     def set_choices(node: ast.AST) -> None:
         try:
-            entry["choices"] = list(flagmod._literal(node, module))
-        except flagmod._Unresolved as exc:
+            entry["choices"] = list(static.literal(node, module))
+        except static.Unresolved as exc:
             entry["choices_unresolved"] = str(exc)
 
     def set_nargs(node: ast.AST) -> None:
         try:
-            entry["nargs"] = flagmod._literal(node, module)
-        except flagmod._Unresolved as exc:
+            entry["nargs"] = static.literal(node, module)
+        except static.Unresolved as exc:
             entry["nargs"] = f"unresolved: {exc}"
 
     type_parser = ast.unparse(meta["type_parser"]) if "type_parser" in meta else None
@@ -297,8 +297,8 @@ def _field_entry(
             entry["required"] = True
     if entry["choices"] == []:
         entry["choices"] = None  # `if arg_meta.choices:` passes no empty choices to argparse
-    entry["takes_value"] = flagmod._takes_value(entry["action"], entry["nargs"])
-    entry["negations"] = flagmod._negations(entry["action"], [cli_name, *aliases])
+    entry["takes_value"] = static.takes_value(entry["action"], entry["nargs"])
+    entry["negations"] = static.negations(entry["action"], [cli_name, *aliases])
     return [cli_name, *aliases], entry
 
 
@@ -311,7 +311,7 @@ def _namespace_names(tree: ast.Module) -> list[str]:
         ):
             return [e.id for e in stmt.value.elts if isinstance(e, ast.Name)]
     raise StackError(
-        f"{flagmod.SERVER_ARGS}: no _INPUT_NAMESPACES list of field classes",
+        f"{static.SERVER_ARGS}: no _INPUT_NAMESPACES list of field classes",
         "the field layout changed; extend blackwell_stack.serve.flags_fields",
     )
 
@@ -330,12 +330,12 @@ def _all_fields(modules: _Modules) -> tuple[list[str], dict[str, tuple[str, ast.
     """Every ServerArgs field in constructor order, with its module and declaration."""
     tree = modules.tree(SERVER_ARGS_MODULE)
     if tree is None:
-        raise StackError(f"no {flagmod.SERVER_ARGS} in the wheel", "pass an sglang wheel")
+        raise StackError(f"no {static.SERVER_ARGS} in the wheel", "pass an sglang wheel")
     fields: dict[str, tuple[str, ast.AnnAssign]] = {}
     for name in _namespace_names(tree):
         found = modules.class_def(SERVER_ARGS_MODULE, name)
         if found is None:
-            raise StackError(f"{flagmod.SERVER_ARGS}: cannot find the field class {name} in the wheel",
+            raise StackError(f"{static.SERVER_ARGS}: cannot find the field class {name} in the wheel",
                              "the field layout changed; extend blackwell_stack.serve.flags_fields")
         module, cls = found
         for field, node in _class_fields(cls):
@@ -362,8 +362,8 @@ def field_defaults(modules: _Modules) -> dict[str, Any]:
         if node.value is None:
             continue
         try:
-            out[field] = flagmod._literal(node.value, modules.scan(module))
-        except flagmod._Unresolved:
+            out[field] = static.literal(node.value, modules.scan(module))
+        except static.Unresolved:
             pass
     return out
 

@@ -7,38 +7,32 @@ profile's own runtime block, and says so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from blackwell_stack.errors import StackError
-from blackwell_stack.plan_model import PlanItem, PlanSection
+from blackwell_stack.model.plan import PlanItem, PlanSection
+from blackwell_stack.model.profile import Runtime
+from blackwell_stack.model.stack import Stack
+from blackwell_stack.serve.service import command_line, configure
 
-if TYPE_CHECKING:
-    from blackwell_stack.serve.profile import Runtime
 
-
-def plan_sections(stacks: list[str]) -> list[PlanSection]:
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
     """The service of each stack: key `service` when the plan shows one stack, `service-<name>` for several."""
-    return [plan_section(stack=name, key="service" if len(stacks) == 1 else f"service-{name}") for name in stacks]
+    return [plan_section(stack=stack, key="service" if len(stacks) == 1 else f"service-{stack.name}")
+            for stack in stacks]
 
 
-def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = None, *, stack: str | None = None,
+def plan_section(profile_name: str | None = None, runtime: Runtime | None = None, *, stack: Stack | None = None,
                  key: str = "service") -> PlanSection:
     """The service of `profile_name` on `runtime`, or of `stack` (its first profile on its lock's versions).
 
     Without either, the default profile on its own runtime block.
     """
-    section = PlanSection(key=key, title="SGLang service" + (f" (stack {stack})" if stack else ""))
+    section = PlanSection(key=key, title="SGLang service" + (f" (stack {stack.name})" if stack else ""))
     extra_source = None
     try:
-        from blackwell_stack.serve.commands import command_line
-        from blackwell_stack.serve.service import configure
-        from blackwell_stack.stacks import model as stacks_model
-
-        if stack is not None and not stacks_model.load(stack).locked:
+        if stack is not None and not stack.locked:
             # No lock to read versions from: the profile's own runtime block, said so below.
-            unlocked = stacks_model.load(stack)
-            extra_source = f"the {stack} stack has no lock yet (`{unlocked.lock_command}`)"
-            service = configure(profile_name or unlocked.profiles[0], runtime=runtime)
+            extra_source = f"the {stack.name} stack has no lock yet (`{stack.lock_command}`)"
+            service = configure(profile_name or stack.profiles[0], runtime=runtime)
         else:
             service = configure(profile_name, runtime=runtime, stack=stack)
     except StackError as exc:
@@ -74,7 +68,7 @@ def plan_section(profile_name: str | None = None, runtime: "Runtime | None" = No
             section.items.append(
                 PlanItem(f"rule {v.id}", v.severity, source=v.source, verified=v.severity != "error", note="; ".join(v.messages))
             )
-    where = f" --stack {stack}" if stack is not None and extra_source is None else ""
+    where = f" --stack {stack.name}" if stack is not None and extra_source is None else ""
     section.commands += [
         f"blackwell-stack serve render{where}",
         f"blackwell-stack serve check{where}",

@@ -26,30 +26,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from blackwell_stack.serve.flags import FlagTable
-from blackwell_stack.serve.profile import Profile, Runtime
+from blackwell_stack.errors import StackError
+from blackwell_stack.model.profile import Profile, Runtime
+from blackwell_stack.serve.flags import FlagTable, canonical, negated
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
 _INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
 FIRST = ("--model-path", "--revision")
-
-
-def canonical(option: str, table: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """(primary spelling, []) for an accepted option; (None, candidates) otherwise.
-
-    Like argparse (allow_abbrev): an exact option string, else the one option
-    it is a prefix of; several candidates make it ambiguous.
-    """
-    options = table["options"]
-    if option in options:
-        return options[option], []
-    if not option.startswith("--"):
-        return None, []
-    matches = sorted(o for o in options if o.startswith(option))
-    primaries = sorted({options[o] for o in matches})
-    if len(primaries) == 1:
-        return primaries[0], []
-    return None, matches
 
 
 def normalize_key(key: str) -> str:
@@ -119,15 +102,6 @@ def _typed(value: str, entry: dict[str, Any]) -> Any:
     return value
 
 
-def negated(option: str, primary: str, table: dict[str, Any]) -> bool:
-    """Whether an option string that argparse reads as `primary` is one of its --no-X spellings."""
-    negations = table["flags"][primary].get("negations") or []
-    if option in table["options"]:
-        return option in negations
-    matches = [o for o in table["options"] if o.startswith(option)]
-    return bool(matches) and all(o in negations for o in matches)
-
-
 def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs:
     parsed = ParsedArgs()
     i, n = 0, len(extra_args)
@@ -151,7 +125,7 @@ def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs
         entry = table["flags"][primary]
         takes = entry["takes_value"]
         if takes == "none":
-            parsed.values[primary] = not negated(name, primary, table)
+            parsed.values[primary] = not negated(name, table)
             if eq:
                 parsed.stray.append(token)
         elif eq:
@@ -246,8 +220,6 @@ def render(
 
 def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:
     """`--set key=value` pairs, typed by the flag table (int flags to int, true/false for switches)."""
-    from blackwell_stack.errors import StackError
-
     out: dict[str, Any] = {}
     for item in items:
         key, eq, raw = item.partition("=")

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.serve import versions
-from blackwell_stack.serve.flags import suggest
-from blackwell_stack.serve.render import Rendered, canonical
+from blackwell_stack.model import versions
+from blackwell_stack.serve.flags import canonical, suggest
+from blackwell_stack.serve.render import Rendered
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).

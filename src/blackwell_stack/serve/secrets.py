@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from blackwell_stack.serve.render import Rendered, canonical
+from blackwell_stack.serve.flags import canonical
+from blackwell_stack.serve.render import Rendered
 from blackwell_stack.serve.rules import Verdict
 
 SECRET_FLAGS = ("--api-key", "--admin-api-key")

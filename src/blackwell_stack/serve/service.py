@@ -3,8 +3,9 @@
 The flag table and the rules are chosen by the runtime's SGLang version, so a
 stack only has to pass the versions of its lock:
 
-    configure(stack="current")                     # its first profile, its lock's versions
-    configure("qwen3.5-397b-a17b-nvfp4-v2-sm120-current", stack="current")
+    current = model.load("current")
+    configure(stack=current)                       # its first profile, its lock's versions
+    configure("qwen3.5-397b-a17b-nvfp4-v2-sm120-current", stack=current)
     configure("qwen3.5-397b-a17b-nvfp4-sm120",
               runtime=Runtime("0.5.23", "0.7.2", source="stacks/current/uv.lock"))
 
@@ -18,14 +19,17 @@ same pairs (modules/sglang.nix).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import StackError
+from blackwell_stack.model import stack as model
+from blackwell_stack.model.profile import Profile, Runtime, load_profile, load_rules
+from blackwell_stack.model.stack import Stack
 from blackwell_stack.serve import secrets
 from blackwell_stack.serve.flags import FlagTable, load_table
-from blackwell_stack.serve.profile import Profile, Runtime, load_profile, load_rules
 from blackwell_stack.serve.render import Rendered, parse_set, render
 from blackwell_stack.serve.rules import Verdict, evaluate
 
@@ -43,31 +47,27 @@ class Service:
         return [v for v in self.verdicts if v.fired and v.severity == severity]
 
 
-def stack_runtime(name: str) -> Runtime:
+def stack_runtime(stack: Stack) -> Runtime:
     """The SGLang and flashinfer versions a stack's lock holds (StackError with the lock command without one)."""
-    from blackwell_stack.stacks import model
-
-    stack = model.load(name)
     versions = stack.versions()
     return Runtime(versions["sglang"], versions["flashinfer"], f"{stack.relpath}/uv.lock")
 
 
-def check_profile_fits_stack(profile: Profile, name: str, runtime: Runtime) -> None:
-    """StackError naming the fix unless `profile` is made for the stack `name` (whose lock holds `runtime`)."""
-    from blackwell_stack.stacks import model
-
+def check_profile_fits_stack(profile: Profile, stack: Stack, runtime: Runtime) -> None:
+    """StackError naming the fix unless `profile` is made for `stack` (whose lock holds `runtime`)."""
+    name = stack.name
+    own = profile.runtime()
+    if name in profile.stacks or (not profile.stacks and (own.sglang, own.flashinfer) == (runtime.sglang,
+                                                                                         runtime.flashinfer)):
+        return
+    # The stacks to name in the hint: every stack, this one as it was resolved (its lock is parsed once).
+    stacks = {n: stack if n == name else model.load(n) for n in model.names()}
     if profile.stacks:
-        if name in profile.stacks:
-            return
         made_for = f"the stacks {', '.join(profile.stacks)}"
-        others = [s for s in profile.stacks if s in model.names() and model.load(s).locked]
+        others = [s for s in profile.stacks if s in stacks and stacks[s].locked]
     else:
-        own = profile.runtime()
-        if (own.sglang, own.flashinfer) == (runtime.sglang, runtime.flashinfer):
-            return
         made_for = f"sglang {own.sglang}, flashinfer {own.flashinfer}"
-        others = [s for s in model.names() if model.load(s).locked and model.load(s).versions()["sglang"] == own.sglang]
-    stack = model.load(name)
+        others = [s for s, st in stacks.items() if st.locked and st.versions()["sglang"] == own.sglang]
     raise StackError(
         f"profile {profile.name} is not made for the {name} stack (sglang {runtime.sglang}, flashinfer "
         f"{runtime.flashinfer}); it is for {made_for}",
@@ -79,7 +79,7 @@ def check_profile_fits_stack(profile: Profile, name: str, runtime: Runtime) -> N
 def configure(
     profile: str | None = None,
     *,
-    stack: str | None = None,
+    stack: Stack | None = None,
     runtime: Runtime | None = None,
     settings: list[str] | None = None,
     extra_args: list[str] | None = None,
@@ -93,9 +93,7 @@ def configure(
     table_path replaces the runtime's flag table (its version is then not checked).
     """
     if stack is not None and profile is None:
-        from blackwell_stack.stacks import model
-
-        profile = model.load(stack).profiles[0]
+        profile = stack.profiles[0]
     prof = load_profile(profile)
     if stack is not None:
         runtime = runtime or stack_runtime(stack)
@@ -106,3 +104,10 @@ def configure(
     rendered = render(prof, table, rules, parse_set(settings or [], table), extra_args, env_overrides, runtime=rt)
     verdicts = [*evaluate(rendered, rules, table.data), secrets.verdict(rendered, table.data)]
     return Service(prof, rt, table, rules, rendered, verdicts)
+
+
+def command_line(rendered: Rendered, python: str = "python") -> str:
+    """The service's command as one shell line: its environment, then `python -m sglang.launch_server ARGV`."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in rendered.env.items())
+    cmd = shlex.join([python, "-m", "sglang.launch_server", *rendered.argv])
+    return f"{env} {cmd}".strip()

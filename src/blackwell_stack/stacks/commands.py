@@ -1,4 +1,4 @@
-"""`blackwell-stack stack show|lock|audit`: the serving stacks (stacks/<name>/)."""
+"""`blackwell-stack stack show|lock|audit|doctor`: the serving stacks (stacks/<name>/)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from typing import Any
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
-from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.stacks import libraries, model
+from blackwell_stack.errors import DataError, ExitCode, StackError
+from blackwell_stack.model import stack as model
+from blackwell_stack.stacks import doctor as stack_doctor
+from blackwell_stack.stacks import libraries
+from blackwell_stack.stacks import lock as locking
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +52,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=cmd_audit)
 
+    doctor = ssub.add_parser(
+        "doctor",
+        help="every distribution in a venv that differs from the stack's lock, each with its repair",
+        epilog="exit codes: 0 the venv is the lock; 1 a distribution differs (each listed with the command that repairs it)",
+    )
+    doctor.add_argument("name")
+    doctor.add_argument("--python", help="the venv's interpreter (default: this one)")
+    doctor.add_argument("--verify-files", action="store_true", help="also hash the installed files against RECORD")
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    doctor.set_defaults(func=cmd_doctor)
+
 
 def summary(stack: model.Stack) -> dict[str, Any]:
     """What `stack show` and `plan` say about a stack."""
@@ -74,7 +88,9 @@ def summary(stack: model.Stack) -> dict[str, Any]:
         audit = libraries.load_audit(stack)
         data["audit"] = {"current": libraries.audit_is_current(stack, audit), "torch_pairs": audit["torch_pairs"],
                          "choices": audit["choices"]}
-    except StackError as exc:  # a missing or broken audit is reported, not fatal
+    except DataError:
+        raise  # one of the wrong shape is refused (exit 3)
+    except StackError as exc:  # a missing audit is reported, not fatal
         data["audit"] = {"current": False, "problem": str(exc)}
     return data
 
@@ -104,8 +120,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from blackwell_stack.stacks import lock as locking
-
     stack = model.load(args.name)
     new = locking.lock(stack, python=args.python, uv=args.uv, wheels=args.wheels, check=args.check)
     if args.check:
@@ -158,3 +172,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"{stack.relpath}/wheels.json matches the {len(data['files'])} locked wheels (every sha256 checked)")
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    return stack_doctor.run(model.load(args.name), args.python or sys.executable, verify_files=args.verify_files,
+                            as_json=args.json)

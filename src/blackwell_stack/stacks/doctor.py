@@ -33,19 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from packaging.tags import parse_tag
-from packaging.utils import (
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_wheel_filename,
-)
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from blackwell_stack.doctor import remote_zip, wheelrecord, wheelzip
-from blackwell_stack.errors import StackError
+from blackwell_stack import output
+from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip
+from blackwell_stack.formats.installed import Environment
 from blackwell_stack.hashes import hex_to_record, sha256_file
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.model.stack import LockedPackage, Stack
 from blackwell_stack.paths import cache_dir
-from blackwell_stack.stacks import libraries, wheels
-from blackwell_stack.stacks.model import LockedPackage, Stack
+from blackwell_stack.stacks import libraries
 
 MISSING, VERSION, FILE, FILES, EXTRA, ON_DISK = "missing", "other version", "other file", "other file hash", "not in the lock", "changed on disk"
 PYTHON = "other python"
@@ -88,7 +88,7 @@ def _record(text: str, where: str) -> dict[str, str]:
 
 def locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str, str]:
     """The RECORD inside the wheel the lock names (range requests; cached by the wheel's sha256)."""
-    digest = libraries.sha256_of(wheel) or "unknown"
+    digest = lockfile.sha256_of(wheel) or "unknown"
     cached = cache_dir("wheel-records") / f"{digest}.json"
     if cached.is_file():
         try:
@@ -108,7 +108,7 @@ def _record_member(names: list[str], wheel: dict) -> str:
 
 
 def _read_locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str, str]:
-    local = libraries.local_path(stack, package, wheel)
+    local = stack.local_wheel(package, wheel)
     if local is not None:
         with wheelzip.open_zip(local) as zf:
             name = _record_member(zf.namelist(), wheel)
@@ -165,7 +165,7 @@ def _install(python: str, package: LockedPackage, wheel: dict) -> str:
     ref = wheel.get("url")
     if not ref:
         return f"uv pip install --python {python} --no-deps --reinstall {shlex.quote(str(wheel.get('path')))}"
-    digest = libraries.sha256_of(wheel)
+    digest = lockfile.sha256_of(wheel)
     return f"uv pip install --python {python} --no-deps --reinstall '{package.name} @ {ref}#sha256={digest}'"
 
 
@@ -177,11 +177,9 @@ def _kernel_repair(stack: Stack, python: str) -> str:
 
 def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[list[Difference], int]:
     """(differences, how many distributions matched)."""
-    from blackwell_stack.doctor.envcheck import Environment
-
     lock = stack.lock()
     env = Environment(python)
-    target = libraries.target(stack)
+    target = stack.target()
     # The RECORDs of the files uv installs here, read in parallel (most installations match them).
     wanted = [(p, wheels.uv_choice(p, target)) for p in lock.packages.values() if p.wheels and env.get(p.name)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
@@ -268,9 +266,6 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[l
 
 
 def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool) -> int:
-    from blackwell_stack import output
-    from blackwell_stack.errors import ExitCode
-
     diffs, matched = compare(stack, python, verify_files=verify_files)
     if as_json:
         output.dump_json({"stack": stack.name, "python": python, "matched": matched,

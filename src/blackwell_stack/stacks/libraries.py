@@ -1,6 +1,6 @@
 """What the locked wheels of a stack hold: the audit that `stack audit` writes to wheels.json.
 
-For the file each package installs on the stack's target (stacks.wheels:
+For the file each package installs on the stack's target (model/wheel_choice.py:
 uv's choice, which the Nix set takes too), the real wheel is downloaded from
 the URL in uv.lock and refused unless its sha256 is the lock's. From it:
 
@@ -35,14 +35,18 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack.doctor import elf, linkage, remote_zip
 from blackwell_stack.download import download
-from blackwell_stack.errors import DataError, HashMismatch, NetworkError, StackError
+from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.formats import elf, linkage, remote_zip
 from blackwell_stack.hashes import sha256_file
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import registry
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.model.lock import Lock, LockedPackage
+from blackwell_stack.model.stack import Stack
 from blackwell_stack.paths import cache_dir
-from blackwell_stack.stacks import wheels
-from blackwell_stack.stacks.model import Lock, LockedPackage, Stack
+from blackwell_stack.stacks import pairing
 
 SCHEMA_VERSION = 1
 AUDIT_FILE = "wheels.json"
@@ -123,39 +127,25 @@ class WheelContents:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "WheelContents":
+    def from_json(cls, data: dict[str, Any]) -> WheelContents:
         fields = dict(data)
         fields["members"] = {k: (v[0], v[1]) for k, v in data["members"].items()}
         fields["elf"] = {k: ElfInfo(**v) for k, v in data["elf"].items()}
         return cls(**fields)
 
 
-def sha256_of(artifact: dict) -> str | None:
-    """The hex sha256 the lock records for a file (`hash = "sha256:..."`), or None."""
-    digest = artifact.get("hash") or ""
-    return digest.removeprefix("sha256:") if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else None
-
-
 def remote_file(wheel: dict) -> remote_zip.RemoteFile:
     """A locked wheel as a file to read by range requests (URL, sha256 and size from the lock)."""
-    url, digest = wheel.get("url"), sha256_of(wheel)
+    url, digest = wheel.get("url"), lockfile.sha256_of(wheel)
     if not url or not digest or not wheel.get("size"):
         raise StackError(f"{wheels.filename(wheel)}: the lock gives no URL, sha256 and size for it",
                          "lock the stack again with its lock command")
     return remote_zip.RemoteFile(wheels.filename(wheel), url, digest, int(wheel["size"]))
 
 
-def local_path(stack: Stack, package: LockedPackage, wheel: dict) -> Path | None:
-    """A wheel the lock takes from a local index (`source = { registry = "wheels/simple" }`), or None."""
-    registry = package.source.get("registry", "")
-    if "path" not in wheel or "://" in registry:
-        return None
-    return (stack.path / registry / wheel["path"]).resolve()
-
-
 def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdir: Path) -> tuple[Path, str]:
     """The wheel as a local file whose sha256 is the lock's, and how that was checked."""
-    path = local_path(stack, package, wheel)
+    path = stack.local_wheel(package, wheel)
     today = dt.date.today().isoformat()
     if path is not None:
         if not path.is_file():
@@ -213,7 +203,7 @@ def _requires(zf: zipfile.ZipFile) -> list[str]:
 
 def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelContents:
     """One locked wheel, checked against the lock's sha256; cached by that sha256."""
-    digest = sha256_of(wheel)
+    digest = lockfile.sha256_of(wheel)
     if digest is None:
         raise StackError(f"{wheels.filename(wheel)} ({package.name}) has no sha256 in {stack.relpath}/uv.lock",
                          f"every locked file needs one: lock again with `{stack.lock_command}`")
@@ -249,29 +239,9 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
     return contents
 
 
-def target(stack: Stack) -> wheels.Target:
-    machine = stack.system.split("-")[0]
-    major, minor = (int(x) for x in stack.python.split("."))
-    return wheels.Target(machine=machine, python=(major, minor))
-
-
-def chosen_wheels(stack: Stack, lock: Lock) -> dict[str, tuple[LockedPackage, dict]]:
-    """{package: (package, the wheel both realizations install on the stack's target)}."""
-    chosen = {}
-    for pkg in lock.packages.values():
-        if pkg.source.get("virtual") or pkg.source.get("editable"):
-            continue
-        wheel = wheels.uv_choice(pkg, target(stack))
-        if wheel is None:
-            raise StackError(f"{pkg.name} {pkg.version} has no wheel for {stack.system} / CPython {stack.python} "
-                             f"in {stack.relpath}/uv.lock", "the stacks are wheel-only: pin a version that publishes one")
-        chosen[pkg.name] = (pkg, wheel)
-    return chosen
-
-
 def read_all(stack: Stack, lock: Lock, *, jobs: int = 4) -> dict[str, WheelContents]:
     """Every package's installed wheel, read (and its sha256 checked) in parallel."""
-    chosen = chosen_wheels(stack, lock)
+    chosen = stack.chosen_wheels(lock)
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {name: pool.submit(read_wheel, stack, pkg, wheel) for name, (pkg, wheel) in chosen.items()}
         return {name: f.result() for name, f in sorted(futures.items())}
@@ -362,16 +332,14 @@ def shared_paths(contents: dict[str, WheelContents]) -> list[dict[str, Any]]:
 
 def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[str, Any]:
     """wheels.json of a stack: checked files, wheel choices, libraries, shared paths, torch pairs."""
-    from blackwell_stack.stacks import pairing
-
-    tgt = target(stack)
+    tgt = stack.target()
     choices = {}
     kept = {}
-    for name, (pkg, wheel) in chosen_wheels(stack, lock).items():
+    for name, (pkg, wheel) in stack.chosen_wheels(lock).items():
         nix = wheels.uv2nix_choice(pkg, tgt)
         if nix is not None and wheels.filename(nix) != wheels.filename(wheel):
             choices[name] = wheels.filename(wheel)
-        if local_path(stack, pkg, wheel) is not None:
+        if stack.local_wheel(pkg, wheel) is not None:
             kept[name] = {"file": wheels.filename(wheel), "hash": wheel.get("hash")}
     return {
         "schema_version": SCHEMA_VERSION,
@@ -390,7 +358,7 @@ def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[
             "that two or more wheels share (nix/fixups/env-collisions.json). `torch_pairs`: each package "
             "that links torch, checked as stack.json says."
         ),
-        "lock_sha256": sha256_file(lock.path),
+        "lock_sha256": lock.sha256,
         "target": {"system": stack.system, "python": stack.python, "glibc": ".".join(map(str, tgt.glibc))},
         "files": {name: {"file": c.filename, "sha256": c.sha256, "checked": c.checked} for name, c in contents.items()},
         "choices": dict(sorted(choices.items())),
@@ -406,20 +374,16 @@ def audit_path(stack: Stack) -> Path:
 
 
 def load_audit(stack: Stack) -> dict[str, Any]:
-    path = audit_path(stack)
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StackError(f"{stack.relpath}/{AUDIT_FILE} is missing",
-                         f"write it with `blackwell-stack stack audit {stack.name} --write`") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON ({exc.msg})",
-                        f"write it again with `blackwell-stack stack audit {stack.name} --write`") from None
+    """The stack's wheels.json, checked (registry); a StackError, not a DataError, when there is none yet."""
+    return registry.load(
+        "audit", file=audit_path(stack), hint=f"write it again with `blackwell-stack stack audit {stack.name} --write`",
+        missing=StackError(f"{stack.relpath}/{AUDIT_FILE} is missing",
+                           f"write it with `blackwell-stack stack audit {stack.name} --write`"))
 
 
 def audit_is_current(stack: Stack, data: dict[str, Any]) -> bool:
     """Whether wheels.json was made from the uv.lock that is there now."""
-    return stack.locked and data.get("lock_sha256") == sha256_file(stack.lock_path)
+    return stack.locked and data.get("lock_sha256") == stack.lock().sha256
 
 
 def write_audit(stack: Stack, data: dict[str, Any]) -> Path:

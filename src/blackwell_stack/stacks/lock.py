@@ -21,7 +21,6 @@ import html
 import os
 import re
 import shutil
-import tomllib
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -30,7 +29,8 @@ from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_file, atomic_write_bytes
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.stacks.model import Lock, Stack, load_lock
+from blackwell_stack.model import registry
+from blackwell_stack.model.stack import Lock, Stack, load_lock
 
 KEPT_INDEX = "./wheels/simple"
 UV_HINT = "install the uv the stack names: python3 -m pip install 'uv=={version}'"
@@ -86,7 +86,7 @@ def find_python(version: str, given: str | None = None) -> str:
 
 def kept_index_used(stack: Stack) -> bool:
     """Whether the stack's pyproject takes some wheels from ./wheels/simple."""
-    pyproject = tomllib.loads((stack.path / "pyproject.toml").read_text())
+    pyproject = registry.load("stack-pyproject", file=stack.path / "pyproject.toml")
     return any(index.get("url") == KEPT_INDEX for index in pyproject.get("tool", {}).get("uv", {}).get("index", []))
 
 

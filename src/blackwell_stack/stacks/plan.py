@@ -16,41 +16,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from blackwell_stack.errors import StackError
-from blackwell_stack.pins.registry import PinRow
-from blackwell_stack.pins.store import load_pins
-from blackwell_stack.plan_model import PlanItem, PlanSection, hash_checked_by
-from blackwell_stack.stacks import libraries, model, wheels
+from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.model import lock as lockfile
+from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.model.pins import PinRow, load_pins
+from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.model.stack import Stack
+from blackwell_stack.paths import data_path
+from blackwell_stack.stacks import libraries
 
 HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
 # What checked a locked file here: `stack audit` downloaded it and compared its sha256 with the lock's.
 AUDITED = "PyPI's sha256, file hashed by `stack audit`"
 
 
-def _audit(stack: model.Stack) -> tuple[dict[str, Any] | None, str | None]:
+def _audit(stack: Stack) -> tuple[dict[str, Any] | None, str | None]:
     """wheels.json when it was made from the current uv.lock, else (None, why not)."""
     try:
         data = libraries.load_audit(stack)
-    except StackError as exc:
+    except DataError:
+        raise  # a wheels.json of the wrong shape is refused (exit 3), not shown as files not checked
+    except StackError as exc:  # none yet
         return None, exc.message
     if not libraries.audit_is_current(stack, data):
         return None, f"{stack.relpath}/wheels.json was made from another uv.lock"
     return data, None
 
 
-def locked_files(stack: model.Stack) -> list[PinRow]:
+def locked_files(stack: Stack) -> list[PinRow]:
     """One pin per locked package: the file it installs on the stack's target, and how its sha256 was checked."""
     return list(_locked_files_by_package(stack).values())
 
 
-def _locked_files_by_package(stack: model.Stack) -> dict[str, PinRow]:
+def _locked_files_by_package(stack: Stack) -> dict[str, PinRow]:
     """locked_files, by package name (sorted)."""
     lock = stack.lock()
     audit, problem = _audit(stack)
     fill = f"blackwell-stack stack audit {stack.name} --write"
     rows = {}
-    for name, (pkg, wheel) in sorted(libraries.chosen_wheels(stack, lock).items()):
-        digest = libraries.sha256_of(wheel)
+    for name, (pkg, wheel) in sorted(stack.chosen_wheels(lock).items()):
+        digest = lockfile.sha256_of(wheel)
         checked = (audit or {}).get("files", {}).get(name)
         ok = bool(checked and digest and checked["sha256"] == digest and checked["file"] == wheels.filename(wheel))
         source = HASH_SOURCE.format(uv=stack.uv_version)
@@ -66,10 +71,8 @@ def _locked_files_by_package(stack: model.Stack) -> dict[str, PinRow]:
     return rows
 
 
-def kept_wheel_pins(stack: model.Stack) -> list[PinRow]:
+def kept_wheel_pins(stack: Stack) -> list[PinRow]:
     """The stack's own wheel pins (stack.json kept_wheels.pins: the nightly's torch and triton)."""
-    from blackwell_stack.paths import data_path
-
     kept = stack.data.get("kept_wheels")
     if not kept:
         return []
@@ -81,7 +84,7 @@ def kept_wheel_pins(stack: model.Stack) -> list[PinRow]:
     ]
 
 
-def summary_row(stack: model.Stack) -> PinRow:
+def summary_row(stack: Stack) -> PinRow:
     """One row for `pins show`: the stack's lock as a whole."""
     if not stack.locked:
         return PinRow(f"stack {stack.name} (uv.lock)", None, None, None, None, False,
@@ -97,8 +100,13 @@ def summary_row(stack: model.Stack) -> PinRow:
     )
 
 
-def plan_section(name: str) -> PlanSection:
-    stack = model.load(name)
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
+    """One section per stack shown."""
+    return [plan_section(stack) for stack in stacks]
+
+
+def plan_section(stack: Stack) -> PlanSection:
+    name = stack.name
     sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
     sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{stack.env_attribute}"]
     for row in kept_wheel_pins(stack):
@@ -155,7 +163,7 @@ def plan_section(name: str) -> PlanSection:
             None if result.get("ok") else f"{problem or 'the pair does not hold'}. "
             f"Check it with: blackwell-stack stack audit {name}",
             checked_by=f"`stack audit` ({how})" if result.get("ok") else None))
-    differing = sorted(wheels.divergent(list(lock.packages.values()), libraries.target(stack)))
+    differing = sorted(wheels.divergent(list(lock.packages.values()), stack.target()))
     sec.items.append(PlanItem(
         "same files in Nix and uv", f"uv's file for every package ({', '.join(differing) or 'no package'} "
         "where uv2nix alone would take another)", "computed from uv.lock here; nix/fixups/wheel-choice.nix; "

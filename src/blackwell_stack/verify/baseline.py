@@ -12,14 +12,14 @@ baselines/ beside this file.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack.errors import DataError
+from blackwell_stack.model import registry
 
-BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
-DEFAULT_BASELINE = BASELINE_DIR / "qwen3.5-397b-a17b-nvfp4-sm120.json"
+BASELINE_DIR = registry.entry("baseline").directory()
+DEFAULT_BASELINE = registry.path("baseline", "qwen3.5-397b-a17b-nvfp4-sm120")
 RELATIONS = ("at_least", "about")
 
 
@@ -50,17 +50,9 @@ class Baseline:
 
 def load(path: str | Path) -> Baseline:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(path, None, None, "no such baseline file", "pass --baseline an existing file, or --baseline none") from None
-    except ValueError as exc:
-        raise DataError(path, None, None, f"not valid JSON: {exc}", "fix the file's JSON syntax") from None
-    if not isinstance(data, dict):
-        raise DataError(path, None, None, "a baseline is a JSON object", "see src/blackwell_stack/verify/baselines/ for the format")
-    for key in ("target", "model", "source", "expectations"):
-        if key not in data:
-            raise DataError(path, None, key, "missing", "see src/blackwell_stack/verify/baselines/ for the format")
+    data = registry.load("baseline", file=path, hint="see src/blackwell_stack/verify/baselines/ for the format",
+                         missing=DataError(path, None, None, "no such baseline file",
+                                           "pass --baseline an existing file, or --baseline none"))
     tolerance = data.get("tolerance", 0.1)
     if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
         raise DataError(path, None, "tolerance", f"{tolerance!r} is not a fraction in [0, 1)", "for example 0.1")

@@ -18,7 +18,14 @@ from blackwell_stack.verify import baseline as baseline_mod
 from blackwell_stack.verify import bench as bench_mod
 from blackwell_stack.verify import degeneracy
 from blackwell_stack.verify import smoke as smoke_mod
-from blackwell_stack.verify.openai_client import Endpoint, HTTPStatusError, ProtocolError, describe_error, first_model_id
+from blackwell_stack.verify.openai_client import (
+    Endpoint,
+    HTTPStatusError,
+    ProtocolError,
+    describe_error,
+    first_model_id,
+)
+from blackwell_stack.verify.plot import require_matplotlib, write_plot
 from blackwell_stack.verify.tokens import SOURCE_USAGE, TokenizerCounter
 
 
@@ -187,8 +194,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.out:
         check_output_path(args.out, "--out")
     if args.plot:
-        from blackwell_stack.verify.plot import require_matplotlib
-
         check_output_path(args.plot, "--plot")
         require_matplotlib()
     result = asyncio.run(_bench(endpoint, args.model, config, counter))
@@ -236,8 +241,6 @@ def _write_outputs(result: dict, args: argparse.Namespace) -> int | None:
 
 
 def _plot(result: dict, path: str) -> None:
-    from blackwell_stack.verify.plot import write_plot
-
     write_plot(result, path)
 
 

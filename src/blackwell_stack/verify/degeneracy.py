@@ -29,8 +29,8 @@ MIN_DIVERSITY_LENGTH = 40  # shorter texts are not judged on diversity
 MIN_DISTINCT_CHARS = 6  # distinct non-whitespace characters in a long text
 MIN_ENTROPY_BITS = 2.5  # per character; English prose has about 4
 
-_CHAR_RUN = re.compile(r"(\S)\1{%d,}" % (MIN_CHAR_RUN - 1))
-_UNIT_REPEAT = re.compile(r"(.{2,24}?)\1{%d,}" % (MIN_UNIT_REPEATS - 1), re.DOTALL)
+_CHAR_RUN = re.compile(rf"(\S)\1{{{MIN_CHAR_RUN - 1},}}")
+_UNIT_REPEAT = re.compile(rf"(.{{2,24}}?)\1{{{MIN_UNIT_REPEATS - 1},}}", re.DOTALL)
 
 
 @dataclass(frozen=True)

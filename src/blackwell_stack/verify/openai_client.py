@@ -30,40 +30,13 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from blackwell_stack.errors import CheckFailed, StackError
+from blackwell_stack.verify.wire import ChunkedDecoder, Limits, ProtocolError, SSEParser, json_object
 
 T = TypeVar("T")
 
 _READ_SIZE = 1 << 18
 # An HTTP error's body is kept up to this size (it is only shown to the user).
 _ERROR_BODY_LIMIT = 64 << 10
-# Answers that name no max_tokens (/v1/models): at most this much.
-DEFAULT_BODY_LIMIT = 8 << 20
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The largest answer a request may get.
-
-    One SSE event carries at most the whole answer: max_tokens tokens, each
-    well under 256 bytes even as escaped JSON with its metadata, plus 64 KiB.
-    The whole body is at most max_tokens events of 8 KiB (text, logprobs,
-    token ids) plus 1 MiB for everything else. Generous for a healthy server,
-    and bounded: a 200 MB line is refused after its first MiB.
-    """
-
-    event_bytes: int
-    body_bytes: int
-
-    @classmethod
-    def for_request(cls, body: dict | None) -> "Limits":
-        max_tokens = body.get("max_tokens") if isinstance(body, dict) else None
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            return cls(DEFAULT_BODY_LIMIT, DEFAULT_BODY_LIMIT)
-        return cls(event_bytes=(64 << 10) + 256 * max_tokens, body_bytes=(1 << 20) + (8 << 10) * max_tokens)
-
-
-class ProtocolError(Exception):
-    """The server answered, but not in the OpenAI wire format (bad status line, bad JSON, bad SSE)."""
 
 
 class RequestTimeout(TimeoutError):
@@ -90,7 +63,7 @@ class Endpoint:
     api_key: str | None = None
 
     @classmethod
-    def parse(cls, url: str, api_key: str | None = None) -> "Endpoint":
+    def parse(cls, url: str, api_key: str | None = None) -> Endpoint:
         """http://host:port, http://host:port/v1 or https://host/prefix/v1 -> Endpoint."""
         raw = url if "://" in url else f"http://{url}"
         parts = urlsplit(raw)
@@ -130,128 +103,6 @@ def _request_bytes(endpoint: Endpoint, method: str, path: str, body: dict | None
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
 
 
-class _ChunkedDecoder:
-    """Incremental decoder of HTTP/1.1 chunked transfer encoding."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._remaining = 0  # payload bytes left in the current chunk
-        self._skip_crlf = False
-        self.done = False
-
-    def feed(self, data: bytes) -> bytes:
-        buf = self._buf + data if self._buf else data
-        out = []
-        pos = 0
-        n = len(buf)
-        while pos < n and not self.done:
-            if self._remaining:
-                take = min(self._remaining, n - pos)
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._skip_crlf = True
-                continue
-            if self._skip_crlf:
-                if n - pos < 2:
-                    break
-                pos += 2
-                self._skip_crlf = False
-                continue
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            size_text = buf[pos:eol].split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ProtocolError(f"bad chunk size line {buf[pos:eol][:40]!r}") from None
-            pos = eol + 2
-            if size == 0:
-                self.done = True
-                break
-            self._remaining = size
-        self._buf = buf[pos:] if not self.done else b""
-        return b"".join(out)
-
-
-class SSEParser:
-    """Splits an SSE byte stream into the JSON objects of its `data:` fields.
-
-    feed() returns the events of the blocks completed so far; `done` turns
-    true at `data: [DONE]`. Usually a read holds whole events and nothing is
-    kept; the tail of an event that spans reads waits in one bytearray that
-    is extended (not rebuilt) on each read, and only the new bytes are
-    searched for the blank line that ends it. An event longer than
-    max_event_bytes is a ProtocolError.
-    """
-
-    def __init__(self, max_event_bytes: int = DEFAULT_BODY_LIMIT) -> None:
-        self._buf = bytearray()
-        self._scan = 0  # where the search for the next blank line resumes in _buf
-        self._cr = False  # the previous read ended with \r (a \r\n may straddle two reads)
-        self.max_event_bytes = max_event_bytes
-        self.done = False
-
-    def feed(self, data: bytes) -> list[dict]:
-        if self._cr and data[:1] == b"\n":
-            data = data[1:]
-        self._cr = data[-1:] == b"\r"
-        if b"\r" in data:  # SSE lines may end in \r\n or a lone \r
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        text: bytes | bytearray
-        if self._buf:
-            self._buf += data
-            text, pos, scan = self._buf, 0, self._scan
-        else:
-            text, pos, scan = data, 0, 0
-        events: list[dict] = []
-        while True:
-            end = text.find(b"\n\n", max(scan, pos))
-            if end < 0:
-                break
-            self._block(text, pos, end, events)
-            pos = end + 2
-        if text is self._buf:
-            del self._buf[:pos]
-        elif pos < len(text):
-            self._buf += text[pos:]
-        if len(self._buf) > self.max_event_bytes:
-            raise ProtocolError(
-                f"an SSE event is longer than {self.max_event_bytes} bytes (more than max_tokens can explain)"
-            )
-        self._scan = max(len(self._buf) - 1, 0)
-        return events
-
-    def _block(self, text: bytes | bytearray, start: int, end: int, events: list[dict]) -> None:
-        if start == end:
-            return
-        if text.startswith(b"data: ", start) and text.find(b"\n", start, end) < 0:
-            payload = bytes(text[start + 6 : end])  # the common case: one data line
-        else:
-            payload = b"\n".join(
-                line[5:].lstrip(b" ") for line in bytes(text[start:end]).split(b"\n") if line.startswith(b"data:")
-            )
-            if not payload:
-                return  # comments (": ping") and event/id/retry fields only
-        if payload == b"[DONE]":
-            self.done = True
-            return
-        events.append(_json_object(payload, "SSE data"))
-
-
-def _json_object(payload: str | bytes, what: str) -> dict:
-    """payload parsed as a JSON object, or a ProtocolError that quotes its start."""
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        raise ProtocolError(f"{what} is not JSON: {payload[:120]!r}") from None
-    if not isinstance(data, dict):
-        raise ProtocolError(f"{what} is not a JSON object: {payload[:120]!r}")
-    return data
-
-
 async def _open(endpoint: Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     ctx = ssl.create_default_context() if endpoint.scheme == "https" else None
     try:
@@ -287,7 +138,7 @@ async def _iter_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> A
     """Yields (arrival time, body bytes) per socket read."""
     clock = time.perf_counter
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        decoder = _ChunkedDecoder()
+        decoder = ChunkedDecoder()
         while not decoder.done:
             data = await reader.read(_READ_SIZE)
             if not data:
@@ -323,7 +174,7 @@ async def _within(awaitable: Awaitable[T], timeout: float, what: str) -> T:
         raise ValueError(f"timeout must be positive, not {timeout!r}")
     try:
         return await asyncio.wait_for(awaitable, timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise RequestTimeout(f"{what}: no complete answer within {timeout:g} s") from None
 
 
@@ -363,7 +214,7 @@ async def _request_json(endpoint: Endpoint, method: str, path: str, body: dict |
     text = b"".join(parts)[:keep].decode("utf-8", errors="replace")
     if not 200 <= status < 300:
         raise HTTPStatusError(status, text)
-    return _json_object(text, "answer")
+    return json_object(text, "answer")
 
 
 class _SSEProtocol(asyncio.BufferedProtocol):
@@ -383,7 +234,7 @@ class _SSEProtocol(asyncio.BufferedProtocol):
         self._view = memoryview(bytearray(1 << 16))
         self._head = b""
         self._status: int | None = None
-        self._chunked: _ChunkedDecoder | None = None
+        self._chunked: ChunkedDecoder | None = None
         self._left: int | None = None  # body bytes still due, when Content-Length is given
         self._error_body: list[bytes] = []
         self._error_size = 0
@@ -404,7 +255,7 @@ class _SSEProtocol(asyncio.BufferedProtocol):
         stamp = time.perf_counter()
         try:
             self._received(stamp, bytes(self._view[:nbytes]))
-        except Exception as exc:  # noqa: BLE001 - every failure ends this request, and only it
+        except Exception as exc:
             self._finish(exc)
 
     def _received(self, stamp: float, data: bytes) -> None:
@@ -420,7 +271,7 @@ class _SSEProtocol(asyncio.BufferedProtocol):
             self._status, headers = _parse_head(self._head[: end + 4])
             data, self._head = self._head[end + 4 :], b""
             if "chunked" in headers.get("transfer-encoding", "").lower():
-                self._chunked = _ChunkedDecoder()
+                self._chunked = ChunkedDecoder()
             elif headers.get("content-length", "").isdigit():
                 self._left = int(headers["content-length"])
         if self._chunked is not None:

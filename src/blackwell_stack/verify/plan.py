@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.plan_model import PlanItem, PlanSection, not_checked_here
-from blackwell_stack.serve.profile import load_profile
+from blackwell_stack.model.plan import PlanItem, PlanSection, not_checked_here
+from blackwell_stack.model.profile import load_profile
+from blackwell_stack.model.stack import Stack
 from blackwell_stack.verify import baseline
 
 
@@ -16,6 +17,11 @@ def _target() -> tuple[str, str, int, str]:
     if host in ("0.0.0.0", "::"):
         host = "127.0.0.1"
     return str(profile.data["model"]["id"]), host, int(service["port"]), f"modules/profiles/{profile.path.name}"
+
+
+def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
+    """One section whatever the stacks: smoke and bench of the default target."""
+    return [plan_section()]
 
 
 def plan_section() -> PlanSection:

@@ -23,7 +23,7 @@ def require_matplotlib() -> None:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401
+        import matplotlib.pyplot
     except ImportError:
         raise StackError(
             "the bench plot needs matplotlib",

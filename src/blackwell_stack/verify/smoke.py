@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass, field
 
-from blackwell_stack.verify import degeneracy
+from blackwell_stack.verify import degeneracy, events
 from blackwell_stack.verify.openai_client import (
     Endpoint,
     HTTPStatusError,
@@ -102,27 +102,6 @@ def _path(prompt: Prompt) -> str:
     return "/chat/completions" if prompt.api == "chat" else "/completions"
 
 
-def _choice_text(choice: dict, api: str, streamed: bool) -> tuple[str | None, str | None]:
-    """(content, reasoning) of one choice or one stream delta."""
-    if api == "completion":
-        return _text(choice.get("text")), None
-    part = choice.get("delta" if streamed else "message")
-    if not isinstance(part, dict):
-        raise ProtocolError(f"choice has no {'delta' if streamed else 'message'} object: {str(choice)[:120]}")
-    return _text(part.get("content")), _text(part.get("reasoning_content") or part.get("reasoning"))
-
-
-def _text(value: object) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ProtocolError(f"answer text is not a string: {str(value)[:120]}")
-
-
-def _completion_tokens(usage: object) -> int | None:
-    value = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return value if isinstance(value, int) else None
-
-
 def _joined(content: str | None, reasoning: str | None) -> str | None:
     if content is None and reasoning is None:
         return None
@@ -131,13 +110,10 @@ def _joined(content: str | None, reasoning: str | None) -> str | None:
 
 async def _ask_plain(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float) -> None:
     data = await request_json(endpoint, "POST", _path(prompt), body, timeout=timeout)
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ProtocolError(f"answer has no choices: {str(data)[:200]}")
-    content, reasoning = _choice_text(choices[0], prompt.api, streamed=False)
-    answer.text = _joined(content, reasoning)
-    answer.finish_reason = choices[0].get("finish_reason")
-    answer.completion_tokens = _completion_tokens(data.get("usage"))
+    choice, usage = events.answer_choice(data, prompt.api == "chat")
+    answer.text = _joined(choice.content, choice.reasoning)
+    answer.finish_reason = choice.finish_reason
+    answer.completion_tokens = events.completion_tokens(usage)
 
 
 async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float) -> None:
@@ -145,27 +121,20 @@ async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: An
     reasoning: list[str] = []
     saw_content = False
 
-    def on_events(_stamp: float, events: list[dict]) -> None:
+    def on_events(_stamp: float, batch: list[dict]) -> None:
         nonlocal saw_content
-        for event in events:
-            if "error" in event:
-                raise ProtocolError(f"error event in the stream: {str(event['error'])[:200]}")
-            if event.get("usage"):
-                answer.completion_tokens = _completion_tokens(event["usage"])
-            choices = event.get("choices") or []
-            if not isinstance(choices, list):
-                raise ProtocolError(f"stream event's choices is not a list: {str(event)[:120]}")
+        for event in batch:
+            choices, usage = events.stream_event(event, prompt.api == "chat")
+            if usage:
+                answer.completion_tokens = events.completion_tokens(usage)
             for choice in choices:
-                if not isinstance(choice, dict):
-                    raise ProtocolError(f"stream choice is not an object: {str(choice)[:120]}")
-                c, r = _choice_text(choice, prompt.api, streamed=True)
-                if c is not None:
-                    content.append(c)
+                if choice.content is not None:
+                    content.append(choice.content)
                     saw_content = True
-                if r:
-                    reasoning.append(r)
-                if choice.get("finish_reason") is not None:
-                    answer.finish_reason = choice["finish_reason"]
+                if choice.reasoning:
+                    reasoning.append(choice.reasoning)
+                if choice.finish_reason is not None:
+                    answer.finish_reason = choice.finish_reason
 
     await stream_events(endpoint, _path(prompt), body, on_events, timeout=timeout)
     answer.text = _joined("".join(content) if saw_content else None, "".join(reasoning) or None)
@@ -186,7 +155,7 @@ async def _run_one(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool,
     except ProtocolError as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200]))
         return answer
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError) as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "http", "request failed", describe_error(exc)))
         return answer
     finally:

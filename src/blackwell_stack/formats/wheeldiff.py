@@ -23,8 +23,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from blackwell_stack.doctor import elf, wheelzip
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import elf, wheelzip
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.progress import Progress
 
@@ -65,7 +65,7 @@ def _metadata_differences(a: zipfile.ZipInfo, b: zipfile.ZipInfo) -> list[str]:
 
 
 def _ts(dt: tuple) -> str:
-    return "%04d-%02d-%02d %02d:%02d:%02d" % dt
+    return "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}".format(*dt)
 
 
 def _record_differences(text_a: str, text_b: str) -> str:

@@ -19,16 +19,14 @@ lib/stacks.nix reads the same files with builtins only; tests compare the two.
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.model import registry, wheel_choice
+from blackwell_stack.model.lock import Lock, LockedPackage, load_lock
 from blackwell_stack.paths import data_path
 
 SCHEMA_VERSION = 1
@@ -39,82 +37,16 @@ PAIR_CHECKS = ("metadata", "symbols", "source", "lock", "unpaired")
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
-@dataclass(frozen=True)
-class LockedPackage:
-    """One [[package]] of a uv.lock."""
-
-    name: str
-    version: str | None
-    source: dict[str, Any]
-    wheels: list[dict[str, Any]]
-    sdist: dict[str, Any] | None
-    dependencies: list[str]
-    # The extras each dependency is asked with, and this package's own extras.
-    dependency_extras: dict[str, list[str]] = field(default_factory=dict)
-    optional_dependencies: dict[str, list[str]] = field(default_factory=dict)
-
-    def artifacts(self) -> list[dict[str, Any]]:
-        """Every file the lock names for this package (wheels, then the sdist)."""
-        return [*self.wheels, *([self.sdist] if self.sdist else [])]
-
-
-@dataclass
-class Lock:
-    path: Path
-    data: dict[str, Any]
-    packages: dict[str, LockedPackage] = field(default_factory=dict)
-
-    def get(self, name: str) -> LockedPackage | None:
-        return self.packages.get(canonicalize_name(name))  # how uv.lock spells names (PEP 503)
-
-    @property
-    def excludes(self) -> list[str]:
-        return list(self.data.get("manifest", {}).get("excludes", []))
-
-    @property
-    def overrides(self) -> dict[str, str]:
-        return {o["name"]: o.get("specifier", "") for o in self.data.get("manifest", {}).get("overrides", [])}
-
-
-def load_lock(path: Path) -> Lock:
-    """Parse a uv.lock; DataError naming the file for anything uv would not have written."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise StackError(f"{path}: no such lock", "make it with the stack's lock command (`blackwell-stack stack show`)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(path, None, None, f"not valid TOML ({exc})",
-                        "restore it with `git checkout -- FILE`, or make it again with the stack's lock command") from None
-    if data.get("version") != 1:
-        raise DataError(path, None, "version", f"uv lock format version 1 expected, found {data.get('version')!r}",
-                        "lock with the uv named in the stack's stack.json")
-    lock = Lock(path, data)
-    for entry in data.get("package", []):
-        name = entry.get("name")
-        if not isinstance(name, str):
-            raise DataError(path, None, "package.name", "a [[package]] has no name")
-        if name in lock.packages:
-            raise DataError(path, name, None, "is locked more than once (forked resolution)",
-                            "a stack is locked for one platform and one Python: check `environments` and requires-python")
-        lock.packages[name] = LockedPackage(
-            name=name,
-            version=entry.get("version"),
-            source=entry.get("source", {}),
-            wheels=list(entry.get("wheels", [])),
-            sdist=entry.get("sdist"),
-            dependencies=[d["name"] for d in entry.get("dependencies", [])],
-            dependency_extras={d["name"]: list(d.get("extra", [])) for d in entry.get("dependencies", [])},
-            optional_dependencies={extra: [d["name"] for d in deps]
-                                   for extra, deps in entry.get("optional-dependencies", {}).items()},
-        )
-    return lock
-
-
 @dataclass
 class Stack:
+    """One stack, resolved where a command starts and passed down; its lock is parsed once."""
+
     name: str
     path: Path  # stacks/<name>
     data: dict[str, Any]
+    # The parsed lock and the file state it was parsed from: parsed again only when the file changes
+    # (`stack lock` writes a new one).
+    _lock: tuple[tuple[int, int, int], Lock] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def relpath(self) -> str:
@@ -190,10 +122,43 @@ class Stack:
         )
 
     def lock(self) -> Lock:
-        """The parsed lock, or a StackError naming the command that makes it."""
-        if not self.locked:
-            raise StackError(self.missing_lock_message(), f"run `{self.lock_command}`")
-        return load_lock(self.lock_path)
+        """The parsed lock (read once while the file stays as it is), or a StackError naming the command that
+        makes it."""
+        try:
+            st = self.lock_path.stat()
+        except FileNotFoundError:
+            raise StackError(self.missing_lock_message(), f"run `{self.lock_command}`") from None
+        state = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if self._lock is None or self._lock[0] != state:
+            self._lock = (state, load_lock(self.lock_path))
+        return self._lock[1]
+
+    def target(self) -> wheel_choice.Target:
+        """The platform the stack is realized on (its system and Python)."""
+        machine = self.system.split("-")[0]
+        major, minor = (int(x) for x in self.python.split("."))
+        return wheel_choice.Target(machine=machine, python=(major, minor))
+
+    def chosen_wheels(self, lock: Lock | None = None) -> dict[str, tuple[LockedPackage, dict]]:
+        """{package: (package, the wheel both realizations install on the stack's target)}."""
+        lock = lock or self.lock()
+        chosen = {}
+        for pkg in lock.packages.values():
+            if pkg.source.get("virtual") or pkg.source.get("editable"):
+                continue
+            wheel = wheel_choice.uv_choice(pkg, self.target())
+            if wheel is None:
+                raise StackError(f"{pkg.name} {pkg.version} has no wheel for {self.system} / CPython {self.python} "
+                                 f"in {self.relpath}/uv.lock", "the stacks are wheel-only: pin a version that publishes one")
+            chosen[pkg.name] = (pkg, wheel)
+        return chosen
+
+    def local_wheel(self, package: LockedPackage, wheel: dict) -> Path | None:
+        """A wheel the lock takes from a local index (`source = { registry = "wheels/simple" }`), or None."""
+        registry = package.source.get("registry", "")
+        if "path" not in wheel or "://" in registry:
+            return None
+        return (self.path / registry / wheel["path"]).resolve()
 
     def versions(self, lock: Lock | None = None) -> dict[str, str]:
         """{"sglang", "flashinfer", "torch"} as the lock has them (never typed twice)."""
@@ -222,6 +187,7 @@ def names() -> list[str]:
 
 
 def load(name: str) -> Stack:
+    """The stack `name` (stacks/<name>/stack.json, validated)."""
     if not _NAME.match(name or ""):
         raise StackError(f"{name!r} is not a stack name", f"stacks: {', '.join(names()) or 'none'}")
     path = stacks_root() / name
@@ -229,12 +195,7 @@ def load(name: str) -> Stack:
     if not meta.is_file():
         raise StackError(f"there is no stack {name!r} ({STACKS_DIR}/{name}/stack.json)",
                          f"pick one of: {', '.join(names()) or 'none'}")
-    try:
-        data = json.loads(meta.read_text())
-    except json.JSONDecodeError as exc:
-        raise DataError(meta, None, None, f"not valid JSON (line {exc.lineno}: {exc.msg})",
-                        "fix the syntax, or restore the file with `git checkout -- FILE`") from None
-    validate(data, meta, name)
+    data = registry.load("stack", file=meta, check=lambda data, file: validate(data, file, name))
     return Stack(name, path, data)
 
 
@@ -244,6 +205,15 @@ def default_name() -> str:
         raise StackError(f"{len(defaults)} stacks say \"default\": true ({', '.join(defaults) or 'none'})",
                          "exactly one stacks/<name>/stack.json must be the default")
     return defaults[0]
+
+
+def select(arg: str | None) -> list[Stack]:
+    """`--stack NAME` (or `all`) as the stacks it names; without one, the default stack."""
+    if arg is None:
+        return [load(default_name())]
+    if arg == "all":
+        return [load(n) for n in names()]
+    return [load(arg)]
 
 
 def load_default_or(name: str | None) -> Stack:
@@ -280,6 +250,9 @@ def validate(data: Any, path: Path, name: str) -> None:
     profiles = data.get("profiles")
     if not isinstance(profiles, list) or not profiles or not all(isinstance(p, str) and p for p in profiles):
         raise _bad(path, None, "profiles", "must list the profiles made for the stack (modules/profiles/<name>.json), its default first")
+    kept = data.get("kept_wheels")
+    if kept is not None and (not isinstance(kept, dict) or not isinstance(kept.get("pins"), str) or not kept["pins"]):
+        raise _bad(path, None, "kept_wheels.pins", "must name the stack's wheel pins file (stacks/<name>/pins.json)")
     lock = data.get("lock")
     if not isinstance(lock, dict) or not isinstance(lock.get("command"), str) or not lock["command"].strip():
         raise _bad(path, None, "lock.command", "must be the one command that makes the lock")
@@ -288,4 +261,4 @@ def validate(data: Any, path: Path, name: str) -> None:
 
 
 def _bad(path: Path, entry: str | None, field: str | None, problem: str) -> DataError:
-    return DataError(path, entry, field, problem, "fix the stack's stack.json (its schema: blackwell_stack/stacks/model.py, docs/stacks.md)")
+    return DataError(path, entry, field, problem, "fix the stack's stack.json (its schema: blackwell_stack/model/stack.py, docs/stacks.md)")

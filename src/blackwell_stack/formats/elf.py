@@ -280,7 +280,7 @@ def parse(data, label: str = "<buffer>") -> ElfFile:
         ) from None
     size_limit = len(data)
     for i, h in enumerate(raw_headers):
-        name_off, sh_type, flags, addr, offset, size, link, info, _align, entsize = h
+        _name_off, sh_type, flags, addr, offset, size, link, info, _align, entsize = h
         if sh_type != SHT_NOBITS and size and offset + size > size_limit:
             raise BadElfError(
                 f"{label}: section {i} ends at byte {offset + size}, beyond the end of the file ({size_limit} bytes)",

@@ -1,7 +1,7 @@
-"""The `blackwell-stack` command line: one subcommand group per concern.
+"""The `blackwell-stack` command line: `plan`, then each area's commands (cli/areas.py).
 
-Each module in COMMAND_MODULES has `register(subparsers)`, which adds its
-parsers and sets `func(args) -> int` on them. Exit codes: errors.ExitCode,
+Each area's `register(subparsers)` adds its parsers and sets `func(args) ->
+int` on them. Exit codes: errors.ExitCode,
 listed in `--help`. A StackError is printed as its message and hint, never as
 a traceback; so is an operating-system error (a full disk, a vanished file).
 """
@@ -9,21 +9,11 @@ a traceback; so is an operating-system error (a full disk, a vanished file).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from blackwell_stack import __version__, output, proc
+from blackwell_stack.cli import areas, plan
 from blackwell_stack.errors import ExitCode, StackError, exit_codes_help
-
-COMMAND_MODULES = (
-    "blackwell_stack.plan",  # plan: the main job
-    "blackwell_stack.stacks.commands",  # stack show|lock|audit
-    "blackwell_stack.pins.commands",  # pins show|update|rescue|vendor
-    "blackwell_stack.kernel.commands",  # kernel recipe|patches|build|sources|plan
-    "blackwell_stack.serve.commands",  # serve render|check|run|flags
-    "blackwell_stack.doctor.commands",  # inspect, doctor, wheel diff
-    "blackwell_stack.verify.commands",  # smoke, bench
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print table rows whole on one line instead of wrapping them to the terminal width")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for register in (plan.register, *areas.COMMANDS):
+        register(sub)
     return parser
 
 

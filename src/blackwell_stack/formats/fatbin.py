@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from blackwell_stack.doctor.elf import BadElfError, ElfFile
+from blackwell_stack.formats.elf import BadElfError, ElfFile
 
 FATBIN_MAGIC = 0xBA55ED50
 RELOCATABLE_FATBIN_MAGIC = 0x466243B1  # __nv_relfatbin of -rdc objects

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from blackwell_stack.doctor import wheelzip
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import wheelzip
 from blackwell_stack.hashes import hex_to_record
 
 # Files a wheel may hold without listing them in RECORD (the RECORD's own signatures).

@@ -7,51 +7,23 @@ be built and deployed, calling out every pin that is not verified.
 from __future__ import annotations
 
 import argparse
-import importlib
 
 from blackwell_stack import output
-from blackwell_stack.plan_model import PlanSection
+from blackwell_stack.cli import areas
+from blackwell_stack.model import stack as model_stack
+from blackwell_stack.model.plan import PlanSection
+from blackwell_stack.model.stack import Stack
 
 PLAN_VERSION = 1
 
-# Order of the sections in the plan; each module has plan_section().
-SECTION_MODULES = (
-    "blackwell_stack.pins.plan",
-    "blackwell_stack.kernel.plan",
-    "blackwell_stack.serve.plan",
-    "blackwell_stack.doctor.plan",
-    "blackwell_stack.verify.plan",
-)
+def sections(stacks: list[Stack] | None = None) -> list[PlanSection]:
+    """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack asked for
+    (default: the default stack), then each area's part for those stacks."""
+    chosen = stacks or model_stack.select(None)
+    return [section for part in areas.PLAN_SECTIONS for section in part(chosen)]
 
 
-def sections(stacks: list[str] | None = None) -> list[PlanSection]:
-    """The plan's sections: pinned inputs, one section per stack asked for (default: the default stack), the rest.
-
-    A module with `plan_sections(stacks)` gives one section per stack (the SGLang service).
-    """
-    from blackwell_stack.stacks import model
-    from blackwell_stack.stacks import plan as stack_plan
-
-    chosen = stacks or [model.default_name()]
-    secs: list[PlanSection] = []
-    for name in SECTION_MODULES:
-        module = importlib.import_module(name)
-        secs += module.plan_sections(chosen) if hasattr(module, "plan_sections") else [module.plan_section()]
-    return secs[:1] + [stack_plan.plan_section(name) for name in chosen] + secs[1:]
-
-
-def stack_names(arg: str | None) -> list[str]:
-    """--stack NAME (or `all`) as a list of stacks."""
-    from blackwell_stack.stacks import model
-
-    if arg is None:
-        return [model.default_name()]
-    if arg == "all":
-        return model.names()
-    return [model.load(arg).name]
-
-
-def build_plan(stacks: list[str] | None = None) -> dict:
+def build_plan(stacks: list[Stack] | None = None) -> dict:
     secs = sections(stacks)
     unverified = [
         {"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items if not i.verified
@@ -81,7 +53,7 @@ def checked_cell(item: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan(stack_names(args.stack))
+    plan = build_plan(model_stack.select(args.stack))
     if args.json:
         output.dump_json(plan)
         return 0

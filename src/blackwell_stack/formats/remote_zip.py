@@ -127,7 +127,7 @@ class RemoteWheel:
         self._zip.close()
         self._raw.close()
 
-    def __enter__(self) -> "RemoteWheel":
+    def __enter__(self) -> RemoteWheel:
         return self
 
     def __exit__(self, *exc) -> None:

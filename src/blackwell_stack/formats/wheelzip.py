@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_stack.doctor import elf
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import elf
 
 # Members up to this size are read into memory; bigger ones go through a temp file.
 IN_MEMORY_LIMIT = 64 << 20
@@ -35,7 +35,7 @@ class NotAWheelError(StackError):
 
 def _looks_like_library(name: str) -> bool:
     base = name.rsplit("/", 1)[-1]
-    return base.endswith(".so") or ".so." in base or base.endswith(".cubin") or base.endswith(".o")
+    return base.endswith((".so", ".cubin", ".o")) or ".so." in base
 
 
 @dataclass(frozen=True)

@@ -12,18 +12,14 @@ a stack supplies the versions of its lock, it is the profile's runtime block.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.paths import data_path
-from blackwell_stack.serve import versions
+from blackwell_stack.model import registry, versions
 
 DEFAULT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120"
-PROFILES_DIR = ("modules", "profiles")
-RULES_FILE = ("modules", "rules.json")
 # The runtime components a rule may state versions for (Runtime's fields).
 RUNTIME_COMPONENTS = ("sglang", "flashinfer")
 
@@ -97,11 +93,11 @@ def profile_path(name_or_path: str | None) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix == ".json" or "/" in name_or_path:
         return candidate
-    return data_path(*PROFILES_DIR, f"{name_or_path}.json")
+    return registry.path("profile", name_or_path)
 
 
 def available_profiles() -> list[str]:
-    return sorted(p.stem for p in data_path(*PROFILES_DIR).glob("*.json"))
+    return sorted(p.stem for p in registry.entry("profile").files())
 
 
 def load_profile(name_or_path: str | None = None) -> Profile:
@@ -111,20 +107,12 @@ def load_profile(name_or_path: str | None = None) -> Profile:
             f"{path}: no such profile",
             f"use one of: {', '.join(available_profiles())}, or pass a path to a profile JSON file",
         )
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON: {exc}") from exc
-    _validate(path, data)
+    data = registry.load("profile", file=path, check=lambda data, file: _validate(file, data))
     return Profile(path, data)
 
 
 def _validate(path: Path, data: Any) -> None:
-    if not isinstance(data, dict):
-        raise DataError(path, None, None, "a profile is a JSON object")
-    for key in ("name", "model", "hardware", "runtime", "service", "flags", "env"):
-        if key not in data:
-            raise DataError(path, None, key, "missing", "see modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json")
+    """What a profile's values mean (its shape is the registry's: model/schemas.py PROFILE)."""
     for section, fields in _REQUIRED.items():
         for field in fields:
             if field not in data[section]:
@@ -170,15 +158,14 @@ def _check_verified(path: Path, entry: str, spec: dict[str, Any]) -> None:
 
 
 def load_rules(path: Path | None = None) -> dict[str, Any]:
-    path = Path(path) if path else data_path(*RULES_FILE)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise DataError(path, None, None, "the rules file is missing") from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON: {exc}") from exc
+    return registry.load("rules", file=path, check=_check_rules,
+                         missing=DataError(path or registry.path("rules"), None, None, "the rules file is missing"))
+
+
+def _check_rules(data: dict[str, Any], path: Path) -> None:
+    """Each rule's fields and versions (the file's shape is the registry's: model/schemas.py RULES)."""
     seen = set()
-    for i, rule in enumerate(data.get("rules", [])):
+    for i, rule in enumerate(data["rules"]):
         rid = rule.get("id") or f"#{i}"
         for field in ("id", "severity", "message", "source"):
             if field not in rule:
@@ -191,7 +178,6 @@ def load_rules(path: Path | None = None) -> dict[str, Any]:
         if rid in seen:
             raise DataError(path, rid, "id", "duplicate rule id")
         seen.add(rid)
-    return data
 
 
 def _check_versions(path: Path, rid: str, spec: Any) -> None:

@@ -1,4 +1,5 @@
-"""Wheel pins files (`pkgs/*/pins.json`): load, validate, look up, save.
+"""Pins: one pin as a row of `pins show` (PinRow), and wheel pins files (`stacks/*/pins.json`): load, validate,
+look up, save.
 
 The schema (version 1), shared with lib/pins.nix:
 
@@ -24,14 +25,14 @@ Other top-level keys (index_url, date, cuda) are kept as they are.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import is_sri
+from blackwell_stack.model import registry
 
 SCHEMA_VERSION = 1
 ENTRY_FIELDS = ("filename", "url", "hash", "hash_source", "verified", "reason")
@@ -67,14 +68,8 @@ class PinsFile:
 
 def load_pins(path: str | Path) -> PinsFile:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise StackError(f"{path}: no such pins file", "check the path, or create it with `blackwell-stack pins update`") from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                        "fix the syntax, or restore the file with `git checkout -- FILE`") from exc
-    validate(data, path)
+    data = registry.load("kept-wheel-pins", file=path, check=validate, missing=StackError(
+        f"{path}: no such pins file", "check the path, or create it with `blackwell-stack pins update`"))
     return PinsFile(path, data)
 
 
@@ -162,3 +157,19 @@ def unverified(pins: PinsFile) -> list[dict[str, str]]:
         for key in sorted(pins.packages[name]["wheels"])
         if not pins.packages[name]["wheels"][key]["verified"]
     ]
+
+
+@dataclass
+class PinRow:
+    what: str
+    version: str | None
+    url: str | None
+    hash: str | None
+    hash_source: str | None
+    verified: bool
+    reason: str | None
+    file: str
+    update_command: str | None = None  # the command that fills this pin when unverified
+
+    def to_json(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,215 @@
+"""The shapes of the data files (model/shape.py), one per kind of file, and the checks across their fields.
+
+What a file must hold to be read at all lives here; what its values mean
+(a stack's kernel, a recipe's memory rule, a rule's versions) is checked by
+the loader that gives them meaning, after the shape (model/registry.py runs
+both). Files whose whole validation predates the registry keep it in their
+loader and have a shape here that says only what those loaders rely on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack.errors import DataError
+from blackwell_stack.model.shape import (
+    AnyValue,
+    Bool,
+    Either,
+    Int,
+    ListOf,
+    Literal,
+    Map,
+    Num,
+    Obj,
+    Opt,
+    Shape,
+    Str,
+)
+
+SHA256 = Str(pattern=r"[0-9a-f]{64}")
+NAMES = ListOf(Str(nonempty=True))
+TAKES_VALUE = ("none", "one", "optional", "many")
+
+OBJECT = Obj({})  # the loader checks the rest (it did before the registry)
+
+# stacks/<name>/stack.json: model/stack.py `validate` checks it whole.
+STACK = OBJECT
+
+# stacks/<name>/uv.lock; model/lock.py says which format version it reads.
+LOCK = Obj({"version": AnyValue()}, optional={
+    "package": ListOf(Obj({"name": Str(nonempty=True)}, optional={
+        "version": Str(),
+        "source": Map(AnyValue()),
+        "wheels": ListOf(Obj({}, optional={"url": Str(), "path": Str(), "hash": Str(), "size": Int(minimum=0)})),
+        "sdist": Obj({}, optional={"url": Str(), "path": Str(), "hash": Str(), "size": Int(minimum=0)}),
+        "dependencies": ListOf(Obj({"name": Str(nonempty=True)}, optional={"extra": NAMES})),
+        "optional-dependencies": Map(ListOf(Obj({"name": Str(nonempty=True)}))),
+    })),
+    "manifest": Obj({}, optional={
+        "excludes": ListOf(Str()),
+        "overrides": ListOf(Obj({"name": Str(nonempty=True)}, optional={"specifier": Str()})),
+    }),
+})
+
+# stacks/<name>/pyproject.toml: `stack lock` reads which indexes it names.
+STACK_PYPROJECT = Obj({"project": Obj({"name": Str(nonempty=True)})}, optional={
+    "tool": Obj({}, optional={"uv": Obj({}, optional={"index": ListOf(Obj({}, optional={"url": Str()}))})}),
+})
+
+# stacks/<name>/wheels.json: written by `stack audit --write`, read by plan, pins show, stack show and Nix's fixups.
+AUDIT = Obj({
+    "schema_version": Literal((1,)),
+    "lock_sha256": SHA256,
+    "target": Obj({"system": Str(nonempty=True), "python": Str(nonempty=True), "glibc": Str(nonempty=True)}),
+    "files": Map(Obj({"file": Str(nonempty=True), "sha256": SHA256, "checked": Str()})),
+    "choices": Map(Str(nonempty=True)),
+    "kept_wheels": Map(Obj({"file": Str(nonempty=True), "hash": Opt(Str())})),
+    "libraries": Map(Obj({
+        "file": Str(), "elf_files": Int(minimum=0), "executables": ListOf(Str()), "dlopen_notes": ListOf(Str()),
+        "origin_runpaths": ListOf(Str()),
+        "needs": Map(Either((Literal(("system", "driver", "missing")),
+                             Obj({"from": NAMES, "dependency": Bool()})))),
+    })),
+    "collisions": ListOf(Obj({"path": Str(), "packages": NAMES, "identical": Bool(), "elf": Bool()})),
+    "torch_pairs": Obj({
+        "torch": Opt(Str()),
+        "pairs": Map(Obj({"check": Str(nonempty=True), "ok": Bool(), "found": Str()},
+                         optional={"version": Opt(Str()), "needed": Int(minimum=0), "missing": ListOf(Str())})),
+        "unlisted": ListOf(Str()),
+    }),
+})
+
+# stacks/<name>/pins.json: model/pins.py `validate` checks it whole.
+KEPT_WHEEL_PINS = OBJECT
+
+# modules/profiles/<name>.json: model/profile.py checks the rest (values, sources, verification).
+PROFILE = Obj({
+    "name": Str(nonempty=True),
+    "model": Obj({}), "hardware": Obj({}), "runtime": Obj({}), "service": Obj({}),
+    "flags": Map(Obj({})), "env": Map(Obj({})),
+}, optional={"stacks": NAMES})
+
+# modules/rules.json: model/profile.py `load_rules` checks each rule's fields and versions.
+RULES = Obj({"rules": ListOf(Obj({}))}, optional={"constants": Map(AnyValue())})
+
+# modules/sglang-flags/<version>.json: written by `serve flags extract` (serve/flags_extract.py).
+FLAG_TABLE = Obj({
+    "sglang_version": Str(nonempty=True),
+    "wheel": Obj({"filename": Str(nonempty=True), "sha256": SHA256}),
+    "flags": Map(Obj({
+        "dest": Str(nonempty=True), "aliases": NAMES, "action": Str(), "type": Opt(Str()),
+        "takes_value": Literal(TAKES_VALUE), "choices": Opt(ListOf(AnyValue())), "negations": NAMES,
+    }), nonempty=True),
+    "options": Map(Str(nonempty=True), nonempty=True),
+    "abbreviations": Map(Str(nonempty=True)),
+    "ambiguous": Map(NAMES),
+    "negated": Map(Str(nonempty=True)),
+})
+
+
+def check_flag_table(data: dict[str, Any], path: Path) -> None:
+    """Every spelling the table decides about leads to one of its flags."""
+    for key in ("options", "abbreviations", "negated"):
+        for spelling, flag in data[key].items():
+            if flag not in data["flags"]:
+                raise DataError(path, f"{key}.{spelling}", None, f"names {flag}, which is not in flags",
+                                "regenerate the table with `blackwell-stack serve flags extract`")
+
+
+# pkgs/sgl-kernel/*.json: kernel/recipe.py, sources.py and reference.py check them whole.
+RECIPE = OBJECT
+REFERENCE_WHEEL = OBJECT
+KERNEL_SOURCES = Obj({
+    "schema_version": AnyValue(), "update_command": Str(nonempty=True), "sglang": Obj({}),
+    "fetchcontent": Map(Obj({}, optional={"submodules": Map(Obj({}))})),
+})
+
+# pkgs/sgl-kernel/compile-units.json: `kernel plan` counts device compilations from it.
+COMPILE_UNITS = Obj({
+    "schema_version": Literal((1,)),
+    "source": Str(),
+    "upstream_arch_sets": Map(ListOf(Str(nonempty=True))),
+    "targets": Map(Obj({"sources": ListOf(Str(nonempty=True)), "arch_set": Str(nonempty=True),
+                        "enabled_upstream": Bool()},
+                       optional={"variants_upstream": NAMES, "globbed_cuda_units_upstream": Map(Int(minimum=0)),
+                                 "globbed_cuda_units_recipe_fa3_on": Map(Int(minimum=0))}), nonempty=True),
+})
+
+
+def check_compile_units(data: dict[str, Any], path: Path) -> None:
+    for target, spec in data["targets"].items():
+        if spec["arch_set"] not in data["upstream_arch_sets"]:
+            raise DataError(path, f"targets.{target}", "arch_set",
+                            f"{spec['arch_set']!r} is not one of upstream_arch_sets: {', '.join(data['upstream_arch_sets'])}")
+
+
+# flake.lock: written by `nix flake lock`; `pins show` and plan list its inputs.
+FLAKE_LOCK = Obj({
+    "version": Int(),
+    "root": Str(nonempty=True),
+    "nodes": Map(Obj({}, optional={
+        "inputs": Map(Either((Str(nonempty=True), NAMES))),
+        "locked": Obj({}, optional={"type": Str(), "narHash": Str(), "rev": Str(), "owner": Str(), "repo": Str()}),
+    }), nonempty=True),
+})
+
+
+def check_flake_lock(data: dict[str, Any], path: Path) -> None:
+    if data["root"] not in data["nodes"]:
+        raise DataError(path, None, "root", f"{data['root']!r} is not one of its nodes", "lock again with `nix flake lock`")
+    for name, node in data["nodes"][data["root"]].get("inputs", {}).items():
+        ref = node if isinstance(node, str) else node[-1]
+        if ref not in data["nodes"]:
+            raise DataError(path, f"nodes.{data['root']}.inputs", name, f"{ref!r} is not one of its nodes",
+                            "lock again with `nix flake lock`")
+
+
+# nix/flake-inputs.json: where each narHash of flake.lock came from.
+FLAKE_INPUTS = Obj({
+    "schema_version": Literal((1,)),
+    "update_command": Str(nonempty=True),
+    "inputs": Map(Obj({"narHash": Str(nonempty=True), "verified": Bool()},
+                      optional={"hash_source": Opt(Str()), "reason": Opt(Str()), "rev": Str(), "url": Str()})),
+})
+
+# nix/nixpkgs-config.json, nix/fixups/*.json: read by Nix alone (checked here by the tests).
+NIXPKGS_CONFIG = Obj({
+    "cudaSupport": Bool(), "cudaCapabilities": NAMES, "cudaForwardCompat": Bool(),
+    "unfree": Obj({"licenses": ListOf(Obj({"shortName": Str(nonempty=True)})),
+                   "packages": ListOf(Obj({"name": Str(nonempty=True)}))}),
+})
+WHEEL_LIBRARIES = Obj({
+    "schema_version": Literal((1,)),
+    "from_nixpkgs": Map(Obj({"attribute": Str(nonempty=True), "why": Str(nonempty=True)})),
+    "driver": Map(Str()),
+    "left_missing": Map(Obj({"libraries": NAMES, "why": Str(nonempty=True)})),
+})
+ENV_COLLISIONS = Obj({
+    "schema_version": Literal((1,)),
+    "skip": Map(Obj({"packages": NAMES, "why": Str(nonempty=True)})),
+})
+
+# src/blackwell_stack/verify/baselines/<name>.json: verify/baseline.py checks each expectation.
+BASELINE = Obj({"target": Str(), "model": Str(nonempty=True), "source": Str(), "expectations": ListOf(Obj({}))},
+               optional={"tolerance": Num()})
+
+TEXT: Shape = AnyValue()  # patches: parsed by kernel/patchcheck.py
+
+
+# The Nix rehearsal's data (rehearsal/components.py checks what the values mean).
+_REHEARSAL_WHEEL = Obj({"name": Str(nonempty=True), "version": Str(nonempty=True), "filename": Str(nonempty=True),
+                        "url": Str(pattern=r"https://\S+"), "sha256": SHA256,
+                        "size": Int(minimum=1)})
+REHEARSAL_CUDA = Obj({
+    "schema_version": Literal((1,)),
+    "components": Map(Obj({"version": Str(nonempty=True), "outputs": ListOf(Str(nonempty=True)),
+                           "wheel": _REHEARSAL_WHEEL})),
+})
+REHEARSAL_TOOLS = Obj({
+    "schema_version": Literal((1,)),
+    "cmake": Obj({"wheel": _REHEARSAL_WHEEL}),
+    "python_build_system": Obj({"wheels": ListOf(_REHEARSAL_WHEEL)}, optional={"from_the_stack_lock": NAMES}),
+    "numactl": Obj({"debian_packages": NAMES}),
+})

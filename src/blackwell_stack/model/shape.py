@@ -1,0 +1,228 @@
+"""The shapes of the data files: a small declarative schema, checked when a file is loaded.
+
+A shape says what a value must be (an object with these fields, a list of
+strings, a positive integer, ...). `check(shape, data, path)` raises a
+DataError (exit 3) naming the file, the entry and the field of the first
+value that does not fit, so that a data file of the wrong shape is refused
+with what to fix, never met later as a traceback. Extra object fields are
+allowed unless a shape says otherwise: files carry descriptions and notes.
+
+    Obj({"schema_version": Literal(1), "files": Map(Obj({"sha256": Str()}))}, optional={"note": Str()})
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from blackwell_stack.errors import DataError
+
+Where = tuple[str | int, ...]
+
+
+class Shape:
+    """What a value must be."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        """(where, what is wrong) for the first part of `value` that does not fit, or None."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class AnyValue(Shape):
+    def describe(self) -> str:
+        return "any value"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Str(Shape):
+    nonempty: bool = False
+    pattern: str | None = None  # a regular expression the whole string matches
+
+    def describe(self) -> str:
+        return "a non-empty string" if self.nonempty else "a string"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        if not isinstance(value, str) or (self.nonempty and not value):
+            return where, f"must be {self.describe()}, found {_show(value)}"
+        if self.pattern and not re.fullmatch(self.pattern, value):
+            return where, f"{_show(value)} is not of the form {self.pattern}"
+        return None
+
+
+@dataclass(frozen=True)
+class Int(Shape):
+    minimum: int | None = None
+
+    def describe(self) -> str:
+        return "a whole number" + (f" of at least {self.minimum}" if self.minimum is not None else "")
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        if not isinstance(value, int) or isinstance(value, bool) or (self.minimum is not None and value < self.minimum):
+            return where, f"must be {self.describe()}, found {_show(value)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Num(Shape):
+    def describe(self) -> str:
+        return "a number"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return where, f"must be a number, found {_show(value)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Bool(Shape):
+    def describe(self) -> str:
+        return "true or false"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        return None if isinstance(value, bool) else (where, f"must be true or false, found {_show(value)}")
+
+
+@dataclass(frozen=True)
+class Literal(Shape):
+    values: tuple[Any, ...]
+
+    def describe(self) -> str:
+        return " or ".join(_show(v) for v in self.values)
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        fits = any(value == v and type(value) is type(v) for v in self.values)
+        return None if fits else (where, f"must be {self.describe()}, found {_show(value)}")
+
+
+@dataclass(frozen=True)
+class Opt(Shape):
+    """The shape, or null."""
+
+    shape: Shape
+
+    def describe(self) -> str:
+        return f"{self.shape.describe()} or null"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        return None if value is None else self.shape.problem(value, where)
+
+
+@dataclass(frozen=True)
+class Either(Shape):
+    shapes: tuple[Shape, ...]
+
+    def describe(self) -> str:
+        return " or ".join(s.describe() for s in self.shapes)
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        found = [s.problem(value, where) for s in self.shapes]
+        if any(p is None for p in found):
+            return None
+        # A value of the right kind reports its own inner problem; otherwise say what it may be.
+        deeper = [p for p in found if p is not None and len(p[0]) > len(where)]
+        return deeper[0] if deeper else (where, f"must be {self.describe()}, found {_show(value)}")
+
+
+@dataclass(frozen=True)
+class ListOf(Shape):
+    items: Shape
+    nonempty: bool = False
+
+    def describe(self) -> str:
+        return ("a non-empty list" if self.nonempty else "a list") + f" of {self.items.describe()}"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        if not isinstance(value, list) or (self.nonempty and not value):
+            return where, f"must be {self.describe()}, found {_show(value)}"
+        for i, item in enumerate(value):
+            found = self.items.problem(item, (*where, i))
+            if found:
+                return found
+        return None
+
+
+@dataclass(frozen=True)
+class Map(Shape):
+    """An object whose keys are names (of packages, flags, ...) and whose values all have one shape."""
+
+    values: Shape
+    nonempty: bool = False
+
+    def describe(self) -> str:
+        return f"an object of {self.values.describe()}"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        if not isinstance(value, dict) or (self.nonempty and not value):
+            return where, f"must be {'a non-empty' if self.nonempty else 'an'} object, found {_show(value)}"
+        for key, item in value.items():
+            found = self.values.problem(item, (*where, key))
+            if found:
+                return found
+        return None
+
+
+@dataclass(frozen=True)
+class Obj(Shape):
+    """An object with these fields (each required) and these optional ones; others are allowed."""
+
+    fields: dict[str, Shape]
+    optional: dict[str, Shape] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return "an object"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        if not isinstance(value, dict):
+            return where, f"must be an object, found {_show(value)}"
+        for name, shape in self.fields.items():
+            if name not in value:
+                return (*where, name), f"is missing (it must be {shape.describe()})"
+            found = shape.problem(value[name], (*where, name))
+            if found:
+                return found
+        for name, shape in self.optional.items():
+            if name in value:
+                found = shape.problem(value[name], (*where, name))
+                if found:
+                    return found
+        return None
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def entry_and_field(where: Sequence[str | int]) -> tuple[str | None, str | None]:
+    """("files", "torch", "sha256") -> ("files.torch", "sha256"); list indices stay with their list."""
+    parts: list[str] = []
+    for step in where:
+        if isinstance(step, int) and parts:
+            parts[-1] += f"[{step}]"
+        else:
+            parts.append(str(step))
+    if not parts:
+        return None, None
+    return (".".join(parts[:-1]) or None), parts[-1]
+
+
+def check(shape: Shape, data: Any, path: object, hint: str | None = None) -> None:
+    """DataError naming the file, entry and field of the first value of `data` that does not fit `shape`."""
+    found = shape.problem(data, ())
+    if found:
+        where, problem = found
+        entry, name = entry_and_field(where)
+        raise DataError(path, entry, name, problem, hint)
