@@ -205,6 +205,9 @@ def _print_plan(plan: build.BuildPlan) -> None:
     print(f"patches to apply: {', '.join(plan.patches_to_apply) or 'none'}; already applied: {', '.join(plan.patches_applied) or 'none'}")
     for state in plan.source_dirs:
         print(f"source {state.entry.relpath}: {state.state} ({state.path})")
+    for copy in plan.source_copies:
+        subs = "".join(f" + {path}" for path, _ in copy.submodules)
+        print(f"source {copy.name}{subs}: copied to {copy.dest} before CMake runs (CMake edits it in place)")
     for check in plan.checks:
         print(check.line())
     print(f"environment: {' '.join(f'{k}={v}' for k, v in sorted(plan.env.items()))}")
