@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -232,3 +234,10 @@ def test_memory_figure_is_the_measured_one(repo):
     for r in results["runs"]:
         concurrent = min(r["nvcc_threads"], len(r["gencode_archs"]))
         assert r["peak_tree_rss_mib"] <= concurrent * REAL["memory"]["per_nvcc_thread_peak_mib"]
+
+
+def test_kernel_build_refuses_a_plain_hopper_target_before_anything_else(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "kernel", "build", "--src", str(tmp_path), "--arch", "9.0",
+                             "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "plain CUDA architecture 9.0 refused" in result.stderr and "use 9.0a" in " ".join(result.stderr.split())

@@ -143,7 +143,7 @@ wait_for() {
     log="$(ls "$W"/out/sgl-kernel-build-*.log 2>/dev/null | head -1 || true)"
     [ -n "$log" ] && step="$(grep -oE '^ *\[[0-9]+/[0-9]+\]' "$log" | tail -1 | tr -d ' ' || true)"
     echo "$(( $(date +%s) - $(cat "$W/t0") ))s step ${step:--} $(free -g | awk '/Mem:/{print "used " $3 " GiB"}') $(tail -1 "$R/timeline.txt")"
-    sleep 30
+    sleep 10
   done
   tail -20 "$R/timeline.txt"; tail -5 "$W/driver.log"
   [ -f "$W/results.tar.gz" ] && cp "$W/results.tar.gz" "$OUT/results.tar.gz"

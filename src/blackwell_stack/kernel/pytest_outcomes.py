@@ -3,8 +3,9 @@
 `blackwell-stack kernel test` copies this file beside each test process and
 loads it with `-p`; the file named by $BLACKWELL_STACK_TEST_OUTCOMES gets a
 `start` line when a test begins, one `report` line per phase (setup, call,
-teardown) and an `end` line when it is done, then `finish` with pytest's exit
-status. Each line is written and closed at once, so when a kernel kills the
+teardown) and an `end` line when it is done, `collect_error` or `collect_skip`
+for a file that cannot be collected or skips itself, then `finish` with
+pytest's exit status. Each line is written and closed at once, so when a kernel kills the
 process (a segmentation fault) the file still says which test was running.
 Standard library only: it runs in the environment under test.
 """
@@ -37,6 +38,8 @@ def pytest_runtest_logfinish(nodeid, location):
 def pytest_collectreport(report):
     if report.failed:
         _write({"event": "collect_error", "id": report.nodeid or "(collection)"})
+    elif report.skipped:  # pytest.skip(..., allow_module_level=True): the whole file skipped itself
+        _write({"event": "collect_skip", "id": report.nodeid or "(collection)"})
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -31,6 +31,7 @@ PLUGIN = "blackwell_stack_test_outcomes"
 # A file's verdicts; every one but these two is a failure of the run.
 PASSED, SKIPPED = "passed", "skipped"
 FAILED, CRASHED, TIMED_OUT, ERROR, NO_TESTS = "failed", "crashed", "timed out", "error", "no tests"
+INTERRUPTED = "interrupted"
 _PYTEST_STATUS = {0: PASSED, 1: FAILED, 5: NO_TESTS}
 _FAILURE_TAIL = 30
 
@@ -63,6 +64,7 @@ class Outcomes:
 
     tests: dict[str, str]  # node id -> passed / failed / skipped / error (the one running at the end: failed)
     collect_errors: list[str]
+    collect_skips: list[str]  # files (modules) that skipped themselves while being collected
     running: str | None  # a test that started and never ended
     status: int | None  # pytest's exit status, None when the session never finished
 
@@ -70,6 +72,7 @@ class Outcomes:
 def read_outcomes(path: Path) -> Outcomes:
     phases: dict[str, list[tuple[str, str]]] = {}
     collect_errors: list[str] = []
+    collect_skips: list[str] = []
     started: list[str] = []
     ended: set[str] = set()
     status = None
@@ -88,6 +91,8 @@ def read_outcomes(path: Path) -> Outcomes:
             ended.add(event["id"])
         elif kind == "collect_error":
             collect_errors.append(event["id"])
+        elif kind == "collect_skip":
+            collect_skips.append(event["id"])
         elif kind == "finish":
             status = event["status"]
     tests = {}
@@ -102,7 +107,7 @@ def read_outcomes(path: Path) -> Outcomes:
     running = next((n for n in reversed(started) if n not in ended), None)
     if running is not None:  # it took the process down, or ran past the time limit: a failure
         tests[running] = FAILED
-    return Outcomes(tests, collect_errors, running, status)
+    return Outcomes(tests, collect_errors, collect_skips, running, status)
 
 
 def _signal_name(code: int) -> str:
@@ -167,7 +172,7 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
     got = read_outcomes(outcomes_path)
     counts = {s: sum(1 for v in got.tests.values() if v == s) for s in (PASSED, FAILED, SKIPPED, ERROR)}
     failures = [n for n, v in got.tests.items() if v in (FAILED, ERROR)] + got.collect_errors
-    result = FileResult(item.name, ERROR, counts[PASSED], counts[FAILED], counts[SKIPPED],
+    result = FileResult(item.name, ERROR, counts[PASSED], counts[FAILED], counts[SKIPPED] + len(got.collect_skips),
                         counts[ERROR] + len(got.collect_errors), round(seconds, 1), code, failures=failures, log=str(log))
     running = f" in {got.running}" if got.running else ""
     if code is None:
@@ -176,6 +181,8 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
         result.status, result.note = CRASHED, f"killed by {_signal_name(code)}{running}"
     elif got.status is None:
         result.status, result.note = CRASHED, f"exited with code {code} before pytest finished{running}"
+    elif got.status == 5 and got.collect_skips and not got.collect_errors:
+        result.status, result.note = SKIPPED, "the file skipped itself (pytest.skip at module level; its log says why)"
     else:
         result.status = _PYTEST_STATUS.get(got.status, ERROR)
         if result.status == ERROR:
@@ -207,7 +214,13 @@ def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, l
             results.append(FileResult(item.name, SKIPPED, note=item.skip))
             continue
         say(f"running {item.name}")
-        result = run_item(item, python, env, cwd, logs, plugin_dir, timeout)
+        try:
+            result = run_item(item, python, env, cwd, logs, plugin_dir, timeout)
+        except KeyboardInterrupt:  # the file's processes are gone; keep what was found, then stop
+            results.append(FileResult(item.name, INTERRUPTED, note="the run was interrupted while this file ran"))
+            if summary is not None:
+                atomic_write_json(logs / "summary.json", summary(results))
+            raise
         results.append(result)
         say(f"{item.name}: {result.status} ({result.passed} passed, {result.failed} failed, {result.skipped} skipped, "
             f"{result.errors} errors, {result.seconds:g} s){' ' + result.note if result.note else ''}")
@@ -222,7 +235,7 @@ def totals(results: Iterable[FileResult]) -> dict[str, int]:
     results = list(results)
     out = {key: sum(getattr(r, key) for r in results) for key in ("passed", "failed", "skipped", "errors")}
     out["files_run"] = sum(1 for r in results if r.status != SKIPPED)
-    out["files_skipped"] = sum(1 for r in results if r.status == SKIPPED)
+    out["files_skipped"] = sum(1 for r in results if r.status == SKIPPED)  # by the rules, or by themselves
     out["files_failed"] = sum(1 for r in results if not r.ok)
     return out
 
