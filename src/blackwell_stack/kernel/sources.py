@@ -57,15 +57,20 @@ class Pin:
         return f"{github.rstrip('/')}/{e['owner']}/{e['repo']}/archive/{e['rev']}.tar.gz"
 
 
-def load(path: Path | None = None) -> dict[str, Any]:
-    """sources.json, checked; DataError names the entry and field that is wrong."""
-    path = Path(path) if path is not None else sources_path()
+def read_data(path: Path) -> Any:
+    """A JSON data file of the project, or a DataError that names it (missing, or not JSON)."""
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError:
         raise DataError(path, None, None, "missing", "restore it from the repository") from None
     except json.JSONDecodeError as exc:
         raise DataError(path, None, None, f"not JSON ({exc})", "fix the syntax") from None
+
+
+def load(path: Path | None = None) -> dict[str, Any]:
+    """sources.json, checked; DataError names the entry and field that is wrong."""
+    path = Path(path) if path is not None else sources_path()
+    data = read_data(path)
     for key in ("schema_version", "update_command", "sglang", "fetchcontent"):
         if key not in data:
             raise DataError(path, None, key, "missing", "see the schema in pkgs/sgl-kernel/sources.json of the repository")

@@ -22,6 +22,7 @@ from typing import Any
 
 from blackwell_stack import proc
 from blackwell_stack.errors import DataError, StackError, ToolchainError
+from blackwell_stack.kernel import sources
 from blackwell_stack.paths import data_path
 
 RULES_PARTS = ("pkgs", "sgl-kernel", "kernel-tests.json")
@@ -37,12 +38,7 @@ def rules_path() -> Path:
 def load_rules(path: str | Path | None = None) -> dict[str, Any]:
     """kernel-tests.json, checked; DataError names the entry and field that is wrong."""
     path = Path(path) if path is not None else rules_path()
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(path, None, None, "missing", "restore it from the repository") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(path, None, None, f"not JSON ({exc})", "fix the syntax") from None
+    data = sources.read_data(path)
     if not isinstance(data, dict) or data.get("schema_version") != 1:
         raise DataError(path, None, "schema_version", "must be 1", "this tool reads schema 1")
     for table in ("files", "project_checks"):
