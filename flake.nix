@@ -59,27 +59,23 @@
         }
       );
 
-      # One Python package set per stack (nix/stack-set.nix); a stack without
+      # One Python package set per stack (nix/stack-sets.nix); a stack without
       # a lock throws, when used, with the command that makes it.
       setsFor = lib.genAttrs systems (
         system:
-        lib.genAttrs stacks.names (
-          name:
-          import ./nix/stack-set.nix {
-            inherit pyproject-nix uv2nix build-system-pkgs;
-            pkgs = pkgsFor.${system};
-            stack = name;
-          }
-        )
+        import ./nix/stack-sets.nix {
+          inherit pyproject-nix uv2nix build-system-pkgs;
+          pkgs = pkgsFor.${system};
+        }
       );
 
       # f pkgs sets, for each system.
       forAllSystems = f: lib.genAttrs systems (system: f pkgsFor.${system} setsFor.${system});
 
       # `sglang-env` for the default stack, `sglang-env-<name>` for the others.
-      inherit (stacks) envName lockedNames;
+      inherit (stacks) envName;
 
-      # Environments of locked stacks (lockedNames) are packages (built and
+      # Environments of locked stacks (stacks.lockedNames) are packages (built and
       # checked); a stack without a lock is only a legacyPackages attribute,
       # which throws with the command that makes the lock when built (`nix
       # flake check` skips it).
@@ -90,31 +86,41 @@
 
       # The stacks' Python package sets, for extending with `.overrideScope`.
       legacyPackages = forAllSystems (
-        _pkgs: sets:
+        pkgs: sets:
         {
           pythonSets = sets;
+
+          # NixOS VM tests, as nixpkgs keeps them (legacyPackages.<system>.nixosTests),
+          # out of `checks`: they need a builder with KVM (docs/nixos-module.md),
+          # and `nix flake check` builds no legacyPackages (nix's src/nix/flake.cc
+          # checks only their system names).
+          #   nix build .#nixosTests.sglang -L
+          nixosTests.sglang = import ./modules/tests/sglang-vm.nix {
+            # services.sglang in VMs with stand-in servers, on a plain nixpkgs.
+            pkgs = nixpkgs.legacyPackages.${pkgs.stdenv.hostPlatform.system};
+            inherit (self.packages.${pkgs.stdenv.hostPlatform.system}) blackwell-stack;
+          };
         }
         // lib.genAttrs' unlockedNames (name: lib.nameValuePair (envName name) sets.${name}.blackwellStackEnv)
       );
 
-      packages = forAllSystems (
-        pkgs: sets:
-        let
-          kernel = sets.${stacks.default}.sgl-kernel;
-        in
-        lib.genAttrs' lockedNames (name: lib.nameValuePair (envName name) sets.${name}.blackwellStackEnv)
-        // {
-          # sgl-kernel built from source against the default stack's torch:
-          # the installed package, and its wheel (for pip/uv users).
-          sgl-kernel = kernel;
-          sgl-kernel-wheel = kernel.dist;
-          default = kernel.dist;
+      # The environments, sgl-kernel and its wheel, CUDA_HOME and the CLI (nix/packages.nix).
+      packages = forAllSystems (pkgs: sets: import ./nix/packages.nix { inherit pkgs sets; });
 
-          cuda-home = sets.${stacks.default}.blackwellStackEnv.passthru.blackwellStack.cudaHome;
-
-          blackwell-stack = pkgs.callPackage ./pkgs/blackwell-stack { };
-        }
-      );
+      # The same packages in a nixpkgs package set (overlays/): `default` adds
+      # this flake's own, pinned derivations; `host-nixpkgs` builds them from
+      # the package set it is applied to (not the pinned configuration);
+      # `cuda-13-0` makes CUDA 13.0 the set's default cudaPackages (opt in).
+      overlays = {
+        default = import ./overlays {
+          packagesFor =
+            system:
+            self.packages.${system}
+              or (throw "blackwell-stack: this flake builds for ${builtins.concatStringsSep ", " systems}, not ${system}");
+        };
+        host-nixpkgs = import ./overlays/host-nixpkgs.nix { inherit pyproject-nix uv2nix build-system-pkgs; };
+        cuda-13-0 = import ./overlays/cuda-13-0.nix;
+      };
 
       apps = forAllSystems (
         pkgs: _sets:
@@ -140,18 +146,13 @@
         }
       );
 
+      # What any x86_64-linux builder can build: no KVM, no GPU (nix/checks.nix);
+      # the VM test is legacyPackages.<system>.nixosTests.sglang.
       checks = forAllSystems (
         pkgs: sets:
         import ./nix/checks.nix {
           inherit pkgs sets;
           packages = self.packages.${pkgs.stdenv.hostPlatform.system};
-        }
-        // {
-          # services.sglang in NixOS VMs with stand-in servers, on a plain nixpkgs (needs KVM).
-          sglang-vm = import ./modules/tests/sglang-vm.nix {
-            pkgs = nixpkgs.legacyPackages.${pkgs.stdenv.hostPlatform.system};
-            inherit (self.packages.${pkgs.stdenv.hostPlatform.system}) blackwell-stack;
-          };
         }
       );
 

@@ -1,4 +1,4 @@
-# `nix flake check`: what can be asserted without a GPU. Each check evaluates
+# `nix flake check`: what can be asserted without a GPU or KVM. Each check evaluates
 # its assertion against the real pinned nixpkgs and writes what it checked;
 # GPU checks stay out of here (sgl-kernel's passthru.gpuCheck needs
 # requiredSystemFeatures = [ "cuda" ]).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,6 +23,26 @@ def copy_data_root(dest: Path) -> Path:
         shutil.copytree(REPO / part, dest / part, ignore=shutil.ignore_patterns("wheels", ".venv"))
     shutil.copy(REPO / "flake.lock", dest / "flake.lock")
     return dest
+
+
+# What the programs the tests run (the CLI, argparse, CMake, compilers, uv)
+# take from the terminal and the locale of whoever runs the suite: their
+# messages would wrap at $COLUMNS or come translated. Tests that are about
+# those settings set them themselves.
+_RUNNER_SETTINGS = ("COLUMNS", "LINES", "LANGUAGE")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _same_terminal_and_locale_everywhere():
+    saved = {name: os.environ.pop(name) for name in _RUNNER_SETTINGS if name in os.environ}
+    saved_lc_all = os.environ.get("LC_ALL")
+    os.environ["LC_ALL"] = "C.UTF-8"
+    yield
+    os.environ.update(saved)
+    if saved_lc_all is None:
+        os.environ.pop("LC_ALL", None)
+    else:
+        os.environ["LC_ALL"] = saved_lc_all
 
 
 @pytest.fixture(scope="session")

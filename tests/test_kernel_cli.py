@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from blackwell_stack.kernel import compile_work, patchcheck, recipe
-from blackwell_stack.paths import data_path
 from blackwell_stack.kernel.plan import plan_section
+from kernel_probe import probe_plan, probe_project
 
 SERIES = patchcheck.load_series()
 
@@ -259,63 +259,12 @@ def test_plan_section_shows_pin_patches_recipe_and_jobs():
 
 # --- the build runner on a real (tiny) scikit-build-core project --------------------------------
 
-_PROBE_CMAKE = """cmake_minimum_required(VERSION 3.15)
-project(probe LANGUAGES C)
-add_library(probe MODULE probe.c)
-file(WRITE "${CMAKE_BINARY_DIR}/seen.txt"
-  "archs=${SGL_KERNEL_CUDA_ARCHS} threads=${SGL_KERNEL_COMPILE_THREADS} fp4=${SGL_KERNEL_ENABLE_FP4} "
-  "env=$ENV{TORCH_CUDA_ARCH_LIST} jobs=$ENV{CMAKE_BUILD_PARALLEL_LEVEL}\\n")
-install(TARGETS probe LIBRARY DESTINATION sgl_kernel)
-install(FILES "${CMAKE_BINARY_DIR}/seen.txt" DESTINATION sgl_kernel)
-"""
-
-
-def _patch_0009_cmake() -> str:
-    """The CMake lines patch 0009 adds to sgl-kernel (the build record's install rule)."""
-    (path,) = data_path("patches", "sgl-kernel").glob("0009-*.patch")
-    return "\n".join(line[1:] for line in path.read_text().splitlines() if line.startswith("+") and not line.startswith("+++"))
-
-
-def _probe_project(root: Path, c_source: str) -> Path:
-    kdir = root / "sgl-kernel"
-    (kdir / "python" / "sgl_kernel").mkdir(parents=True)
-    (kdir / "CMakeLists.txt").write_text(_PROBE_CMAKE + _patch_0009_cmake() + "\n")
-    (kdir / "probe.c").write_text(c_source)
-    (kdir / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
-        '[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n'
-        '[tool.scikit-build]\nwheel.packages = []\nninja.make-fallback = false\n'
-    )
-    return kdir
-
-
-def _probe_plan(kdir: Path, out: Path):
-    from blackwell_stack.kernel import build, jobs
-
-    pytest.importorskip("scikit_build_core", reason="pip install scikit-build-core (a test dependency)")
-    if not (shutil.which("cmake") and shutil.which("ninja")):
-        pytest.skip("cmake and ninja are needed")
-    rec = recipe.load()
-    job_plan = jobs.plan(cores=2, available_mib=10**6, rule=jobs.rule_from_recipe(rec), archs=1)
-    planned = {**job_plan.environment(), **job_plan.defines()}
-    host = jobs.Host(2, 10**6, None, 0, "test")
-    source = build.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
-    record = '{"torch": {"override": "--allow-torch 2.11.0+cu130"}}\n'
-    settings = recipe.skbuild_config_settings(rec, None, planned) + [
-        f"cmake.define.SGL_KERNEL_BUILD_INFO_FILE={out / 'sgl-kernel-build-info.json'}"]
-    command = build.wheel_command(sys.executable, kdir, out, settings)
-    return build.BuildPlan(
-        source, "12.0a", job_plan, host, recipe.defines(rec, None, planned), recipe.environment(rec, None, planned),
-        command, out, out / "build.log", [], [], series=[], build_info=record,
-    )
-
-
 @pytest.mark.slow
 def test_build_runner_passes_the_recipe_to_scikit_build_core(tmp_path):
     from blackwell_stack.kernel import build
 
-    kdir = _probe_project(tmp_path, "int probe(void) { return 120; }\n")
-    plan = _probe_plan(kdir, tmp_path / "dist")
+    kdir = probe_project(tmp_path, "int probe(void) { return 120; }\n")
+    plan = probe_plan(kdir, tmp_path / "dist")
     wheel = build.run_build(plan)
     assert wheel.name.startswith("sgl_kernel-0.3.21-") and wheel.suffix == ".whl"
     with zipfile.ZipFile(wheel) as zf:
@@ -332,8 +281,8 @@ def test_build_failure_exits_7_with_the_log(tmp_path):
     from blackwell_stack.errors import BuildError
     from blackwell_stack.kernel import build
 
-    kdir = _probe_project(tmp_path, "int probe(void) { return 120 }\n")  # a real compile error
-    plan = _probe_plan(kdir, tmp_path / "dist")
+    kdir = probe_project(tmp_path, "int probe(void) { return 120 }\n")  # a real compile error
+    plan = probe_plan(kdir, tmp_path / "dist")
     with pytest.raises(BuildError) as exc:
         build.run_build(plan)
     assert exc.value.code == 7

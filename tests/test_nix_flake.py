@@ -5,7 +5,9 @@ build-system-pkgs and nixpkgs.lib is the one the provenance says (narHash and
 commit time recomputed from the repositories' history, the last commit before
 the nixpkgs lock, the three pyproject-nix repositories compatible). What needs
 nixpkgs itself (packages, devShells, checks) cannot be evaluated without
-fetching nixpkgs; these tests evaluate everything short of that."""
+fetching nixpkgs; these tests evaluate everything short of that, and
+tests/test_nix_overlays.py evaluates packages, checks and overlays with a
+stand-in nixpkgs."""
 
 from __future__ import annotations
 
@@ -200,12 +202,13 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
 
     The checked input trees are added to the Nix store at the paths Nix fetches
     them to, so `builtins.getFlake` resolves them offline; nixpkgs cannot be
-    fetched here, so packages/devShells/checks/apps are checked by name only.
+    fetched here, so packages/devShells/checks/apps are checked by name only
+    (tests/test_nix_overlays.py evaluates them with a stand-in nixpkgs).
     """
     for name in CHECKABLE:
         nix_inputs.store_path(name)
     (tmp_path / "flake").mkdir()
-    flake = copy_flake(tmp_path / "flake", "lib", "nix", "stacks", "modules")
+    flake = copy_flake(tmp_path / "flake", "lib", "nix", "overlays", "stacks", "modules")
     expr = f"""
       let
         f = builtins.getFlake "path:{flake}";
@@ -228,7 +231,7 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     assert got["outputs"] == sorted(["apps", "checks", "devShells", "formatter", "legacyPackages", "lib",
-                                     "nixosModules", "packages"])
+                                     "nixosModules", "overlays", "packages"])
     assert {"stacks", "nixpkgsConfig", "pins", "kernelRecipe", "kernelSources", "sglangService"} <= set(got["lib"])
     assert got["nixosModules"] == ["default", "sglang"]
     # The module brings services.sglang and the chosen stack's environment, and no nixpkgs config or overlays

@@ -132,6 +132,8 @@ def test_the_flake_module_runs_the_default_stack_unless_told(flake_hosts):
 
     default = flake_hosts["default"]
     assert default["failedAssertions"] == []
+    # No nixpkgs.overlays (overlays.cuda-13-0 is opt in) and no nixpkgs.config.
+    assert default["nixpkgsDefinitions"] == []
     assert default["final"]["stack"] == model.default_name() == "stable"
     assert default["final"]["profile"] == model.load("stable").profiles[0] == PROFILE["name"]
     # The flake's sglang-env (lib/stacks.nix envName), and its own CLI for the smoke test.

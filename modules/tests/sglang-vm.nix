@@ -22,8 +22,8 @@
 # nixpkgs read-only: a module that set nixpkgs.* would fail here.
 #
 # Run it where nixpkgs and KVM are (docs/nixos-module.md):
-#   nix build .#checks.x86_64-linux.sglang-vm -L
-#   nix run .#checks.x86_64-linux.sglang-vm.driverInteractive   # by hand
+#   nix build .#nixosTests.sglang -L
+#   nix run .#nixosTests.sglang.driverInteractive   # by hand
 {
   pkgs,
   blackwell-stack,

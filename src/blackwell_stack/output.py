@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 # Set by the CLI's --wide: print table rows whole, whatever the terminal width.
@@ -64,6 +64,21 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | N
     print(_SEP.join("-" * w for w in widths), file=out)
     for row in cells:
         _print_row(row, widths, out)
+
+
+def grouped_rows(members: Iterable[Mapping[str, Any]], most: int = 3) -> list[list[str]]:
+    """Rows of (name, class, detail) for a table; a difference shared by more than `most` members
+    becomes one row that names the first and counts the rest."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for m in members:
+        groups.setdefault((m["class"], m["detail"]), []).append(m["name"])
+    rows = []
+    for (cls, detail), names in groups.items():
+        if len(names) > most:
+            rows.append([f"{names[0]} and {len(names) - 1} more", cls, detail])
+        else:
+            rows.extend([n, cls, detail] for n in names)
+    return rows
 
 
 def fit_widths(natural: Sequence[int], total: int) -> list[int]:

@@ -9,6 +9,7 @@ from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
 from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, wheeldiff
 from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack.kernel import reference
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,9 +47,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     w = sub.add_parser("wheel", help="wheel tools")
     wsub = w.add_subparsers(dest="wheel_command", metavar="SUBCOMMAND")
     wsub.required = True
-    wd = wsub.add_parser("diff", help="identical (sha256), or how two wheels differ member by member")
-    wd.add_argument("a")
-    wd.add_argument("b")
+    wd = wsub.add_parser("diff", help="identical (sha256), or how two wheels differ member by member",
+                         usage="%(prog)s [-h] [--json] (A B | --reference WHEEL)")
+    wd.add_argument("a", help="a wheel")
+    wd.add_argument("b", nargs="?", help="the wheel to compare it with")
+    wd.add_argument("--reference", action="store_true",
+                    help="compare A with the reference sgl-kernel wheel (pkgs/sgl-kernel/reference-wheel.json) "
+                    "by its recorded hashes, member by member")
     wd.add_argument("--json", action="store_true", help="print JSON instead of tables")
     wd.set_defaults(func=run_wheel_diff)
 
@@ -193,6 +198,12 @@ def print_abi(result: dict) -> None:
 
 
 def run_wheel_diff(args: argparse.Namespace) -> int:
+    if args.reference:
+        if args.b is not None:
+            raise StackError("--reference compares one wheel with the reference", "pass one wheel: wheel diff --reference WHEEL")
+        return _wheel_diff_reference(args.a, args.json)
+    if args.b is None:
+        raise StackError("wheel diff needs two wheels", "pass A and B, or one wheel with --reference")
     result = wheeldiff.diff(args.a, args.b)
     if args.json:
         output.dump_json(result)
@@ -202,21 +213,22 @@ def run_wheel_diff(args: argparse.Namespace) -> int:
         if result["identical"]:
             print("identical: the two wheels are bit for bit the same")
         else:
-            output.table(["member", "difference", "detail"], _grouped(result["members"]))
+            output.table(["member", "difference", "detail"], output.grouped_rows(result["members"]))
             counts = ", ".join(f"{n} {c}" for c, n in result["classes"].items())
             print(f"\nnot identical: {counts}; worst: {result['verdict']}")
     return 0 if result["identical"] else int(ExitCode.CHECK_FAILED)
 
 
-def _grouped(members: list[dict]) -> list[list[str]]:
-    """Table rows; a difference shared by more than 3 members becomes one row with a count."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for m in members:
-        groups.setdefault((m["class"], m["detail"]), []).append(m["name"])
-    rows = []
-    for (cls, detail), names in groups.items():
-        if len(names) > 3:
-            rows.append([f"{names[0]} and {len(names) - 1} more", cls, detail])
-        else:
-            rows.extend([n, cls, detail] for n in names)
-    return rows
+def _wheel_diff_reference(wheel: str, as_json: bool) -> int:
+    ref = reference.load()
+    verdict = reference.compare_wheel(ref, wheel)
+    if as_json:
+        output.dump_json(verdict.to_json())
+    else:
+        print(f"wheel:     {verdict.wheel}\n           sha256 {verdict.sha256}, {verdict.size} bytes")
+        print(f"reference: {ref.wheel_name} ({ref.path.name})\n           sha256 {ref.wheel_sha256}, {ref.wheel_size} bytes")
+        if verdict.members:
+            output.table(["member", "difference", "detail"], output.grouped_rows(verdict.members))
+        print(verdict.summary())
+    return 0 if verdict.identical else int(ExitCode.CHECK_FAILED)
+

@@ -116,8 +116,11 @@ def inspect_member(kind: str, root: str, name: str, size: int, cuobjdump_binary:
 
 
 def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+    # spawn, not fork (the progress bar's thread) and not forkserver: the
+    # forkserver listens on a socket under $TMPDIR, and a TMPDIR of ~75
+    # characters passes the 107-byte AF_UNIX path limit ("AF_UNIX path too
+    # long"). A worker's start costs one import of this module.
+    ctx = multiprocessing.get_context("spawn")
     return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
 
 

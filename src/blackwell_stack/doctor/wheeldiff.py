@@ -34,7 +34,8 @@ SHF_ALLOC = 0x2
 _PATHLIKE = re.compile(rb"^[\x20-\x7e]*/[\x20-\x7e]*$")
 
 
-def _member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> str:
+def member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> str:
+    """sha256 of one member, read in blocks; a clear error for a member that cannot be read."""
     h = hashlib.sha256()
     try:
         with zf.open(info) as fh:
@@ -177,7 +178,7 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict:
 
 def _compare_member(za, zb, ia: zipfile.ZipInfo, ib: zipfile.ZipInfo, pa: Path, pb: Path) -> dict | None:
     same_bytes = ia.CRC == ib.CRC and ia.file_size == ib.file_size and (
-        _member_digest(za, ia, pa) == _member_digest(zb, ib, pb)
+        member_digest(za, ia, pa) == member_digest(zb, ib, pb)
     )
     if same_bytes:
         meta = _metadata_differences(ia, ib)

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack import proc
-from blackwell_stack.errors import BuildError, ExitCode, HashMismatch, StackError, ToolchainError
+from blackwell_stack.errors import BuildError, DataError, ExitCode, HashMismatch, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes
-from blackwell_stack.kernel import buildinfo, jobs, patchcheck, recipe, sourcedir, sources, toolchain
+from blackwell_stack.kernel import buildinfo, jobs, patchcheck, recipe, reference, sourcedir, sources, toolchain
 from blackwell_stack.progress import Progress
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -71,7 +71,8 @@ def pyproject_version(kernel_dir: Path) -> str | None:
 
 def check_source(src: str | Path) -> SourceCheck:
     """Is the checkout the pinned sgl-kernel? Differences are warnings: a newer tree may still build."""
-    kdir = patchcheck.kernel_dir(src)
+    # Absolute: the prefix map must name the path CMake compiles from (a relative --src matched nothing).
+    kdir = patchcheck.kernel_dir(src).resolve()
     pins = kernel_sources()["sglang"]
     version = pyproject_version(kdir)
     rev = None
@@ -111,6 +112,7 @@ class BuildPlan:
     source_dirs: list[sourcedir.State] = field(default_factory=list)
     source_copies: list[sourcedir.Copy] = field(default_factory=list)  # made before CMake runs
     build_info: str | None = None  # the record's JSON text, written at build time
+    reference: reference.ConfigVerdict | None = None  # this configuration against the reference wheel's
     warnings: list[str] = field(default_factory=list)
     blockers: list[StackError] = field(default_factory=list)  # in the order a real build stops
 
@@ -143,6 +145,7 @@ class BuildPlan:
             "command": self.command,
             "build_dir": str(self.build_dir) if self.build_dir else None,
             "build_info": json.loads(self.build_info) if self.build_info else None,
+            "reference": self.reference.to_json() if self.reference else None,
             "log": str(self.log_path),
             "checks": [{"name": c.name, "ok": c.ok, "found": c.found, "fix": c.fix} for c in self.checks],
             "blockers": [{"code": int(b.code), "message": b.message, "hint": b.hint} for b in self.blockers],
@@ -349,12 +352,20 @@ def make_plan(
         torch={"built_against": found.get("torch"), **expected.to_json()},
         toolchain={k: v for k, v in found.items() if k in ("nvcc", "cmake", "scikit-build-core") and v},
     )
+    try:
+        conditions = reference.conditions_of(
+            kernel_dir=source.kernel_dir, sources_dir=Path(sources_dir).resolve() if sources_dir is not None else None,
+            python=python, checks=checks, environ=os.environ)
+        verdict: reference.ConfigVerdict | None = reference.compare_configuration(reference.load(), record, conditions)
+    except DataError as exc:
+        blockers.append(exc)
+        verdict = None
     return BuildPlan(
         source, arch, job_plan, host, defines, env, command, out_dir, out_dir / log_name,
         [n for n, s in states.items() if s == patchcheck.APPLICABLE],
         [n for n, s in states.items() if s == patchcheck.APPLIED],
         series=series, build_dir=build_dir, torch=expected, checks=checks, source_dirs=source_states,
-        source_copies=source_copies, build_info=record, warnings=warnings, blockers=blockers,
+        source_copies=source_copies, build_info=record, reference=verdict, warnings=warnings, blockers=blockers,
     )
 
 

@@ -52,6 +52,11 @@ def render(
         "torch": dict(torch),
         "toolchain": dict(toolchain),
     }
+    return dumps(record)
+
+
+def dumps(record: Mapping[str, Any]) -> str:
+    """A record as the wheel carries it: sorted keys, indented, one trailing newline."""
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 

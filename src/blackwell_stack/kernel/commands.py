@@ -1,18 +1,18 @@
-"""`blackwell-stack kernel ...`: the sgl-kernel recipe, patch check, build and compile-work plan."""
+"""`blackwell-stack kernel ...`: the sgl-kernel recipe, patch check, build, its tests on a GPU and compile-work plan."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float, positive_int
 from blackwell_stack.errors import ExitCode, StackError, ToolchainError
-from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, sourcedir, sources, testplan, testrun, toolchain
+from blackwell_stack.kernel import (build, compile_work, patchcheck, recipe, reference, sourcedir, sources, testplan, testrun,
+                                    toolchain)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ksub.add_parser(
         "build",
         help="build the sgl-kernel wheel from a checkout with the recipe (no Nix)",
-        epilog="exit codes: 0 built (or planned, with --dry-run); 2 bad --src, --arch or --sources; 5 a source "
+        epilog="exit codes: 0 built (or planned, with --dry-run); 1 built with every input and condition of the "
+        "reference wheel (`kernel reference`) and yet not that wheel; 2 bad --src, --arch or --sources; 5 a source "
         "directory does not match its pin; 6 toolchain wrong or not enough memory for the largest compile (refused "
         "before compiling); 7 the patch series does not apply, or the build failed (the log's path is printed). "
         "--dry-run prints the whole plan whatever the verdicts, then exits with the code a build would stop with",
@@ -68,6 +69,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="check and plan everything, change and compile nothing")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_build)
+
+    p = ksub.add_parser(
+        "reference", help="the reference wheel: its configuration, its hashes, and whether the repository still builds it",
+        epilog="exit codes: 0 the recorded configuration is the repository's; 1 an input changed since it was "
+        "measured (named, with the file that changed it): measure the wheel again and record it "
+        "(benchmarks/kernel-reproducibility/)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_reference)
 
     src = ksub.add_parser("sources", help="the FetchContent sources of pkgs/sgl-kernel/sources.json in a directory")
     ssub = src.add_subparsers(dest="sources_command", metavar="SUBCOMMAND")
@@ -202,9 +212,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         build_dir=args.build_dir, allow_torch=args.allow_torch, allow_source_mismatch=args.allow_source_mismatch,
         warn=lambda text: print(f"warning: {text}", file=sys.stderr), stack=args.stack,
     )
-    if args.json:
+    building = not args.dry_run and not plan.blockers
+    if args.json and not building:
         output.dump_json(plan.to_json())
-    else:
+    elif not args.json:
         _print_plan(plan)
     if plan.blockers:
         if not args.dry_run:
@@ -217,9 +228,27 @@ def cmd_build(args: argparse.Namespace) -> int:
         print("dry run: nothing changed, nothing compiled", file=sys.stderr)
         return 0
     wheel = build.run_build(plan)
-    print(f"built {wheel}")
-    print(f"build record: {plan.build_info_path} (also in the wheel as sgl_kernel/_build_info.json)")
-    return 0
+    verdict = reference.compare_wheel(plan.reference.reference, wheel) if plan.reference and plan.reference.same_record else None
+    if args.json:
+        output.dump_json({**plan.to_json(), "wheel": str(wheel), "reference_wheel": verdict.to_json() if verdict else None})
+    else:
+        print(f"built {wheel}")
+        print(f"build record: {plan.build_info_path} (also in the wheel as sgl_kernel/_build_info.json)")
+        _print_wheel_verdict(plan.reference, verdict)
+    # Every input and condition the reference's, and still another wheel: reproducibility is broken.
+    return int(ExitCode.CHECK_FAILED) if plan.reference and plan.reference.same and verdict and not verdict.identical else 0
+
+
+def _print_wheel_verdict(config: reference.ConfigVerdict | None, verdict: reference.WheelVerdict | None) -> None:
+    if verdict is None:
+        if config is not None:
+            print(f"reference: {config.summary()}")
+        return
+    print(f"reference: {verdict.summary()}")
+    if not config or not config.same:
+        print(f"  (the conditions differ from the reference's: {config.summary() if config else 'unknown'})")
+    if verdict.members:
+        output.table(["member", "class", "detail"], output.grouped_rows(verdict.members))
 
 
 def _print_plan(plan: build.BuildPlan) -> None:
@@ -248,6 +277,39 @@ def _print_plan(plan: build.BuildPlan) -> None:
         print(f"build directory: {plan.build_dir}")
     print(f"build record: {plan.build_info_path}")
     print(f"log: {plan.log_path}")
+    if plan.reference:
+        print(f"reference: {plan.reference.summary()}")
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    ref = reference.load()
+    stale = reference.stale_inputs(ref)
+    if args.json:
+        output.dump_json({
+            "reference": str(ref.path), "arch": ref.arch, "command": ref.command, "conditions": ref.conditions,
+            "wheel": {"name": ref.wheel_name, "sha256": ref.wheel_sha256, "size": ref.wheel_size},
+            "compiled": ref.compiled, "current": not stale,
+            "changed_inputs": [{"what": d.what, "recorded": d.reference, "repository": d.this, "owner": d.owner}
+                               for d in stale],
+        })
+        return int(ExitCode.CHECK_FAILED) if stale else 0
+    output.heading(f"reference sgl-kernel wheel ({ref.path})")
+    print(f"wheel: {ref.wheel_name}\n  sha256 {ref.wheel_sha256}, {ref.wheel_size} bytes")
+    output.table(["compiled library", "sha256", "bytes"],
+                 [[name, c["sha256"], c.get("size", "")] for name, c in sorted(ref.compiled.items())])
+    output.heading("configuration")
+    print(f"command: {ref.command}")
+    output.table(["condition", "value"], [[name, ref.conditions[name]] for name in reference.CONDITIONS])
+    print(f"architectures: {ref.arch}; patches: {len(ref.build_record.get('patches') or [])}; the rest is the "
+          f"build record in {ref.path.name}")
+    if stale:
+        print(f"\nthe repository no longer builds this configuration: {len(stale)} recorded input(s) changed", file=sys.stderr)
+        for d in stale:
+            print(f"  {d.what}: recorded {d.reference}, repository {d.this} ({d.owner})", file=sys.stderr)
+        print("  measure the wheel again and record it (benchmarks/kernel-reproducibility/README.md)", file=sys.stderr)
+        return int(ExitCode.CHECK_FAILED)
+    print("\ncurrent: every recorded input is what the repository builds today")
+    return 0
 
 
 def _source_items(args: argparse.Namespace):

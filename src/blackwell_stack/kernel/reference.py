@@ -1,0 +1,425 @@
+"""The reference wheel (pkgs/sgl-kernel/reference-wheel.json): one configuration, measured, bit for bit.
+
+The file records a configuration and what it built:
+- the build record `kernel build` writes into the wheel
+  (sgl_kernel/_build_info.json: the recipe, every patch by sha256, the
+  sources by pin and by the NAR hash of what was compiled, the torch and the
+  --allow-* options that chose it);
+- the conditions the record does not name but the bytes depend on: the paths
+  of the sources and of torch's headers (nvcc and the compiler write them
+  into the libraries) and the versions of the tools;
+- the result: the wheel's sha256 and size, and every member's sha256.
+
+Three questions, one function each: does the record still describe the
+repository (`stale_inputs`, run by the test suite so that no input changes
+silently); is a planned build the reference configuration
+(`compare_configuration`); is a wheel the reference wheel, and where does it
+differ (`compare_wheel`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack import proc
+from blackwell_stack.doctor import wheeldiff, wheelzip
+from blackwell_stack.errors import DataError, StackError, ToolchainError
+from blackwell_stack.hashes import is_hex, sha256_file
+from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sources, sourcedir, toolchain
+from blackwell_stack.paths import data_path
+
+REFERENCE_PARTS = ("pkgs", "sgl-kernel", "reference-wheel.json")
+SCHEMA_VERSION = 1
+BUILD_RECORD_MEMBER = "sgl_kernel/_build_info.json"
+# The conditions, in the order they are shown. Paths first: they change the bytes for certain.
+CONDITIONS = ("kernel_dir", "sources_dir", "python", "nvcc", "c++", "binutils", "cmake", "ninja",
+              "scikit-build-core", "torch")
+
+
+def reference_path() -> Path:
+    return data_path(*REFERENCE_PARTS)
+
+
+@dataclass(frozen=True)
+class Reference:
+    path: Path
+    build_record: dict[str, Any]
+    conditions: dict[str, str]
+    command: str
+    wheel_name: str
+    wheel_sha256: str
+    wheel_size: int
+    members: dict[str, str]  # member -> sha256, every member but RECORD
+    compiled: dict[str, dict[str, Any]]  # the ELF members: sha256 and size
+
+    @property
+    def arch(self) -> str:
+        return str(self.build_record.get("cuda_archs"))
+
+
+def load(path: str | Path | None = None) -> Reference:
+    """The reference file, validated: a DataError names the field."""
+    path = Path(path) if path is not None else reference_path()
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(path, None, None, "file is missing", "restore it from the repository") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(path, None, None, f"not valid JSON ({exc})", "fix the JSON syntax") from None
+    return _validate(data, path)
+
+
+def _need(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise DataError(path, None, f"{where}{key}", f"must be a {kind.__name__}")
+    return value
+
+
+def _validate(data: object, path: Path) -> Reference:
+    if not isinstance(data, dict):
+        raise DataError(path, None, None, "must be a JSON object")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise DataError(path, None, "schema_version", f"must be {SCHEMA_VERSION}")
+    config = _need(data, "configuration", dict, path, "")
+    record = _need(config, "build_record", dict, path, "configuration.")
+    conditions = _need(config, "conditions", dict, path, "configuration.")
+    missing = [c for c in CONDITIONS if not isinstance(conditions.get(c), str) or not conditions[c]]
+    if missing:
+        raise DataError(path, None, "configuration.conditions", f"needs a string for {', '.join(missing)}")
+    result = _need(data, "result", dict, path, "")
+    wheel = _need(result, "wheel", dict, path, "result.")
+    for key in ("name", "sha256"):
+        _need(wheel, key, str, path, "result.wheel.")
+    size = _need(wheel, "size", int, path, "result.wheel.")
+    members = _need(result, "members", dict, path, "result.")
+    compiled = _need(result, "compiled", dict, path, "result.")
+    hashes = [("result.wheel.sha256", wheel["sha256"])]
+    hashes += [(f"result.members.{n}", h) for n, h in members.items()]
+    hashes += [(f"result.compiled.{n}.sha256", c.get("sha256") if isinstance(c, dict) else None)
+               for n, c in compiled.items()]
+    for where, value in hashes:
+        if not isinstance(value, str) or not is_hex(value):
+            raise DataError(path, None, where, "must be a hex sha256")
+    for name in compiled:
+        if members.get(name) != compiled[name]["sha256"]:
+            raise DataError(path, None, f"result.compiled.{name}", "is not the same as its entry in result.members")
+    if BUILD_RECORD_MEMBER not in members or size <= 0:
+        raise DataError(path, None, "result", f"needs a positive wheel size and the member {BUILD_RECORD_MEMBER}")
+    return Reference(path, record, dict(conditions), str(config.get("command", "")), wheel["name"], wheel["sha256"],
+                     size, dict(members), dict(compiled))
+
+
+# -- differences between two JSON values, by path -----------------------------------------
+
+@dataclass(frozen=True)
+class Difference:
+    what: str  # a JSON path into the build record, or a condition's name
+    reference: Any
+    this: Any
+    owner: str = ""  # the file (or option) that decides the value
+
+    def line(self) -> str:
+        text = f"{self.what}: reference {_short(self.reference)}, this build {_short(self.this)}"
+        return f"{text} ({self.owner})" if self.owner else text
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def json_differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Every leaf where a and b differ: (path, a's value, b's value); lists of patches by name."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            out += json_differences(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            label = x.get("name") if isinstance(x, dict) and isinstance(y, dict) and x.get("name") == y.get("name") else i
+            out += json_differences(x, y, f"{prefix}[{label}]")
+        return out
+    return [] if a == b else [(prefix, a, b)]
+
+
+def owner_of(record_path: str) -> str:
+    """The file of the repository (or the option) that decides a value of the build record."""
+    top = record_path.split(".")[0].split("[")[0]
+    if top == "patches":
+        m = re.match(r"patches\[([^\]]+)\]", record_path)
+        name = m.group(1) if m and not m.group(1).isdigit() else None
+        return f"patches/sgl-kernel/{name}.patch" if name else "patches/sgl-kernel/series"
+    if top in ("cmake_defines", "environment", "cuda_archs"):
+        return "pkgs/sgl-kernel/recipe.json (or --arch)"
+    if top in ("sglang", "sgl_kernel_version"):
+        return "pkgs/sgl-kernel/sources.json (or --src)"
+    if top == "sources":
+        if record_path.endswith(("pinned_hash", ".rev")):
+            return "pkgs/sgl-kernel/sources.json"
+        return "--sources and --allow-source-mismatch"
+    if top == "torch":
+        return "--python's torch, --allow-torch and the stack's lock"
+    if top == "toolchain":
+        return "the build tools found"
+    return "src/blackwell_stack/kernel/buildinfo.py"
+
+
+# -- does the recorded configuration still describe the repository? ------------------------
+
+def expected_record(ref: Reference) -> dict[str, Any]:
+    """The build record this repository writes today for the reference configuration.
+
+    What the repository decides (recipe, patches, pins, the wording of the
+    record) comes from the repository; what the build found (the NAR hashes of
+    the sources it compiled, the torch and the tools) and the options it was
+    given come from the recorded record.
+    """
+    recorded = ref.build_record
+    arch = str(recorded.get("cuda_archs"))
+    rec = recipe.load()
+    data = sources.load()
+    torch_rec = recorded.get("torch") or {}
+    override = torch_rec.get("override") or ""
+    allow_torch = override.split()[-1] if override.startswith("--allow-torch ") else None
+    stack = _stack_of(torch_rec)
+    expected = toolchain.expected_torch("python", allow_torch, stack)
+    return json.loads(buildinfo.render(
+        sgl_kernel_version=data["sglang"].get("sgl_kernel_version"),
+        sglang_pin=data["sglang"],
+        cuda_archs=arch,
+        defines=recipe.defines(rec, arch),
+        environment=recipe.environment(rec, arch),
+        series=patchcheck.load_series(),
+        sources=_expected_sources(recorded.get("sources") or {}, data, arch),
+        torch={"built_against": torch_rec.get("built_against"), **expected.to_json()},
+        toolchain=dict(recorded.get("toolchain") or {}),
+    ))
+
+
+def _stack_of(torch_rec: Mapping[str, Any]) -> str | None:
+    """The stack a record's torch expectation names ("... (instead of the stable stack's 2.12.1)")."""
+    m = re.search(r"the (\S+) stack's", str(torch_rec.get("source") or ""))
+    return m.group(1) if m else None
+
+
+def _expected_sources(recorded: Mapping[str, Any], data: dict[str, Any], arch: str) -> dict[str, Any]:
+    pins_recorded = recorded.get("pins") or {}
+    pins = {}
+    for entry in sourcedir.entries(data, recipe.arch_list(arch)):
+        was = pins_recorded.get(entry.relpath) or {}
+        pins[entry.relpath] = {"rev": entry.pin.get("rev"), "pinned_hash": entry.expected, "hash": was.get("hash"),
+                               "accepted_mismatch": was.get("accepted_mismatch", False)}
+    return {**recorded, "pins": pins}
+
+
+def stale_inputs(ref: Reference | None = None) -> list[Difference]:
+    """How the recorded build record differs from what the repository writes for it now (empty: current)."""
+    ref = ref or load()
+    return [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, expected_record(ref))]
+
+
+# -- is a planned build the reference configuration? ----------------------------------------
+
+def _version(argv: list[str], pattern: str) -> str | None:
+    try:
+        result = proc.run(argv, check=False, timeout=60)
+    except (ToolchainError, StackError):
+        return None
+    m = re.search(pattern, result.stdout + result.stderr, re.MULTILINE)
+    return m.group(1) if m and result.returncode == 0 else None
+
+
+def _cxx_version(cxx: str) -> str | None:
+    text_first = _version([cxx, "--version"], r"^(.*)$")
+    if text_first is None:
+        return None
+    family = "clang" if "clang" in text_first else "gcc"
+    number = _version([cxx, "-dumpfullversion", "-dumpversion"], r"^(\d+(?:\.\d+)*)\s*$")
+    m = re.search(r"version (\d+(?:\.\d+)+)", text_first) if family == "clang" else None
+    return f"{family} {m.group(1) if m else number}" if (m or number) else None
+
+
+def conditions_of(*, kernel_dir: Path, sources_dir: Path | None, python: str,
+                  checks: list[toolchain.Check], environ: Mapping[str, str]) -> dict[str, str | None]:
+    """This build's conditions, as the reference names them (None: not found)."""
+    found = {c.name: c.value for c in checks}
+    nvcc = toolchain.nvcc_path()
+    return {
+        "kernel_dir": str(kernel_dir),
+        "sources_dir": str(sources_dir) if sources_dir is not None else None,
+        "python": python,
+        "nvcc": _version([nvcc, "--version"], r"\bV(\d+\.\d+\.\d+)") if nvcc else None,
+        "c++": _cxx_version(environ.get("CXX") or "c++"),
+        "binutils": _version(["ld", "--version"], r"^GNU ld .*?(\d+\.\d+(?:\.\d+)?)\s*$"),
+        "cmake": found.get("cmake"),
+        "ninja": found.get("ninja"),
+        "scikit-build-core": found.get("scikit-build-core"),
+        "torch": found.get("torch"),
+    }
+
+
+@dataclass
+class ConfigVerdict:
+    """How a build's configuration compares with the reference's."""
+
+    reference: Reference
+    record: list[Difference] = field(default_factory=list)
+    conditions: list[Difference] = field(default_factory=list)
+
+    @property
+    def same_record(self) -> bool:
+        return not self.record
+
+    @property
+    def same(self) -> bool:
+        return not self.record and not self.conditions
+
+    def summary(self) -> str:
+        ref = self.reference
+        if self.same:
+            return (f"this is the reference configuration: a build should give {ref.wheel_name}, "
+                    f"sha256 {ref.wheel_sha256} ({ref.path.name})")
+        if self.same_record:
+            return ("the inputs are the reference's, but not every condition is (bit-for-bit identity is not expected; "
+                    "the wheel is compared all the same): " + "; ".join(d.line() for d in self.conditions))
+        text = (f"no reference wheel exists for these inputs ({len(self.record)} differ from the reference "
+                f"configuration in {ref.path.name}): " + "; ".join(d.line() for d in self.record[:6])
+                + ("; ..." if len(self.record) > 6 else ""))
+        if self.conditions:
+            text += f"; the conditions differ too: {', '.join(d.what for d in self.conditions)}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reference": str(self.reference.path),
+            "same_configuration": self.same,
+            "same_inputs": self.same_record,
+            "input_differences": [_difference_json(d) for d in self.record],
+            "condition_differences": [_difference_json(d) for d in self.conditions],
+            "summary": self.summary(),
+        }
+
+
+def _difference_json(d: Difference) -> dict[str, Any]:
+    return {"what": d.what, "reference": d.reference, "this": d.this, "owner": d.owner}
+
+
+def compare_configuration(ref: Reference, build_record: str | Mapping[str, Any],
+                          conditions: Mapping[str, str | None]) -> ConfigVerdict:
+    record = json.loads(build_record) if isinstance(build_record, str) else dict(build_record)
+    verdict = ConfigVerdict(ref)
+    verdict.record = [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, record)]
+    for name in CONDITIONS:
+        want, have = ref.conditions.get(name), conditions.get(name)
+        if want != have:
+            verdict.conditions.append(Difference(name, want, have if have is not None else "(not found)"))
+    return verdict
+
+
+# -- is a wheel the reference wheel? --------------------------------------------------------
+
+# Classes of a member that differs, from harmless to real.
+BUILD_RECORD, RECORD, COMPILED, OTHER, ONLY_HERE, ONLY_REFERENCE = (
+    "build-record", "record", "compiled-code", "other-file", "only-in-wheel", "only-in-reference")
+_SEVERITY = {c: i for i, c in enumerate((RECORD, BUILD_RECORD, OTHER, ONLY_HERE, ONLY_REFERENCE, COMPILED))}
+
+
+@dataclass
+class WheelVerdict:
+    reference: Reference
+    wheel: Path
+    sha256: str
+    size: int
+    members: list[dict[str, Any]] = field(default_factory=list)  # name, class, detail
+
+    @property
+    def identical(self) -> bool:
+        return self.sha256 == self.reference.wheel_sha256
+
+    @property
+    def kind(self) -> str:
+        """identical, zip-metadata, build-record, or the worst class of a differing member."""
+        if self.identical:
+            return "identical"
+        classes = {m["class"] for m in self.members} - {RECORD}
+        if not classes:
+            return "zip-metadata"
+        return max(classes, key=_SEVERITY.__getitem__)
+
+    def summary(self) -> str:
+        ref = self.reference
+        if self.identical:
+            return f"reproduced the reference wheel bit for bit (sha256 {ref.wheel_sha256}, {ref.wheel_size} bytes)"
+        kind = self.kind
+        head = f"not the reference wheel: sha256 {self.sha256} ({self.size} bytes), reference {ref.wheel_sha256}"
+        if kind == "zip-metadata":
+            return f"{head}; every member is the reference's: only the zip's metadata differs (timestamps, order, compression)"
+        if kind == BUILD_RECORD:
+            return (f"{head}; only the build record differs (the compiled code is the reference's): "
+                    + next(m["detail"] for m in self.members if m["class"] == BUILD_RECORD))
+        shown = [m["name"] for m in self.members if m["class"] not in (RECORD,)]
+        what = "compiled code differs" if kind == COMPILED else "files differ"
+        return f"{head}; {what}: {', '.join(shown[:5])}{', ...' if len(shown) > 5 else ''}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": str(self.reference.path), "wheel": str(self.wheel), "sha256": self.sha256,
+                "size": self.size, "reference_sha256": self.reference.wheel_sha256,
+                "reference_size": self.reference.wheel_size, "identical": self.identical, "verdict": self.kind,
+                "members": self.members, "summary": self.summary()}
+
+
+def compare_wheel(ref: Reference, wheel: str | Path) -> WheelVerdict:
+    """The wheel against the reference: the whole file's sha256, then member by member."""
+    wheel = Path(wheel)
+    if not wheel.is_file():
+        raise StackError(f"{wheel} does not exist or is not a file", "pass a wheel file")
+    verdict = WheelVerdict(ref, wheel, sha256_file(wheel), wheel.stat().st_size)
+    if verdict.identical:
+        return verdict
+    with wheelzip.open_zip(wheel) as zf:
+        infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
+        for name in sorted(set(ref.members) - set(infos)):
+            verdict.members.append({"name": name, "class": ONLY_REFERENCE, "detail": "missing from this wheel"})
+        for name in sorted(infos):
+            info = infos[name]
+            if name.endswith(".dist-info/RECORD"):
+                continue
+            if name not in ref.members:
+                verdict.members.append({"name": name, "class": ONLY_HERE, "detail": f"{info.file_size} bytes"})
+                continue
+            if wheeldiff.member_digest(zf, info, wheel) == ref.members[name]:
+                continue
+            verdict.members.append(_member_difference(ref, zf, info))
+    if any(m["class"] != RECORD for m in verdict.members):
+        verdict.members.append({"name": "*.dist-info/RECORD", "class": RECORD, "detail": "follows from the members above"})
+    return verdict
+
+
+def _member_difference(ref: Reference, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> dict[str, Any]:
+    name = info.filename
+    if name == BUILD_RECORD_MEMBER:
+        try:
+            theirs = json.loads(zf.read(info))
+        except (ValueError, UnicodeDecodeError):
+            return {"name": name, "class": OTHER, "detail": "not a JSON build record"}
+        diffs = [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, theirs)]
+        detail = "; ".join(d.line() for d in diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
+        return {"name": name, "class": BUILD_RECORD, "detail": detail or "same values, other bytes"}
+    if name in ref.compiled:
+        return {"name": name, "class": COMPILED,
+                "detail": f"{info.file_size} bytes, reference {ref.compiled[name].get('size')} bytes"}
+    return {"name": name, "class": OTHER, "detail": f"{info.file_size} bytes"}
+
+
+def record_text(ref: Reference) -> str:
+    """The recorded build record as `kernel build` writes it (its sha256 is the member's)."""
+    return buildinfo.dumps(ref.build_record)

@@ -1,0 +1,213 @@
+"""The reference wheel (pkgs/sgl-kernel/reference-wheel.json): current with the repository, and the verdicts.
+
+`pytest -k reference` selects these. The first tests fail, naming the value
+and the file, as soon as a recorded input (a patch, the recipe, a pin, the
+record's wording) differs from the repository: the reference can no longer go
+stale silently. The verdicts are checked on real wheels from a real
+scikit-build-core build of a tiny project shaped like sgl-kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from blackwell_stack.hashes import sha256_file
+from blackwell_stack.kernel import build, buildinfo, reference
+from conftest import REPO, copy_data_root
+from kernel_probe import probe_plan, probe_project
+
+
+def cli(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **({"BLACKWELL_STACK_ROOT": str(root)} if root else {})}
+    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+
+
+# -- the recorded configuration is the repository's ---------------------------------------------
+
+def test_reference_configuration_is_what_the_repository_builds():
+    stale = reference.stale_inputs()
+    assert not stale, "the reference wheel no longer describes the repository; measure it again " \
+        "(benchmarks/kernel-reproducibility/README.md):\n" + "\n".join(d.line() for d in stale)
+
+
+def test_reference_file_is_what_its_script_writes_from_the_measured_builds():
+    script = REPO / "benchmarks" / "kernel-reproducibility" / "make_reference.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_reference_record_member_is_the_recorded_record():
+    ref = reference.load()
+    assert hashlib.sha256(reference.record_text(ref).encode()).hexdigest() == ref.members[reference.BUILD_RECORD_MEMBER]
+    assert set(ref.compiled) == {"deep_gemm/deep_gemm_cpp.abi3.so", "sgl_kernel/sm100/common_ops.abi3.so",
+                                 "sgl_kernel/spatial_ops.abi3.so"}
+    assert ref.arch == "12.0a" and ref.wheel_sha256.startswith("51b2e673")
+
+
+def _edit_patch(root: Path) -> str:
+    path = sorted((root / "patches" / "sgl-kernel").glob("0005-*.patch"))[0]
+    path.write_text("A reworded header line.\n" + path.read_text())
+    return f"patches/sgl-kernel/{path.name}"
+
+
+def _edit_recipe(root: Path) -> str:
+    path = root / "pkgs" / "sgl-kernel" / "recipe.json"
+    data = json.loads(path.read_text())
+    data["environment"]["SOURCE_DATE_EPOCH"] = "315532801"
+    path.write_text(json.dumps(data, indent=2))
+    return "pkgs/sgl-kernel/recipe.json"
+
+
+def _edit_pin(root: Path) -> str:
+    path = root / "pkgs" / "sgl-kernel" / "sources.json"
+    data = json.loads(path.read_text())
+    data["fetchcontent"]["repo-fmt"]["rev"] = "0" * 40
+    path.write_text(json.dumps(data, indent=2))
+    return "pkgs/sgl-kernel/sources.json"
+
+
+@pytest.mark.parametrize("edit", [_edit_patch, _edit_recipe, _edit_pin], ids=["patch", "recipe", "pin"])
+def test_reference_goes_stale_when_an_input_changes(tmp_path, edit):
+    root = copy_data_root(tmp_path / "root")
+    owner = edit(root)
+    result = cli("kernel", "reference", "--json", root=root)
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert not data["current"] and any(owner in c["owner"] for c in data["changed_inputs"]), data["changed_inputs"]
+    human = cli("kernel", "reference", root=root)
+    assert human.returncode == 1 and "measure the wheel again" in human.stderr and owner in human.stderr
+
+
+def test_reference_current_exits_0_and_shows_the_hashes():
+    result = cli("kernel", "reference")
+    assert result.returncode == 0, result.stderr
+    assert "51b2e6732e1bcd1521853eb4607c23c26c426a5395f13fdda6decbced2440249" in result.stdout
+    assert "current: every recorded input" in result.stdout
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d.pop("result"),
+    lambda d: d["result"]["members"].update({"sgl_kernel/_build_info.json": "not-a-hash"}),
+    lambda d: d["configuration"]["conditions"].pop("nvcc"),
+], ids=["no-result", "bad-hash", "no-condition"])
+def test_malformed_reference_is_bad_data_naming_the_field(tmp_path, damage):
+    root = copy_data_root(tmp_path / "root")
+    path = root / "pkgs" / "sgl-kernel" / "reference-wheel.json"
+    data = json.loads(path.read_text())
+    damage(data)
+    path.write_text(json.dumps(data))
+    result = cli("kernel", "reference", root=root)
+    assert result.returncode == 3 and "reference-wheel.json" in result.stderr and "field" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- the configuration verdict -----------------------------------------------------------------
+
+def test_reference_configuration_verdicts():
+    ref = reference.load()
+    same = reference.compare_configuration(ref, ref.build_record, ref.conditions)
+    assert same.same and "this is the reference configuration" in same.summary()
+    moved = reference.compare_configuration(ref, ref.build_record, {**ref.conditions, "kernel_dir": "/home/me/sgl-kernel"})
+    assert moved.same_record and not moved.same and "kernel_dir" in moved.summary()
+    other = json.loads(reference.record_text(ref))
+    other["cmake_defines"]["SGL_KERNEL_CUDA_ARCHS"] = "10.0a"
+    differs = reference.compare_configuration(ref, other, ref.conditions)
+    assert not differs.same_record and "no reference wheel exists for these inputs" in differs.summary()
+    assert [d.what for d in differs.record] == ["cmake_defines.SGL_KERNEL_CUDA_ARCHS"]
+    assert "recipe.json" in differs.record[0].owner
+
+
+def test_reference_in_the_dry_run_plan(tmp_path):
+    """A dry run says whether its configuration is the reference's, and which inputs are not."""
+    tree = tmp_path / "sglang" / "sgl-kernel"
+    (tree / "python" / "sgl_kernel").mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text("project(sgl-kernel)\n")
+    (tree / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n')
+    result = cli("kernel", "build", "--src", str(tmp_path / "sglang"), "--dry-run", "--json", "--out", str(tmp_path / "d"))
+    plan = json.loads(result.stdout)
+    verdict = plan["reference"]
+    assert verdict["same_configuration"] is False and verdict["same_inputs"] is False
+    whats = {d["what"] for d in verdict["input_differences"]}
+    assert "sources.from" in whats  # no --sources: CMake would download them, unchecked
+    assert {d["what"] for d in verdict["condition_differences"]} >= {"kernel_dir", "sources_dir"}
+
+
+# -- the wheel verdict, on real builds ---------------------------------------------------------
+
+def _build(tmp_path: Path, name: str, c_source: str, record: str) -> Path:
+    kdir = probe_project(tmp_path / name, c_source)
+    return build.run_build(probe_plan(kdir, tmp_path / name / "dist", record), stream=open(os.devnull, "w"))
+
+
+def _reference_for(wheel: Path, record: str, root: Path) -> reference.Reference:
+    """A reference file that records `wheel` as measured (in a copy of the data root)."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = {i.filename: hashlib.sha256(zf.read(i)).hexdigest() for i in zf.infolist()
+                   if not i.is_dir() and not i.filename.endswith(".dist-info/RECORD")}
+        sizes = {i.filename: i.file_size for i in zf.infolist()}
+    real = reference.load()
+    data = json.loads(real.path.read_text())
+    data["configuration"]["build_record"] = json.loads(record)
+    data["result"]["wheel"] = {"name": wheel.name, "sha256": sha256_file(wheel), "size": wheel.stat().st_size}
+    data["result"]["members"] = members
+    data["result"]["compiled"] = {"sgl_kernel/libprobe.so": {"sha256": members["sgl_kernel/libprobe.so"],
+                                                          "size": sizes["sgl_kernel/libprobe.so"]}}
+    path = root / Path(*reference.REFERENCE_PARTS)
+    path.write_text(json.dumps(data, indent=2))
+    return reference.load(path)
+
+
+@pytest.mark.slow
+def test_reference_wheel_verdicts_on_real_builds(tmp_path):
+    record = buildinfo.dumps({"torch": {"override": None}, "patches": [{"name": "0001-x", "sha256": "0" * 64}]})
+    source = "int probe(void) { return 120; }\n"
+    first = _build(tmp_path, "a", source, record)
+    root = copy_data_root(tmp_path / "root")
+    ref = _reference_for(first, record, root)
+
+    again = _build(tmp_path, "b", source, record)  # another directory, the same inputs
+    same = reference.compare_wheel(ref, again)
+    assert same.identical and same.kind == "identical" and "bit for bit" in same.summary()
+
+    other_record = record.replace("0" * 64, "1" * 64)
+    relabelled = reference.compare_wheel(ref, _build(tmp_path, "c", source, other_record))
+    assert relabelled.kind == "build-record" and "only the build record differs" in relabelled.summary()
+    assert "patches[0001-x].sha256" in relabelled.summary()
+
+    recompiled = reference.compare_wheel(ref, _build(tmp_path, "d", "int probe(void) { return 121; }\n", record))
+    assert recompiled.kind == "compiled-code" and "sgl_kernel/libprobe.so" in recompiled.summary()
+
+    repacked = tmp_path / "repacked" / first.name
+    repacked.parent.mkdir()
+    with zipfile.ZipFile(first) as zin, zipfile.ZipFile(repacked, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in reversed(zin.infolist()):  # the same members, stored in another order
+            zout.writestr(info.filename, zin.read(info))
+    assert reference.compare_wheel(ref, repacked).kind == "zip-metadata"
+
+    # The CLI: `wheel diff --reference`, exit 0 only for the reference wheel itself.
+    ok = cli("wheel", "diff", "--reference", str(again), root=root)
+    assert ok.returncode == 0 and "reproduced the reference wheel bit for bit" in ok.stdout, ok.stderr
+    bad = cli("wheel", "diff", "--reference", str(recompiled.wheel), "--json", root=root)
+    assert bad.returncode == 1 and json.loads(bad.stdout)["verdict"] == "compiled-code"
+    both = cli("wheel", "diff", "--reference", str(again), str(first), root=root)
+    assert both.returncode == 2 and "pass one wheel" in both.stderr
+
+
+def test_wheel_diff_needs_two_wheels_without_reference(tmp_path):
+    result = cli("wheel", "diff", str(tmp_path / "a.whl"))
+    assert result.returncode == 2 and "--reference" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_kernel_reference_runs_no_program():
+    """`kernel reference` reads one JSON file: no build tools run."""
+    result = cli("-v", "kernel", "reference")
+    assert result.returncode == 0 and "$ " not in result.stderr
