@@ -28,23 +28,27 @@ let
   # by stacks/stable/stack.json.
   dataRoot = fileset.toSource {
     inherit root;
-    fileset = fileset.difference (fileset.fileFilter (
-      file:
-      lib.any file.hasExt [
-        "json"
-        "nix"
-        "lock"
-        "patch"
-        "toml"
-        "md"
-      ]
-    ) root) (fileset.unions (map fileset.maybeMissing [
-      (root + "/src")
-      (root + "/tests")
-      (root + "/.dev")
-      (root + "/.ci")
-      (root + "/stacks/nightly/wheels")
-    ]));
+    fileset = fileset.unions [
+      (fileset.difference (fileset.fileFilter (
+        file:
+        lib.any file.hasExt [
+          "json"
+          "nix"
+          "lock"
+          "patch"
+          "toml"
+          "md"
+        ]
+      ) root) (fileset.unions (map fileset.maybeMissing [
+        (root + "/src")
+        (root + "/tests")
+        (root + "/.dev")
+        (root + "/.ci")
+        (root + "/stacks/nightly/wheels")
+      ])))
+      # The NVFP4 check `blackwell-stack kernel test` runs on SM100/SM120 hosts.
+      (root + "/pkgs/sgl-kernel/gpu_check.py")
+    ];
   };
 in
 python312Packages.buildPythonApplication {
