@@ -47,7 +47,7 @@ def main(modules):
     out = {"python": sys.executable, "modules": {name: _found(name) for name in modules}, "sgl_kernel": None}
     spec = importlib.util.find_spec("sgl_kernel")
     if spec is not None and spec.submodule_search_locations:
-        package_dir = list(spec.submodule_search_locations)[0]
+        package_dir = next(iter(spec.submodule_search_locations))
         out["sgl_kernel"] = {"dir": package_dir, "archs": _build_archs(package_dir), "libraries": _libraries(package_dir)}
     try:
         import torch
