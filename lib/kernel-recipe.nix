@@ -13,7 +13,7 @@
 # docstring) and appends what it prints; `planned` here is for callers that
 # already have a plan.
 let
-  inherit (builtins) attrNames concatStringsSep elem filter head isList isString listToAttrs map match split toString;
+  inherit (builtins) attrNames concatStringsSep elem elemAt filter fromJSON head isList isString listToAttrs map match split toString;
 
   trim = s:
     let m = match "[[:space:]]*(.*[^[:space:]]|)[[:space:]]*" s;
@@ -24,13 +24,31 @@ let
     filter (a: a != "")
       (map trim (if isList archs then archs else filter isString (split "[;,]" archs)));
 
-  # The ;-joined SGL_KERNEL_CUDA_ARCHS value, or a throw naming the valid architectures.
+  # The targets of a list that lack their architecture-specific suffix from
+  # recipe.arch_specific_from_major on ("9.0", not "9.0a"): sgl-kernel's
+  # Hopper/Blackwell CUTLASS kernels exist only in the a target (the recipe's
+  # arch_specific_note cites upstream). "X.Y" / "X.Ya" / "X.Yf" as patch 0005 reads it.
+  plainTargets = recipe: archs:
+    filter
+      (a:
+        let m = match "(0|[1-9][0-9]*)\\.([0-9]+)([af]?)" a;
+        in m != null && elemAt m 2 == "" && fromJSON (head m) >= recipe.arch_specific_from_major)
+      archs;
+
+  # The ;-joined SGL_KERNEL_CUDA_ARCHS value, or a throw: a plain Hopper/Blackwell
+  # target (with the a one to use), or one outside supported_archs (naming the valid ones).
   checkArchs = recipe: archs:
     let
       wanted = archList archs;
+      plain = plainTargets recipe wanted;
       unknown = filter (a: !(elem a recipe.supported_archs)) wanted;
     in
-    if wanted == [ ] || unknown != [ ] then
+    if wanted != [ ] && plain != [ ] then
+      throw ("blackwell-stack: plain CUDA architecture ${concatStringsSep ", " plain} refused: from compute capability "
+        + "${toString recipe.arch_specific_from_major} on, sgl-kernel's CUTLASS kernels exist only in the architecture-specific "
+        + "target, and a plain one builds them as stubs that return wrong numbers without an error; use "
+        + concatStringsSep ", " (map (a: a + "a") plain))
+    else if wanted == [ ] || unknown != [ ] then
       throw "blackwell-stack: unknown CUDA architecture ${if unknown == [ ] then "(none given)" else concatStringsSep ", " unknown}; valid: ${concatStringsSep ", " recipe.supported_archs}"
     else concatStringsSep ";" wanted;
 
@@ -41,7 +59,7 @@ let
       (filter (name: planned ? ${name}) names));
 in
 rec {
-  inherit archList checkArchs;
+  inherit archList checkArchs plainTargets;
 
   # { NAME = "VALUE"; }: the recipe's defines, the architecture list, then the plan.
   defines = { recipe, archs ? recipe.arch, planned ? { } }:

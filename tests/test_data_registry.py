@@ -22,7 +22,7 @@ import pytest
 from conftest import REPO, copy_data_root
 
 from blackwell_stack.errors import DataError, ExitCode
-from blackwell_stack.kernel import compile_work, patchcheck, recipe, reference
+from blackwell_stack.kernel import compile_work, patchcheck, recipe, reference, testplan
 from blackwell_stack.kernel import sources as kernel_sources
 from blackwell_stack.model import lock, pins, profile, registry, stack
 from blackwell_stack.rehearsal import components
@@ -44,6 +44,8 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "kernel-sources": kernel_sources.load,
     "compile-units": compile_work.load_data,
     "reference-wheel": reference.load,
+    "kernel-tests": testplan.load_rules,
+    "kernel-check": lambda p: registry.load("kernel-check", file=p),
     "patch": patchcheck.parse_patch,
     "flake-lock": lambda p: registry.load("flake-lock", file=p),
     "flake-inputs": lambda p: registry.load("flake-inputs", file=p),
@@ -70,6 +72,7 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "kernel-sources": (lambda d: {**d, "fetchcontent": {"repo-fmt": "v1"}}, "repo-fmt"),
     "compile-units": (lambda d: {**d, "targets": {"common_ops": {"sources": "x.cu"}}}, "sources"),
     "reference-wheel": (lambda d: {**d, "result": []}, "result"),
+    "kernel-tests": (lambda d: {**d, "files": {"test_norm.py": {"needs_gpus": "2", "why": "x"}}}, "needs_gpus"),
     "flake-lock": (lambda d: {**d, "nodes": []}, "nodes"),
     "flake-inputs": (lambda d: {**d, "inputs": {"nixpkgs": "abc"}}, "nixpkgs"),
     "nixpkgs-config": (lambda d: {**d, "cudaCapabilities": "12.0"}, "cudaCapabilities"),
@@ -81,7 +84,7 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
                        "outputs"),
     "rehearsal-tools": (lambda d: {**d, "numactl": {"debian_packages": "libnuma1"}}, "debian_packages"),
 }
-TEXT_KINDS = {"patch"}
+TEXT_KINDS = {"patch", "kernel-check"}
 
 
 def test_every_kind_has_a_loader_a_malformed_case_and_a_file():
@@ -163,6 +166,8 @@ CLI_CASES = [
     ("modules/rules.json", lambda d: {**d, "rules": ["x"]}, ["serve", "check"], "field 'rules[0]'"),
     ("pkgs/sgl-kernel/compile-units.json", lambda d: {**d, "targets": {"common_ops": {"sources": "x.cu"}}},
      ["kernel", "plan"], "entry 'targets.common_ops', field 'sources'"),
+    ("pkgs/sgl-kernel/kernel-tests.json", lambda d: {**d, "files": {"test_norm.py": {"needs_archs": "9.0a"}}},
+     ["kernel", "test", "--tests", ".", "--dry-run"], "entry 'files.test_norm.py', field 'needs_archs'"),
     ("flake.lock", lambda d: {**d, "nodes": {"root": {"inputs": {"nixpkgs": "gone"}}}}, ["pins", "show"],
      "field 'nixpkgs'"),
     ("nix/flake-inputs.json", lambda d: {**d, "inputs": {"nixpkgs": "abc"}}, ["pins", "show"],

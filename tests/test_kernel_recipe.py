@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -97,6 +99,70 @@ def test_unknown_arch_refused_alike(nix):
     assert message in err
 
 
+def _same_text(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("archs, use", [("9.0", "9.0a"), ("10.0", "10.0a"), ("12.0", "12.0a"),
+                                         ("9.0;9.0a", "9.0a"), ("12.0;12.0a", "12.0a"), ("10.0;12.0", "10.0a, 12.0a")])
+def test_plain_hopper_and_blackwell_targets_refused_alike(nix, tmp_path, archs, use):
+    """A plain 9.0/10.0/12.0 target builds the CUTLASS GEMMs as stubs (wrong numbers, no error): refused on both sides,
+    also when a recipe lists it as supported and also beside its a target."""
+    lenient = copy.deepcopy(REAL)
+    lenient["supported_archs"] += ["9.0", "10.0", "12.0"]
+    with pytest.raises(StackError) as exc:
+        recipe.cmake_flags(lenient, archs)
+    message = exc.value.message
+    assert message.startswith("plain CUDA architecture ") and message.endswith(f"use {use}")
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(lenient))
+    err = nix.eval_error(f'(import ./lib/kernel-recipe.nix).cmakeFlags {{ recipe = builtins.fromJSON (builtins.readFile {path}); archs = "{archs}"; }}')
+    assert _same_text(message) in _same_text(err)
+
+
+def test_every_supported_arch_builds_alike(nix, tmp_path):
+    """The recipe's own list passes the rule: each entry renders the same flags on both sides."""
+    cases = [{"recipe": REAL, "archs": arch} for arch in REAL["supported_archs"]]
+    assert nix_render(nix, tmp_path, cases) == [python_render(c) for c in cases]
+    assert "9.0" not in REAL["supported_archs"] and "9.0a" in REAL["supported_archs"]
+
+
+_NIX_VERDICTS = """
+let
+  kr = import ./lib/kernel-recipe.nix;
+  cases = builtins.fromJSON (builtins.readFile {path});
+  verdict = c: let r = builtins.tryEval (kr.checkArchs c.recipe c.archs); in if r.success then r.value else null;
+in map verdict cases
+"""
+
+
+def _python_verdict(case: dict) -> str | None:
+    try:
+        return recipe.check_archs(case["recipe"], case["archs"])
+    except StackError:
+        return None
+
+
+_ARCH_POOL = REAL["supported_archs"] + ["9.0", "10.0", "10.3", "12.0", "12.1", "8.6", "7.5", "10.0f", "09.0", "13.0", "x"]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.lists(st.sampled_from(_ARCH_POOL), max_size=4), st.integers(0, 13), st.booleans()),
+                min_size=1, max_size=10))
+def test_generated_arch_lists_accepted_or_refused_alike(nix, tmp_path, drawn):
+    """Random lists against recipes with random thresholds and lenient supported lists: the same verdict and value."""
+    cases = []
+    for archs, from_major, lenient in drawn:
+        rec = copy.deepcopy(REAL)
+        rec["arch_specific_from_major"] = from_major
+        if lenient:
+            rec["supported_archs"] = list(_ARCH_POOL)
+        cases.append({"recipe": rec, "archs": ";".join(archs)})
+    path = tmp_path / "verdicts.json"
+    path.write_text(json.dumps(cases))
+    assert nix.eval(_NIX_VERDICTS.format(path=path)) == [_python_verdict(c) for c in cases]
+
+
 _names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,20}", fullmatch=True)
 _values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
 
@@ -141,6 +207,9 @@ def test_generated_recipes_same_on_both_sides(nix, tmp_path, cases):
                     "unit_peaks_mib": {"../outside.cu": 5}}, "unit_peaks_mib"),
         ("memory", {"per_nvcc_thread_peak_mib": 1, "headroom_mib": 1, "headroom_fraction": 0.1,
                     "heavy_pool_share": 1.5}, "heavy_pool_share"),
+        ("supported_archs", ["9.0", "9.0a", "12.0a"], "supported_archs"),
+        ("arch_specific_from_major", "9", "arch_specific_from_major"),
+        ("arch_specific_from_major", True, "arch_specific_from_major"),
     ],
 )
 def test_bad_recipe_named_by_field(tmp_path, field, value, named):
@@ -165,3 +234,10 @@ def test_memory_figure_is_the_measured_one(repo):
     for r in results["runs"]:
         concurrent = min(r["nvcc_threads"], len(r["gencode_archs"]))
         assert r["peak_tree_rss_mib"] <= concurrent * REAL["memory"]["per_nvcc_thread_peak_mib"]
+
+
+def test_kernel_build_refuses_a_plain_hopper_target_before_anything_else(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "kernel", "build", "--src", str(tmp_path), "--arch", "9.0",
+                             "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "plain CUDA architecture 9.0 refused" in result.stderr and "use 9.0a" in " ".join(result.stderr.split())

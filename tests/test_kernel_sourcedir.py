@@ -262,3 +262,131 @@ def test_fetchcontent_settings_work_offline_with_real_cmake(tmp_path):
     online = subprocess.run([cmake, "-S", str(tmp_path / "proj"), "-B", str(tmp_path / "b2"),
                              *[f for f in flags if "FULLY_DISCONNECTED" not in f]], capture_output=True, text=True, timeout=600)
     assert "git clone" in online.stdout + online.stderr
+
+
+# --- sources with git submodules (FlashMLA and its CUTLASS) --------------------------------------
+
+
+def test_writable_is_the_same_rule_as_the_derivations(nix):
+    """Which dependencies a build copies (CMake edits them, or submodules go inside): both front ends alike."""
+    data = sources.load()
+    got = nix.eval(
+        "let k = import ./lib/kernel-sources.nix; s = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/sources.json);"
+        " in builtins.listToAttrs (map (n: { name = n; value = (k.dependency s n).writable; }) (builtins.attrNames s.fetchcontent))"
+    )
+    assert got == {name: sources.writable(entry) for name, entry in data["fetchcontent"].items()}
+    assert got["repo-flashmla"] and not got["repo-cutlass"]
+
+
+def with_submodule(tmp_path: Path, parent_hash: str, sub_hash: str) -> dict:
+    parent = pin("acme", "mla", "0123456789abcdef0123456789abcdef01234567", parent_hash)
+    parent.update(needed_for_archs=["9.0a"], writable=True, submodules={
+        "csrc/cutlass": {"owner": "acme", "repo": "cutlass", "rev": "v3.9.0", "hash": sub_hash,
+                         "hash_source": "computed by the test with nix hash path", "verified": True, "reason": None}})
+    return pinned_sources(tmp_path, {"repo-mla": parent, "repo-fmt": pin("acme", "fmt", "v1.0", parent_hash)})
+
+
+def test_a_source_with_a_submodule_is_fetched_checked_and_copied_whole(tmp_path, served):
+    www, base = served
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    # GitHub's archive of the parent has the submodule's directory empty; the submodule is its own archive.
+    parent = make_tree(tmp_path / "mla", {"csrc/kernel.cu": "// mla\n", ".gitmodules": "[submodule]\n"}, empty_dirs=["csrc/cutlass"])
+    sub = make_tree(tmp_path / "cutlass", {"include/cutlass/arch/config.h": "// SM101 and SM101a\n"})
+    archive(parent, www / "acme" / "mla" / "archive" / f"{rev}.tar.gz", f"mla-{rev}")
+    archive(sub, www / "acme" / "cutlass" / "archive" / "v3.9.0.tar.gz", "cutlass-3.9.0")
+    data = with_submodule(tmp_path, nix_hash(parent), nix_hash(sub))
+    target = tmp_path / "sources"
+    states = sourcedir.fetch(target, sourcedir.entries(data, ["9.0a"], names=["repo-mla"]), github=base)
+    assert [(s.entry.relpath, s.state) for s in states] == [("repo-mla", "ok"), ("repo-mla.submodules/csrc/cutlass", "ok")]
+    assert list((target / "repo-mla" / "csrc" / "cutlass").iterdir()) == []
+    # The build reads a writable copy with the submodule inside; what it edits there leaves DIR as checked.
+    for path in target.rglob("*"):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    (copy,) = sourcedir.copies(target, data, ["9.0a"], tmp_path / "build" / "fetchcontent")
+    sourcedir.make_copy(copy)
+    config = copy.dest / "csrc" / "cutlass" / "include" / "cutlass" / "arch" / "config.h"
+    assert config.read_text() == "// SM101 and SM101a\n"
+    config.write_text("// SM103 and SM103a\n")
+    (copy.dest / "csrc" / "kernel.cu").write_text("// edited\n")
+    assert sourcedir.directories(target, data, ["9.0a"], [copy])["repo-mla"] == str(copy.dest)
+    assert {s.state for s in sourcedir.check(target, sourcedir.entries(data, ["9.0a"], names=["repo-mla"]))} == {"ok"}
+    # A second build gets a fresh copy, not the edited one.
+    sourcedir.make_copy(copy)
+    assert config.read_text() == "// SM101 and SM101a\n" and not copy.dest.with_name("repo-mla.partial").exists()
+    for path in target.rglob("*"):
+        path.chmod(0o755)
+
+
+def test_submodule_paths_must_stay_inside_their_source(tmp_path):
+    data = json.loads(sources.sources_path().read_text())
+    data["fetchcontent"]["repo-flashmla"]["submodules"] = {"../escape": data["fetchcontent"]["repo-flashmla"]["submodules"]["csrc/cutlass"]}
+    path = tmp_path / "sources.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(Exception) as exc:
+        sources.load(path)
+    assert "../escape" in str(exc.value.message) and "relative path" in exc.value.message
+
+
+def fake_checkout(tmp_path: Path) -> Path:
+    src = tmp_path / "sglang" / "sgl-kernel"
+    (src / "python" / "sgl_kernel").mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text("project(sgl-kernel)\n")
+    (src / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n')
+    return tmp_path / "sglang"
+
+
+def test_kernel_build_for_hopper_reads_flashmla_from_its_copy(tmp_path):
+    """`kernel build --arch 9.0a --sources DIR`: FlashMLA and its CUTLASS are planned, not refused; CMake gets the copy."""
+    data = sources.load()
+    checkout = fake_checkout(tmp_path)
+    for entry in sourcedir.entries(data, ["9.0a"]):
+        (tmp_path / "fc" / entry.relpath).mkdir(parents=True)
+    allow = [arg for e in sourcedir.entries(data, ["9.0a"]) for arg in ("--allow-source-mismatch", e.relpath)]
+    result = subprocess.run(
+        [sys.executable, "-m", "blackwell_stack", "kernel", "build", "--src", str(checkout), "--sources", str(tmp_path / "fc"),
+         "--arch", "9.0a", "--build-dir", str(tmp_path / "b"), "--dry-run", "--json", "--python", sys.executable,
+         "--out", str(tmp_path / "dist"), *allow],
+        capture_output=True, text=True, check=False,
+    )
+    plan = json.loads(result.stdout)
+    copy_dir = str((tmp_path / "b" / "fetchcontent" / "repo-flashmla").resolve())
+    assert plan["defines"]["FETCHCONTENT_SOURCE_DIR_REPO-FLASHMLA"] == copy_dir
+    assert plan["source_copies"] == [{"name": "repo-flashmla", "from": str((tmp_path / "fc" / "repo-flashmla").resolve()),
+                                      "to": copy_dir, "submodules": {"csrc/cutlass": str(
+                                          (tmp_path / "fc" / "repo-flashmla.submodules" / "csrc" / "cutlass").resolve())}}]
+    assert "repo-flashmla.submodules/csrc/cutlass" in {s["path"].split("/fc/", 1)[1] for s in plan["source_dirs"]}
+    assert not [b for b in plan["blockers"] if "submodule" in b["message"] or b["code"] == 5]
+    assert f"-ffile-prefix-map={copy_dir}=repo-flashmla" in plan["environment"]["CXXFLAGS"]
+    assert not (tmp_path / "b").exists()  # a dry run copies nothing
+
+
+def test_real_cmake_edits_the_copy_and_not_the_sources(tmp_path):
+    """As flashmla.cmake does with CUDA 13: CMake rewrites a header of the dependency and its submodule, offline."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake is not installed")
+    parent = make_tree(tmp_path / "mla", {"csrc/utils.h": "#define IS_SM100 1\n"}, empty_dirs=["csrc/cutlass"])
+    sub = make_tree(tmp_path / "cutlass", {"include/cutlass/arch/config.h": "// SM101 and SM101a\n"})
+    data = with_submodule(tmp_path, nix_hash(parent), nix_hash(sub))
+    fc = tmp_path / "fc"
+    shutil.copytree(parent, fc / "repo-mla", symlinks=True)
+    shutil.copytree(sub, fc / "repo-mla.submodules" / "csrc" / "cutlass", symlinks=True)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(p NONE)\ninclude(FetchContent)\n"
+        "FetchContent_Declare(repo-mla GIT_REPOSITORY https://invalid.example/mla.git GIT_TAG v1)\n"
+        "FetchContent_MakeAvailable(repo-mla)\n"
+        "set(CONFIG \"${repo-mla_SOURCE_DIR}/csrc/cutlass/include/cutlass/arch/config.h\")\n"
+        "file(READ \"${CONFIG}\" TEXT)\nstring(REPLACE \"// SM101\" \"// SM103\" TEXT \"${TEXT}\")\nfile(WRITE \"${CONFIG}\" \"${TEXT}\")\n"
+        "message(STATUS \"patched ${CONFIG}\")\n"
+    )
+    copied = sourcedir.copies(fc, data, ["9.0a"], tmp_path / "b" / "fetchcontent")
+    for c in copied:
+        sourcedir.make_copy(c)
+    dirs = sourcedir.directories(fc, data, ["9.0a"], copied)
+    flags = [f"-D{k}={v}" for k, v in sources.fetchcontent_settings(data, ["9.0a"], dirs).items()]
+    result = subprocess.run([cmake, "-S", str(tmp_path / "proj"), "-B", str(tmp_path / "b" / "cmake"), *flags],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert (copied[0].dest / "csrc/cutlass/include/cutlass/arch/config.h").read_text() == "// SM103 and SM101a\n"
+    assert {s.state for s in sourcedir.check(fc, sourcedir.entries(data, ["9.0a"], names=["repo-mla"]))} == {"ok"}

@@ -36,7 +36,7 @@ Sections = Callable[[list[Stack]], list[PlanSection]]
 COMMANDS: tuple[Register, ...] = (
     stacks_commands.register,  # stack show|lock|audit|doctor
     pins_commands.register,  # pins show|update|rescue|vendor
-    kernel_commands.register,  # kernel recipe|patches|build|sources|plan|reference
+    kernel_commands.register,  # kernel recipe|patches|build|sources|test|plan|reference
     serve_commands.register,  # serve render|check|run|flags
     doctor_commands.register,  # inspect, doctor (and doctor abi), wheel diff
     verify_commands.register,  # smoke, bench

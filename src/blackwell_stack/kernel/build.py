@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,6 +111,7 @@ class BuildPlan:
     torch: toolchain.TorchExpectation | None = None
     checks: list[toolchain.Check] = field(default_factory=list)
     source_dirs: list[sourcedir.State] = field(default_factory=list)
+    source_copies: list[sourcedir.Copy] = field(default_factory=list)  # made before CMake runs
     build_info: str | None = None  # the record's JSON text, written at build time
     reference: reference.ConfigVerdict | None = None  # this configuration against the reference wheel's
     warnings: list[str] = field(default_factory=list)
@@ -138,6 +140,7 @@ class BuildPlan:
             "patches_to_apply": self.patches_to_apply,
             "patches_already_applied": self.patches_applied,
             "source_dirs": [s.to_json() for s in self.source_dirs],
+            "source_copies": [c.to_json() for c in self.source_copies],
             "defines": self.defines,
             "environment": self.env,
             "command": self.command,
@@ -194,9 +197,10 @@ def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
 
 
 def _source_directories(
-    data: dict, arch: str, sources_dir: Path, allow_mismatch: list[str], warn: Callable[[str], None]
-) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict]:
-    """FetchContent name -> directory, the states, blockers and the build record's sources block."""
+    data: dict, arch: str, sources_dir: Path, allow_mismatch: list[str], warn: Callable[[str], None], copies_root: Path
+) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict, list[sourcedir.Copy]]:
+    """FetchContent name -> directory, the states, blockers, the build record's sources block and the
+    writable copies (under copies_root) the build reads instead of sources_dir."""
     archs = recipe.arch_list(arch)
     items = sourcedir.entries(data, archs)
     states = sourcedir.check(sources_dir, items)
@@ -226,13 +230,8 @@ def _source_directories(
         elif s.state != sourcedir.OK:
             warn(f"building with {s.path}, which does not match its pin {s.entry.where} "
                  f"(NAR hash {s.actual}): accepted by --allow-source-mismatch {name}")
-    submodules = [s for s in states if ".submodules/" in s.entry.relpath]
-    if submodules:
-        blockers.append(StackError(
-            f"{', '.join(s.entry.where for s in submodules)}: sources with git submodules are built only by Nix",
-            "build for architectures that do not configure them (FlashMLA: 9.0a, 10.0a, 10.3a), or use nix build",
-        ))
-    return sourcedir.directories(sources_dir, data, archs), states, blockers, record
+    copied = sourcedir.copies(sources_dir, data, archs, copies_root)
+    return sourcedir.directories(sources_dir, data, archs, copied), states, blockers, record, copied
 
 
 @dataclass(frozen=True)
@@ -295,9 +294,13 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     fetchcontent: dict[str, str] = {}
     maps = [f"-ffile-prefix-map={source.kernel_dir}=sgl-kernel"]
     source_states: list[sourcedir.State] = []
+    source_copies: list[sourcedir.Copy] = []
+    # Writable copies of the sources CMake edits or that have submodules (FlashMLA) live in the build
+    # directory, as in the derivation; without one, beside the wheel until the build ends.
+    copies_root = build_dir / "fetchcontent" if build_dir is not None else out_dir / "sgl-kernel-fetchcontent"
     if sources_dir is not None:
-        dirs, source_states, source_blockers, sources_record = _source_directories(
-            data, arch, Path(sources_dir), list(request.allow_source_mismatch), note)
+        dirs, source_states, source_blockers, sources_record, source_copies = _source_directories(
+            data, arch, Path(sources_dir), list(request.allow_source_mismatch), note, copies_root)
         blockers += source_blockers
         fetchcontent = sources.fetchcontent_settings(data, recipe.arch_list(arch), dirs)
         maps += sources.prefix_maps(data, recipe.arch_list(arch), dirs)
@@ -368,7 +371,7 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         [n for n, s in states.items() if s == patchcheck.APPLICABLE],
         [n for n, s in states.items() if s == patchcheck.APPLIED],
         series=series, build_dir=build_dir, torch=expected, checks=checks, source_dirs=source_states,
-        build_info=record, reference=verdict, warnings=warnings, blockers=blockers,
+        source_copies=source_copies, build_info=record, reference=verdict, warnings=warnings, blockers=blockers,
     )
 
 
@@ -383,6 +386,19 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     if plan.build_info is not None:
         atomic_write_bytes(plan.build_info_path, plan.build_info.encode())
+    for copy in plan.source_copies:
+        sourcedir.make_copy(copy)
+        with_subs = f" with {', '.join(path for path, _ in copy.submodules)}" if copy.submodules else ""
+        print(f"copied {copy.name}{with_subs} to {copy.dest} (the build edits it)", file=stream)
+    try:
+        return _run_wheel_build(plan, stream)
+    finally:
+        if plan.build_dir is None:  # copies beside the wheel go; a build directory keeps them with the rest
+            for copy in plan.source_copies:
+                shutil.rmtree(copy.dest.parent, ignore_errors=True)
+
+
+def _run_wheel_build(plan: BuildPlan, stream) -> Path:
     before = set(plan.out_dir.glob("sgl_kernel-*.whl"))
     env = {**os.environ, **plan.env}
     tail: list[str] = []

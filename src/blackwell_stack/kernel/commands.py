@@ -1,4 +1,4 @@
-"""`blackwell-stack kernel ...`: the sgl-kernel recipe, patch check, build and compile-work plan."""
+"""`blackwell-stack kernel ...`: the sgl-kernel recipe, patch check, build, its tests on a GPU and compile-work plan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ import sys
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float, positive_int
 from blackwell_stack.errors import ExitCode, ToolchainError
-from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, reference, sourcedir, sources, toolchain
+from blackwell_stack.kernel import (
+    build,
+    compile_work,
+    patchcheck,
+    recipe,
+    reference,
+    sourcedir,
+    sources,
+    testcommand,
+    toolchain,
+)
 from blackwell_stack.model import stack as model
 
 
@@ -95,6 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "(OWNER/REPO/archive/REV.tar.gz) and release downloads (json's) alike")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
+
+    testcommand.register(ksub)
 
     p = ksub.add_parser("plan", help="device compilations of upstream's defaults against the recipe")
     p.add_argument("--src", default=None, help="sglang checkout or its sgl-kernel directory (default: the recorded lists)")
@@ -236,6 +248,9 @@ def _print_plan(plan: build.BuildPlan) -> None:
     print(f"patches to apply: {', '.join(plan.patches_to_apply) or 'none'}; already applied: {', '.join(plan.patches_applied) or 'none'}")
     for state in plan.source_dirs:
         print(f"source {state.entry.relpath}: {state.state} ({state.path})")
+    for copy in plan.source_copies:
+        subs = "".join(f" + {path}" for path, _ in copy.submodules)
+        print(f"source {copy.name}{subs}: copied to {copy.dest} before CMake runs (CMake edits it in place)")
     for check in plan.checks:
         print(check.line())
     print(f"environment: {' '.join(f'{k}={v}' for k, v in sorted(plan.env.items()))}")

@@ -7,6 +7,11 @@ two on the real recipe and on generated ones. Rules shared by both sides:
 - flags are `-DNAME=VALUE`, sorted by name;
 - environment = environment, then arch_environment set to the architecture
   list, then the planned environment (jobs) when a plan is given;
+- a plain target from compute capability arch_specific_from_major on (9.0,
+  10.0, 12.0) is refused: sgl-kernel's Hopper and Blackwell CUTLASS kernels
+  exist only in the architecture-specific target (9.0a, ...), and a plain
+  build returns wrong numbers from them without an error (the recipe's
+  arch_specific_note cites upstream);
 - an architecture outside supported_archs is refused, naming the valid ones.
 """
 
@@ -21,6 +26,8 @@ from blackwell_stack.kernel import jobs
 from blackwell_stack.model import registry
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A CUDA capability as patch 0005 reads it: "9.0", "12.0a", "10.0f" (major, minor, suffix).
+_CAPABILITY = re.compile(r"(0|[1-9][0-9]*)\.([0-9]+)([af]?)")
 
 
 def recipe_path() -> Path:
@@ -55,6 +62,13 @@ def validate(data: object, path: str | Path = "recipe.json") -> None:
     arch = data.get("arch")
     if not isinstance(arch, str) or not arch:
         raise DataError(path, None, "arch", "must be a non-empty string such as \"12.0a\"")
+    from_major = data.get("arch_specific_from_major")
+    if not isinstance(from_major, int) or isinstance(from_major, bool) or from_major < 0:
+        raise DataError(path, None, "arch_specific_from_major",
+                        "must be a whole number: the first compute capability whose targets must be the a ones", "9")
+    for plain in plain_targets(data, data["supported_archs"]):
+        raise DataError(path, plain, "supported_archs", f"lists a plain target from compute capability {from_major} on",
+                        f"list {plain}a instead (arch_specific_note says why)")
     # The memory rule is checked by the one implementation that applies it (jobs.py, which the
     # Nix derivation runs as a bare script), so both front ends refuse the same recipes.
     for field, problem in jobs.memory_problems(data.get("memory")):
@@ -68,10 +82,30 @@ def arch_list(archs: str | Sequence[str]) -> list[str]:
     return [a.strip() for a in archs if a.strip()]
 
 
+def plain_targets(recipe: Mapping, archs: Sequence[str]) -> list[str]:
+    """The targets of archs that lack their architecture-specific suffix from arch_specific_from_major on ("9.0", not "9.0a")."""
+    out = []
+    for arch in archs:
+        m = _CAPABILITY.fullmatch(arch)
+        if m and not m.group(3) and int(m.group(1)) >= recipe["arch_specific_from_major"]:
+            out.append(arch)
+    return out
+
+
 def check_archs(recipe: Mapping, archs: str | Sequence[str]) -> str:
-    """The ;-joined list for SGL_KERNEL_CUDA_ARCHS, or a StackError listing the valid architectures."""
+    """The ;-joined list for SGL_KERNEL_CUDA_ARCHS, or a StackError: a plain Hopper/Blackwell target, or one not supported."""
     wanted = arch_list(archs)
     valid = recipe["supported_archs"]
+    plain = plain_targets(recipe, wanted)
+    if wanted and plain:
+        raise StackError(
+            f"plain CUDA architecture {', '.join(plain)} refused: from compute capability "
+            f"{recipe['arch_specific_from_major']} on, sgl-kernel's CUTLASS kernels exist only in the architecture-specific "
+            f"target, and a plain one builds them as stubs that return wrong numbers without an error; use "
+            f"{', '.join(a + 'a' for a in plain)}",
+            "pass --arch 9.0a for H100/H200, 10.0a for B200, 12.0a for RTX PRO 6000 Blackwell "
+            "(pkgs/sgl-kernel/recipe.json arch_specific_note cites upstream)",
+        )
     unknown = [a for a in wanted if a not in valid]
     if not wanted or unknown:
         raise StackError(

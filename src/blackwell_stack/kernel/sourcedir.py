@@ -6,14 +6,23 @@ DIR/<name>.submodules/<path>/ for the git submodules a pin lists, and,
 optionally, DIR/sglang/ for the sglang tree itself. Each directory is what
 fetchFromGitHub (GitHub's tarball of the revision) or fetchzip unpacks, so
 its NAR hash is the pin's hash: `check` computes it without Nix
-(kernel/nar.py). `fetch` downloads what is missing, unpacks it beside the
-target, checks the hash and only then moves it into place: a directory that
-is there has passed its check, and nothing half-written is left behind.
+(kernel/nar.py). A submodule's directory in its parent is left empty, as
+GitHub's archive (`git archive`) leaves it. `fetch` downloads what is missing,
+unpacks it beside the target, checks the hash and only then moves it into
+place: a directory that is there has passed its check, and nothing
+half-written is left behind.
+
+The build never changes DIR: a dependency that CMake edits in place (FlashMLA
+with CUDA 13) or that has submodules is copied, with its submodules put
+inside, into the build's own directory first (`copies`, `make_copy`), as the
+Nix derivation does.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import zipfile
@@ -153,7 +162,71 @@ def fetch(directory: str | Path, items: list[Entry], *, github: str = sources.GI
     return out
 
 
-def directories(directory: str | Path, data: dict[str, Any], cuda_archs: Iterable[str]) -> dict[str, str]:
-    """FetchContent name -> its directory under `directory`, for the names a build for cuda_archs needs."""
+@dataclass(frozen=True)
+class Copy:
+    """A dependency the build reads from its own writable copy at `dest`: `source` with each submodule
+    (its path inside the copy, the checked directory it comes from) put in place."""
+
+    name: str
+    source: Path
+    dest: Path
+    submodules: tuple[tuple[str, Path], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "from": str(self.source), "to": str(self.dest),
+                "submodules": {path: str(src) for path, src in self.submodules}}
+
+
+def copies(directory: str | Path, data: dict[str, Any], cuda_archs: Iterable[str], root: str | Path) -> list[Copy]:
+    """The copies a build for cuda_archs needs, each at root/<name> (lib/kernel-sources.nix `writable`)."""
     base = Path(directory).resolve()
-    return {name: str(base / name) for name in sources.needed_names(data, cuda_archs)}
+    out = []
+    for name in sources.needed_names(data, cuda_archs):
+        entry = data["fetchcontent"][name]
+        if sources.writable(entry):
+            subs = tuple((sub, base / f"{name}.submodules" / sub) for sub in sorted(entry.get("submodules") or {}))
+            out.append(Copy(name, base / name, Path(root).resolve() / name, subs))
+    return out
+
+
+def _make_writable(root: Path) -> None:
+    """u+w on every file and directory (sources may be read-only; CMake writes into the copy)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames, ""]:
+            path = os.path.join(dirpath, name) if name else dirpath
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode) and not st.st_mode & stat.S_IWUSR:
+                os.chmod(path, stat.S_IMODE(st.st_mode) | stat.S_IWUSR)
+
+
+def make_copy(copy: Copy) -> None:
+    """A fresh copy at copy.dest (what an earlier build left there is replaced), made beside it and moved into place."""
+    copy.dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = copy.dest.with_name(copy.dest.name + ".partial")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(copy.source, partial, symlinks=True)
+        for path, src in copy.submodules:
+            target = partial / path
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.is_dir():
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(src, target, symlinks=True)
+        _make_writable(partial)
+        shutil.rmtree(copy.dest, ignore_errors=True)
+        partial.rename(copy.dest)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise StackError(f"cannot copy {copy.source} to {copy.dest}: {exc}",
+                         "the build copies it because CMake edits it in place; free space or pick another --build-dir") from None
+
+
+def directories(directory: str | Path, data: dict[str, Any], cuda_archs: Iterable[str],
+                copied: Iterable[Copy] = ()) -> dict[str, str]:
+    """FetchContent name -> the directory the build reads it from: under `directory`, or its copy."""
+    base = Path(directory).resolve()
+    dirs = {name: str(base / name) for name in sources.needed_names(data, cuda_archs)}
+    dirs.update({c.name: str(c.dest) for c in copied})
+    return dirs

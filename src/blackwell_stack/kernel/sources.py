@@ -71,6 +71,12 @@ def load(path: Path | None = None) -> dict[str, Any]:
         raise DataError(path, None, "schema_version", f"unsupported {data['schema_version']!r}", "this tool reads 1")
     for pin in pins(data):
         _check_pin(path, pin)
+    for name, entry in data["fetchcontent"].items():
+        for sub in entry.get("submodules") or {}:
+            parts = sub.split("/")
+            if sub.startswith("/") or any(part in ("", ".", "..") for part in parts):
+                raise DataError(path, f"fetchcontent.{name}.submodules", sub, "is not a relative path inside the source",
+                                "write the submodule's path as .gitmodules does, e.g. csrc/cutlass")
     return data
 
 
@@ -141,6 +147,12 @@ def _names_with_dirs(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapp
             f"put each under the --sources directory ({UPDATE_FETCH_HINT})",
         )
     return names
+
+
+def writable(entry: Mapping[str, Any]) -> bool:
+    """Whether the build needs its own writable copy of a dependency: CMake edits it in place, or its git
+    submodules are put inside it (lib/kernel-sources.nix `dependency`'s `writable`; tests compare the two)."""
+    return bool(entry.get("writable")) or bool(entry.get("submodules"))
 
 
 def needed_names(data: dict[str, Any], cuda_archs: Iterable[str]) -> list[str]:

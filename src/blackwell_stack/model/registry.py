@@ -1,7 +1,7 @@
 """Every data file of the project: where it lives, its shape, and the one way to load it.
 
 The data (stacks, locks, pins, profiles, rules, flag tables, the kernel's
-recipe and sources, the reference wheel, the flake's lock and provenance,
+recipe, sources and test rules, the reference wheel, the flake's lock and provenance,
 Nix's fixups, bench baselines) sits beside the Nix code that reads it.
 `load(key, name)` reads a file (a regular file of at most
 inputfiles.DATA_FILE_LIMIT bytes: a user may name one), parses it, checks its shape (schemas.py)
@@ -91,6 +91,12 @@ FILES: tuple[DataFile, ...] = (
              hint="restore it from the repository"),
     DataFile("reference-wheel", "pkgs/sgl-kernel/reference-wheel.json", "the reference sgl-kernel wheel "
              "(kernel/reference.py)", ("cli",), schemas.REFERENCE_WHEEL),
+    DataFile("kernel-tests", "pkgs/sgl-kernel/kernel-tests.json", "which of upstream's kernel tests `kernel test` "
+             "runs, and why it skips the others (kernel/testplan.py)", ("cli",), schemas.KERNEL_TESTS,
+             schemas.check_kernel_tests, hint="see pkgs/sgl-kernel/kernel-tests.json of the repository"),
+    DataFile("kernel-check", "pkgs/sgl-kernel/{name}.py", "the project's own check of a built sgl-kernel on a GPU, "
+             "run by `kernel test` and the derivation's gpuCheck (kernel/testplan.py)", ("cli", "nix"), schemas.TEXT,
+             format="text"),
     DataFile("patch", "patches/sgl-kernel/{name}.patch", "one change to sgl-kernel (kernel/patchcheck.py)",
              ("cli", "nix"), schemas.TEXT, format="text"),
     DataFile("flake-lock", "flake.lock", "the flake's inputs, locked by Nix", ("cli", "nix"), schemas.FLAKE_LOCK,

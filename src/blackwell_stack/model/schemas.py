@@ -126,6 +126,33 @@ KERNEL_SOURCES = Obj({
     "fetchcontent": Map(Obj({}, optional={"submodules": Map(Obj({}))})),
 })
 
+# pkgs/sgl-kernel/kernel-tests.json: `kernel test`'s rules (kernel/testplan.py); a rule skips its file with `skip`,
+# or says in `why` what the file tests (the reason given when the host, the wheel or its GPU cannot run it).
+_KERNEL_TEST_RULE_FIELDS = {
+    "needs_gpus": Int(minimum=1), "needs_libraries": NAMES,
+    "needs_archs": ListOf(Str(pattern=r"[0-9]+\.[0-9]+[af]?")),  # CUDA architectures, 12.0a
+    "skip": Str(nonempty=True), "why": Str(nonempty=True),
+}
+KERNEL_TESTS = Obj({
+    "schema_version": Literal((1,)),
+    "files": Map(Obj({}, optional=_KERNEL_TEST_RULE_FIELDS)),
+    "project_checks": Map(Obj({}, optional=_KERNEL_TEST_RULE_FIELDS)),
+})
+
+
+def check_kernel_tests(data: dict[str, Any], path: Path) -> None:
+    """Each rule has only the known fields, and either skips its file or says what the file tests."""
+    for table in ("files", "project_checks"):
+        for name, rule in data[table].items():
+            unknown = sorted(set(rule) - set(_KERNEL_TEST_RULE_FIELDS))
+            if unknown:
+                raise DataError(path, f"{table}.{name}", unknown[0], "is not a field of a rule",
+                                f"a rule has some of {', '.join(sorted(_KERNEL_TEST_RULE_FIELDS))}")
+            if "skip" not in rule and "why" not in rule:
+                raise DataError(path, f"{table}.{name}", "why", "is missing: a rule that does not skip its file "
+                                "says what the file tests (it becomes the skip's reason)")
+
+
 # pkgs/sgl-kernel/compile-units.json: `kernel plan` counts device compilations from it.
 COMPILE_UNITS = Obj({
     "schema_version": Literal((1,)),
@@ -195,7 +222,7 @@ ENV_COLLISIONS = Obj({
 BASELINE = Obj({"target": Str(), "model": Str(nonempty=True), "source": Str(), "expectations": ListOf(Obj({}))},
                optional={"tolerance": Num()})
 
-TEXT: Shape = AnyValue()  # patches: parsed by kernel/patchcheck.py
+TEXT: Shape = AnyValue()  # patches (parsed by kernel/patchcheck.py) and the kernel's check scripts
 
 FAILURE_TEXT = Obj({
     "schema_version": Literal((1,)),

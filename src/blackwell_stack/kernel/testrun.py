@@ -1,0 +1,250 @@
+"""Run kernel tests one file per process and count what happened: `kernel test`'s runner.
+
+Each upstream test file runs in its own pytest process (a kernel that kills
+its process takes only that file with it), in a process group of its own
+(killed whole when the file runs past its time limit or when the run is
+interrupted), with its output in a log. The plugin kernel/pytest_outcomes.py
+writes each test's progress as it happens, so a crash is reported with the
+test that was running. Project checks (pkgs/sgl-kernel/gpu_check.py) run as
+scripts: their exit code is their verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack.errors import ToolchainError
+from blackwell_stack.fileio import atomic_write_json
+from blackwell_stack.kernel import pytest_outcomes
+from blackwell_stack.kernel.testplan import Item
+
+PLUGIN = "blackwell_stack_test_outcomes"
+# A file's verdicts; every one but these two is a failure of the run.
+PASSED, SKIPPED = "passed", "skipped"
+FAILED, CRASHED, TIMED_OUT, ERROR, NO_TESTS = "failed", "crashed", "timed out", "error", "no tests"
+INTERRUPTED = "interrupted"
+_PYTEST_STATUS = {0: PASSED, 1: FAILED, 5: NO_TESTS}
+_FAILURE_TAIL = 30
+
+
+@dataclass
+class FileResult:
+    name: str
+    status: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    exit_code: int | None = None
+    note: str = ""
+    failures: list[str] = field(default_factory=list)  # node ids of failed and erroring tests
+    log: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (PASSED, SKIPPED, NO_TESTS)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """What the plugin recorded for one file."""
+
+    tests: dict[str, str]  # node id -> passed / failed / skipped / error (the one running at the end: failed)
+    collect_errors: list[str]
+    collect_skips: list[str]  # files (modules) that skipped themselves while being collected
+    running: str | None  # a test that started and never ended
+    status: int | None  # pytest's exit status, None when the session never finished
+
+
+def read_outcomes(path: Path) -> Outcomes:
+    phases: dict[str, list[tuple[str, str]]] = {}
+    collect_errors: list[str] = []
+    collect_skips: list[str] = []
+    started: list[str] = []
+    ended: set[str] = set()
+    status = None
+    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a crash
+        kind = event.get("event")
+        if kind == "start":
+            started.append(event["id"])
+        elif kind == "report":
+            phases.setdefault(event["id"], []).append((event["when"], event["outcome"]))
+        elif kind == "end":
+            ended.add(event["id"])
+        elif kind == "collect_error":
+            collect_errors.append(event["id"])
+        elif kind == "collect_skip":
+            collect_skips.append(event["id"])
+        elif kind == "finish":
+            status = event["status"]
+    tests = {}
+    for nodeid, reports in phases.items():
+        outcomes = {outcome for _when, outcome in reports}
+        if "failed" in outcomes:
+            tests[nodeid] = FAILED if ("call", "failed") in reports else ERROR
+        elif "skipped" in outcomes:
+            tests[nodeid] = SKIPPED
+        else:
+            tests[nodeid] = PASSED
+    running = next((n for n in reversed(started) if n not in ended), None)
+    if running is not None:  # it took the process down, or ran past the time limit: a failure
+        tests[running] = FAILED
+    return Outcomes(tests, collect_errors, collect_skips, running, status)
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_process(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
+    """Run argv in its own process group with its output in log; (exit code or None on timeout, seconds)."""
+    start = time.monotonic()
+    with open(log, "wb") as out:
+        try:
+            child = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            raise ToolchainError(f"cannot start {argv[0]}: {exc.strerror or exc}", "pass --python with a working interpreter") from None
+        try:
+            code: int | None = child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        except BaseException:  # Ctrl-C: take the whole group down before going
+            _kill_group(child.pid)
+            child.wait()
+            raise
+        finally:
+            _kill_group(child.pid)  # what the test left running (spawned workers) goes too
+        if code is None:
+            child.wait()
+    return code, time.monotonic() - start
+
+
+def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: Path, plugin_dir: Path,
+             timeout: float) -> FileResult:
+    """Run one test file (or project check) and return its verdict and counts."""
+    stem = item.name.replace("/", "__")
+    log = logs / f"{stem}.log"
+    if item.kind == "script":
+        code, seconds = _run_process([python, str(item.path)], cwd, env, log, timeout)
+        result = FileResult(item.name, PASSED if code == 0 else FAILED, seconds=round(seconds, 1), exit_code=code, log=str(log))
+        if code is None:
+            result.status, result.note = TIMED_OUT, f"killed after {timeout:g} s"
+        elif code < 0:
+            result.status, result.note = CRASHED, f"killed by {_signal_name(code)}"
+        result.passed, result.failed = (1, 0) if result.status == PASSED else (0, 1)
+        return result
+    outcomes_path = logs / f"{stem}.outcomes.jsonl"
+    outcomes_path.unlink(missing_ok=True)
+    child_env = dict(env)
+    child_env[pytest_outcomes.ENV] = str(outcomes_path)
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_dir), env.get("PYTHONPATH", "")]))
+    argv = [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", PLUGIN, "-q", "-rfE", "--color=no", str(item.path)]
+    code, seconds = _run_process(argv, cwd, child_env, log, timeout)
+    got = read_outcomes(outcomes_path)
+    counts = {s: sum(1 for v in got.tests.values() if v == s) for s in (PASSED, FAILED, SKIPPED, ERROR)}
+    failures = [n for n, v in got.tests.items() if v in (FAILED, ERROR)] + got.collect_errors
+    result = FileResult(item.name, ERROR, counts[PASSED], counts[FAILED], counts[SKIPPED] + len(got.collect_skips),
+                        counts[ERROR] + len(got.collect_errors), round(seconds, 1), code, failures=failures, log=str(log))
+    running = f" in {got.running}" if got.running else ""
+    if code is None:
+        result.status, result.note = TIMED_OUT, f"killed after {timeout:g} s{running}"
+    elif code < 0:
+        result.status, result.note = CRASHED, f"killed by {_signal_name(code)}{running}"
+    elif got.status is None:
+        result.status, result.note = CRASHED, f"exited with code {code} before pytest finished{running}"
+    elif got.status == 5 and got.collect_skips and not got.collect_errors:
+        result.status, result.note = SKIPPED, "the file skipped itself (pytest.skip at module level; its log says why)"
+    else:
+        result.status = _PYTEST_STATUS.get(got.status, ERROR)
+        if result.status == ERROR:
+            result.note = f"pytest exit status {got.status}"
+    return result
+
+
+def plugin_directory(root: Path) -> Path:
+    """A directory holding only the outcome plugin, to put on the test processes' path."""
+    directory = root / "plugin"
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(pytest_outcomes.__file__), directory / f"{PLUGIN}.py")
+    return directory
+
+
+def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, logs: Path, *, timeout: float,
+        say: Callable[[str], None] = lambda _text: None, summary: Callable[[list[FileResult]], dict] | None = None,
+        ) -> list[FileResult]:
+    """Run every item that is not skipped, in order; skipped ones are reported with their reason.
+
+    After each file the results so far are written to logs/summary.json (with `summary`
+    building the object), so an interrupted run still leaves what it found.
+    """
+    logs.mkdir(parents=True, exist_ok=True)
+    plugin_dir = plugin_directory(logs)
+    results: list[FileResult] = []
+    for item in items:
+        if item.skip is not None:
+            results.append(FileResult(item.name, SKIPPED, note=item.skip))
+            continue
+        say(f"running {item.name}")
+        try:
+            result = run_item(item, python, env, cwd, logs, plugin_dir, timeout)
+        except KeyboardInterrupt:  # the file's processes are gone; keep what was found, then stop
+            results.append(FileResult(item.name, INTERRUPTED, note="the run was interrupted while this file ran"))
+            if summary is not None:
+                atomic_write_json(logs / "summary.json", summary(results))
+            raise
+        results.append(result)
+        say(f"{item.name}: {result.status} ({result.passed} passed, {result.failed} failed, {result.skipped} skipped, "
+            f"{result.errors} errors, {result.seconds:g} s){' ' + result.note if result.note else ''}")
+        if summary is not None:
+            atomic_write_json(logs / "summary.json", summary(results))
+    if summary is not None:
+        atomic_write_json(logs / "summary.json", summary(results))
+    return results
+
+
+def totals(results: Iterable[FileResult]) -> dict[str, int]:
+    results = list(results)
+    out = {key: sum(getattr(r, key) for r in results) for key in ("passed", "failed", "skipped", "errors")}
+    out["files_run"] = sum(1 for r in results if r.status != SKIPPED)
+    out["files_skipped"] = sum(1 for r in results if r.status == SKIPPED)  # by the rules, or by themselves
+    out["files_failed"] = sum(1 for r in results if not r.ok)
+    return out
+
+
+def failure_tail(result: FileResult, lines: int = _FAILURE_TAIL, limit: int = 64 * 1024) -> list[str]:
+    """The last lines of a file's log (read from its last `limit` bytes only)."""
+    if not result.log or not Path(result.log).is_file():
+        return []
+    with open(result.log, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - limit))
+        return fh.read().decode(errors="replace").splitlines()[-lines:]
