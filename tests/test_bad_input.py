@@ -108,6 +108,11 @@ ROWS = [
     # A mirror of github.com serves every source, the json release download included.
     row("kernel", "sources", "fetch", "--dir", "{tmp}/sources", "--all", "--github", "{mirror}", code=NETWORK,
         fragment="{mirror}/nlohmann/json/releases/download/v3.11.3/json.tar.xz"),
+    row("kernel", "test", "--wheel", "{fifo}", "--tests", "{tmp}", "--dry-run", "--gpu", "12.0", code=USAGE,
+        fragment="--wheel {fifo} is not a file"),
+    row("kernel", "test", "--wheel", "/dev/zero", "--tests", "{tmp}", "--dry-run", "--gpu", "12.0", code=USAGE,
+        fragment="--wheel /dev/zero is not a file"),
+    row("kernel", "patches", "check", "--src", "{fifo}", code=USAGE, fragment="--src {fifo} is not a directory"),
     # A server that never answers costs one --timeout, not eight.
     row("smoke", "{stall}", "--model", "m", "--timeout", "1", "--max-tokens", "4", code=CHECK,
         fragment="not asked: the server gave no answer to capital (no-stream) within --timeout 1 s"),
