@@ -101,3 +101,24 @@ def serve(index: Index):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return server
+
+
+def serve_fixed(body: bytes, *, status: int = 200, content_type: str = "application/json"):
+    """A server on loopback that answers every GET with the same status and body (an index gone wrong, an empty
+    mirror); its base URL is `server.url`. Stop it with shutdown()."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

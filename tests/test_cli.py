@@ -68,10 +68,10 @@ def test_plan_says_what_was_not_checked_here():
     assert gpus.rstrip().endswith("not checked here (`doctor` on the GPU host)")
 
 
-def test_plan_prints_every_section():
-    result = run_cli("plan")
+def test_plan_wide_prints_every_section():
+    result = run_cli("plan", "--wide")
     assert result.returncode == 0, result.stderr
-    for title in ("Pinned inputs", "Unverified"):
+    for title in ("Pinned inputs", "Host checks (doctor) for stack stable", "Serving verification", "Unverified (1)"):
         assert f"== {title} ==" in result.stdout
 
 

@@ -83,20 +83,21 @@ def test_verbose_echoes_the_commands_it_runs(tmp_path, capsys):
 
 
 def _plan_lines(columns: str, *extra: str) -> list[str]:
-    result = cli(*extra, "plan", capture_output=True, text=True, env={"COLUMNS": columns})
+    result = cli("plan", *extra, capture_output=True, text=True, env={"COLUMNS": columns})
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
 
 def test_plan_fits_the_terminal_and_wide_prints_rows_whole():
     for columns in ("80", "120"):
-        lines = _plan_lines(columns)
-        assert max(len(line) for line in lines if not line.startswith("  $ ")) <= int(columns)
+        for extra in ((), ("pins",), ("doctor",), ("stack",), ("unverified",)):
+            lines = _plan_lines(columns, *extra)
+            assert max(len(line) for line in lines if not line.startswith("  $ ")) <= int(columns), extra
     wide = _plan_lines("80", "--wide")
     assert max(len(line) for line in wide) > 120
-    # Nothing is cut: long cells wrap onto more lines instead.
-    narrow = _plan_lines("80")
-    assert not any("…" in line for line in narrow) and len(narrow) > len(wide)
+    # A section is listed item by item, nothing cut: more lines than the same rows printed whole.
+    section, whole = _plan_lines("80", "kernel"), _plan_lines("80", "kernel", "--wide")
+    assert not any("…" in line for line in section) and len(section) > len(whole)
 
 
 def test_table_wraps_cells_instead_of_cutting_them(capsys, monkeypatch):

@@ -28,7 +28,7 @@ from blackwell_stack.model import lock, pins, profile, registry, stack
 from blackwell_stack.rehearsal import components
 from blackwell_stack.serve import flags
 from blackwell_stack.stacks import libraries
-from blackwell_stack.verify import baseline
+from blackwell_stack.verify import baseline, failure_text
 
 # Each kind's loader, as the CLI calls it, given the file.
 LOADERS: dict[str, Callable[[Path], Any]] = {
@@ -53,6 +53,7 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "wheel-libraries": lambda p: registry.load("wheel-libraries", file=p),
     "env-collisions": lambda p: registry.load("env-collisions", file=p),
     "baseline": baseline.load,
+    "failure-text": failure_text.load,
     "rehearsal-cuda": lambda p: components.cuda_components(),
     "rehearsal-tools": lambda p: components.tools(),
 }
@@ -78,6 +79,7 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "wheel-libraries": (lambda d: {**d, "left_missing": {"numba": ["libtbb.so.12"]}}, "numba"),
     "env-collisions": (lambda d: {**d, "skip": []}, "skip"),
     "baseline": (lambda d: {**d, "expectations": {"name": "x"}}, "expectations"),
+    "failure-text": (lambda d: {**d, "failures": [{**d["failures"][0], "pattern": 7}]}, "pattern"),
     "rehearsal-cuda": (lambda d: {**d, "components": {"cuda_nvcc": {**d["components"]["cuda_nvcc"], "outputs": "out"}}},
                        "outputs"),
     "rehearsal-tools": (lambda d: {**d, "numactl": {"debian_packages": "libnuma1"}}, "debian_packages"),

@@ -87,11 +87,15 @@ def test_bench_requests_that_time_out_are_counted_as_errors(stall):
     assert all("timed out" in sample for sample in level["error_samples"])
 
 
-def test_smoke_answers_that_time_out_are_verdicts(stall):
+def test_smoke_stops_asking_after_a_request_that_times_out(stall):
+    """A server that never answers costs one --timeout, not one per request: the other seven are not asked."""
     result = cli("smoke", stall, "--model", "m", "--timeout", "1", "--max-tokens", "4", "--json")
     assert_clean_failure(result)
     verdicts = json.loads(result.stdout)["verdicts"]
-    assert len(verdicts) == 8 and all("timed out" in v["excerpt"] for v in verdicts)
+    assert len(verdicts) == 8
+    assert "timed out" in verdicts[0]["excerpt"] and verdicts[0]["detail"] == "no answer within --timeout"
+    assert {v["check"] for v in verdicts[1:]} == {"not-asked"}
+    assert all("capital (no-stream) within --timeout 1 s" in v["detail"] for v in verdicts[1:])
 
 
 def test_a_huge_sse_event_is_refused_with_bounded_memory():
@@ -112,11 +116,11 @@ def test_nan_answers_fail_bench_and_smoke():
     assert_clean_failure(bench)
     answers = json.loads(bench.stdout)["answers"]
     assert answers["broken"] == answers["judged"] == 4
-    assert answers["findings"] == {"finish-reason": 4, "empty-content": 4}
+    assert answers["findings"] == {"failure-text": 4, "finish-reason": 4, "empty-content": 4}
     assert answers["finish_reasons"] == {"NaN happened": 4}
     assert_clean_failure(smoke)
     report = json.loads(smoke.stdout)
-    assert {v["check"] for v in report["verdicts"]} == {"finish-reason", "empty-content"}
+    assert {v["check"] for v in report["verdicts"]} == {"failure-text", "finish-reason", "empty-content"}
     assert any("NaN happened" in v["detail"] for v in report["verdicts"])
 
 

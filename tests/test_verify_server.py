@@ -19,7 +19,7 @@ from blackwell_stack.verify.openai_client import Endpoint, request_json  # noqa:
 
 pytestmark = pytest.mark.slow
 
-GARBAGE_CHECKS = {"replacement-char", "control-char", "char-run", "repeated-unit", "low-diversity"}
+GARBAGE_CHECKS = {"failure-text", "replacement-char", "control-char", "char-run", "repeated-unit", "low-diversity"}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,9 @@ def test_bang_model_fails_on_runs_of_exclamation_marks(served, capsys):
     assert len(report["answers"]) == 8  # 4 prompts x stream/no-stream
     for answer in report["answers"]:
         checks = {v["check"] for v in answer["verdicts"]}
-        assert checks == {"char-run", "low-diversity"}, answer
+        # The seed's own symptom, from its failure text, and the general detectors.
+        assert checks == {"failure-text", "char-run", "low-diversity"}, answer
+        assert "exclamation-run" in next(v for v in answer["verdicts"] if v["check"] == "failure-text")["detail"]
         run = next(v for v in answer["verdicts"] if v["check"] == "char-run")
         assert run["prompt"] == answer["prompt"] and run["mode"] == answer["mode"]
         assert "!!!!!!!!" in run["excerpt"]
@@ -170,7 +172,7 @@ def test_api_key_file_is_sent_and_bad_files_are_refused(served, capsys, tmp_path
     key = tmp_path / "api-key"
     key.write_text("secret\n")
     code = main(["smoke", url, "--model", models["bang"], "--max-tokens", "48", "--api-key-file", str(key), "--json"])
-    assert code == 1 and json.loads(capsys.readouterr().out)["verdicts"][0]["check"] == "char-run"
+    assert code == 1 and json.loads(capsys.readouterr().out)["verdicts"][0]["check"] == "failure-text"
     key.write_text("")
     assert main(["smoke", url, "--api-key-file", str(key)]) == 2
     assert main(["bench", url, "--api-key-file", str(tmp_path / "missing")]) == 2
@@ -184,7 +186,7 @@ def test_bench_fails_on_runs_of_exclamation_marks(served, capsys):
     assert main(argv) == 1
     answers = json.loads(capsys.readouterr().out)["answers"]
     assert answers["judged"] == answers["broken"] == 4
-    assert answers["findings"]["char-run"] == 4
+    assert answers["findings"]["char-run"] == answers["findings"]["failure-text"] == 4
     assert "!!!!" in answers["samples"][0]
 
 

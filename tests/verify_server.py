@@ -25,8 +25,11 @@ And `FaultServer`: a scripted server for what no working server does on
 purpose, each fault the way a broken one shows it: `silent` (accepts and
 never answers), `stall` (lists a model, never answers a completion),
 `huge-event` (one SSE event of hundreds of MB), `nan` (empty answers that
-finish with "NaN happened", as the seed deployment's did) and `no-models`
-(an empty model list).
+finish with "NaN happened", as the seed deployment's did), `nan-text` (every
+answer's text is "NaN happened", finished with "stop"), `nan-stop` (SGLang's
+own shape: some text, finish_reason "stop" and matched_stop "NaN happened"),
+`drop` (the connection closed in the middle of every answer) and
+`no-models` (an empty model list).
 
 Also usable by hand (the device run uses it):
     python tests/verify_server.py DIR [--port P] [--device cuda] [--size small|gpu]
@@ -236,7 +239,7 @@ class Server:
         self._log_fh.close()
 
 
-FAULTS = ("silent", "stall", "huge-event", "nan", "no-models")
+FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models")
 # How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
 HUGE_EVENT_BYTES = 256 << 20
 
@@ -268,6 +271,31 @@ def _nan_answer(path: str, stream: bool) -> bytes:
     return _SSE_HEAD + _chunk(body) + b"0\r\n\r\n"
 
 
+def _text_answer(path: str, stream: bool, text: str, extra: dict) -> bytes:
+    """A whole answer of `text`, finished with "stop", its choice carrying `extra` too (SGLang's matched_stop)."""
+    chat = path.endswith("/chat/completions")
+    usage = {"prompt_tokens": 8, "completion_tokens": 3, "total_tokens": 11}
+    choice = {"index": 0, "finish_reason": "stop", **extra}
+    if not stream:
+        choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+        return _json_answer({"object": "chat.completion" if chat else "text_completion", "choices": [choice], "usage": usage})
+    choice.update({"delta": {"content": text}} if chat else {"text": text})
+    events = [{"choices": [choice]}, {"choices": [], "usage": usage}]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return _SSE_HEAD + _chunk(body) + b"0\r\n\r\n"
+
+
+def _cut_answer(path: str, stream: bool) -> bytes:
+    """The start of an answer, then nothing: a body shorter than its Content-Length, or a stream delimited by the
+    connection's end that stops before its `data: [DONE]` (the handler closes the connection after it)."""
+    chat = path.endswith("/chat/completions")
+    if not stream:
+        return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 4096\r\n\r\n{\"choices\": ["
+    choice = {"index": 0, "finish_reason": None, **({"delta": {"content": "The"}} if chat else {"text": "The"})}
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
+            + b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+
+
 async def _serve_fault(fault: str, port: int) -> None:
     import asyncio
 
@@ -288,6 +316,13 @@ async def _serve_fault(fault: str, port: int) -> None:
                 writer.write(models)
             elif fault == "nan":
                 writer.write(_nan_answer(path, bool(body.get("stream"))))
+            elif fault == "nan-text":
+                writer.write(_text_answer(path, bool(body.get("stream")), "NaN happened", {}))
+            elif fault == "nan-stop":
+                writer.write(_text_answer(path, bool(body.get("stream")), "The capital of",
+                                          {"matched_stop": "NaN happened"}))
+            elif fault == "drop":
+                writer.write(_cut_answer(path, bool(body.get("stream"))))
             elif fault == "huge-event":
                 writer.write(_SSE_HEAD + _chunk(b'data: {"choices": [{"index": 0, "text": "'))
                 block = _chunk(b"a" * (1 << 20))

@@ -1,10 +1,16 @@
-"""Tables a person can read, JSON for machines, and a stdout that survives a closed pipe.
+"""Tables a person can read, JSON for machines, and a stdout that survives a closed pipe or a narrow encoding.
 
 A table fits the terminal: when its rows are wider than the terminal, the
-widest columns get narrower and their cells wrap onto continuation lines, so
-nothing is cut. `--wide` (or output that goes to a pipe or a file, where no
-terminal width applies) prints every row whole on one line; `--json` has
-every value whole too.
+widest columns get narrower and their cells wrap onto continuation lines at
+spaces, so nothing is cut and no word (a hash, a path) is split while every
+column can hold its longest word. `--wide` (or output that goes to a pipe or a
+file, where no terminal width applies) prints every row whole on one line;
+`--json` has every value whole too.
+
+The CLI's output streams never end it with a traceback: a reader that has
+gone (EPIPE), a stdout that was closed before the CLI started (`>&-`), and
+text the terminal's encoding cannot show (`PYTHONIOENCODING=ascii`: written
+as `\u2026` escapes) are all handled in `pipe_safe_output`.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ def set_wide(on: bool) -> None:
     _wide = on
 
 
+def is_wide() -> bool:
+    """Whether the CLI's --wide is on (rows and lines printed whole)."""
+    return _wide
+
+
 def terminal_width(out: TextIO | None = None) -> int | None:
     """Columns to fit tables into: $COLUMNS, else the terminal's width; None for pipes and files."""
     env = os.environ.get("COLUMNS", "")
@@ -53,13 +64,15 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | N
     wide (default: the CLI's --wide) prints rows whole without fitting.
     """
     out = out or sys.stdout
-    cells = [[_clip(_cell(c), max_width) for c in row] for row in rows]
+    cells = [[_clip(_cell(c), max_width, out) for c in row] for row in rows]
     natural = [len(h) for h in headers]
+    longest_word = [max((len(w) for w in h.split()), default=0) for h in headers]
     for row in cells:
         for i, c in enumerate(row):
             natural[i] = max(natural[i], max((len(part) for part in c.split("\n")), default=0))
+            longest_word[i] = max(longest_word[i], max((len(w) for w in c.split()), default=0))
     width = None if (_wide if wide is None else wide) else terminal_width(out)
-    widths = fit_widths(natural, width) if width else natural
+    widths = fit_widths(natural, width, longest_word) if width else natural
     _print_row(list(headers), widths, out)
     print(_SEP.join("-" * w for w in widths), file=out)
     for row in cells:
@@ -81,27 +94,41 @@ def grouped_rows(members: Iterable[Mapping[str, Any]], most: int = 3) -> list[li
     return rows
 
 
-def fit_widths(natural: Sequence[int], total: int) -> list[int]:
-    """Column widths that fit `total` characters: narrow columns keep their width, wide ones share the rest."""
+def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] | None = None) -> list[int]:
+    """Column widths that fit `total` characters: narrow columns keep their width, wide ones share the rest.
+
+    No column gets narrower than its longest word (`longest_word`) while all of them fit, so cells wrap at
+    spaces and never inside a hash or a path; otherwise no narrower than MIN_COLUMN (longer words are then split).
+    """
     n = len(natural)
     room = total - len(_SEP) * (n - 1)
     if sum(natural) <= room:
         return list(natural)
-    widths = list(natural)
-    flexible = set(range(n))
-    left = room
-    while flexible:
-        share = left // len(flexible)
-        keep = [i for i in flexible if natural[i] <= share]
-        if not keep:
+    floors = [min(natural[i], MIN_COLUMN) for i in range(n)]
+    if longest_word is not None:
+        by_words = [min(natural[i], max(floors[i], longest_word[i])) for i in range(n)]
+        if sum(by_words) <= room:
+            floors = by_words
+
+    def widths_at(level: int) -> list[int]:
+        return [max(floors[i], min(natural[i], level)) for i in range(n)]
+
+    # The highest common level that fits: every column gets min(its natural width, level), never below its floor.
+    low, high = 0, max(natural)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(widths_at(mid)) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    widths = widths_at(low)
+    spare = room - sum(widths)
+    for i in range(n):  # what the level leaves over, one column at a time, left to right
+        if spare <= 0:
             break
-        for i in keep:
-            flexible.discard(i)
-            left -= natural[i]
-    if flexible:
-        share, extra = divmod(max(left, 0), len(flexible))
-        for k, i in enumerate(sorted(flexible)):
-            widths[i] = max(min(natural[i], MIN_COLUMN), share + (1 if k < extra else 0))
+        if widths[i] < natural[i]:
+            widths[i] += 1
+            spare -= 1
     return widths
 
 
@@ -123,10 +150,26 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines or [""]
 
 
-def _clip(text: str, max_width: int | None) -> str:
-    if max_width is None or len(text) <= max_width:
+def ellipsis(out: TextIO | None = None) -> str:
+    """'…', or '...' where the stream's encoding cannot write it."""
+    encoding = getattr(out or sys.stdout, "encoding", None) or "utf-8"
+    try:
+        "…".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return "..."
+    return "…"
+
+
+def clip(text: str, max_width: int, out: TextIO | None = None) -> str:
+    """text cut to max_width characters, the cut marked with an ellipsis."""
+    if len(text) <= max_width:
         return text
-    return text[: max_width - 1] + "…"
+    mark = ellipsis(out)
+    return text[: max(max_width - len(mark), 0)] + mark
+
+
+def _clip(text: str, max_width: int | None, out: TextIO | None = None) -> str:
+    return text if max_width is None else clip(text, max_width, out)
 
 
 def _cell(value: Any) -> str:
@@ -161,56 +204,91 @@ def dump_json(data: Any, out: TextIO | None = None) -> None:
 
 
 class _PipeGuard(io.TextIOBase):
-    """A text stream that, once its reader has gone (EPIPE), drops what is written instead of raising.
+    """A text stream that never ends the CLI with a traceback.
 
-    The command then runs to its end and exits with its own code: a failing
-    check piped into `head` still fails. The broken descriptor is pointed at
-    /dev/null so that the interpreter's final flush does not fail either.
+    Once its reader has gone (EPIPE) it drops what is written instead of
+    raising: the command then runs to its end and exits with its own code (a
+    failing check piped into `head` still fails), and the broken descriptor is
+    pointed at /dev/null so that the interpreter's final flush does not fail
+    either. A stream that was closed before the CLI started (None) is broken
+    from the start. Characters its encoding cannot write are written as
+    backslash escapes.
     """
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextIO | None):
         self._stream = stream
-        self.broken = False
+        self.broken = stream is None
 
     def write(self, text: str) -> int:
-        if not self.broken:
+        if not self.broken and self._stream is not None:
             try:
-                self._stream.write(text)
+                try:
+                    self._stream.write(text)
+                except UnicodeEncodeError:
+                    encoding = self.encoding
+                    self._stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
             except BrokenPipeError:
                 self._break()
+            except (OSError, ValueError):  # a descriptor closed under us: nothing more can be written there
+                self.broken = True
         return len(text)
 
     def flush(self) -> None:
-        if not self.broken:
+        if not self.broken and self._stream is not None:
             try:
                 self._stream.flush()
             except BrokenPipeError:
                 self._break()
+            except (OSError, ValueError):
+                self.broken = True
 
     def _break(self) -> None:
         self.broken = True
         with contextlib.suppress(OSError, ValueError, AttributeError):
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
+            os.dup2(devnull, self.fileno())
             os.close(devnull)
 
     def __getattr__(self, name: str) -> object:  # buffer, errors, ...: the wrapped stream's
         return getattr(self._stream, name)
 
     def isatty(self) -> bool:
-        return self._stream.isatty()
+        try:
+            return self._stream is not None and not self.broken and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
 
     def fileno(self) -> int:
+        if self._stream is None:
+            raise io.UnsupportedOperation("the stream was closed before the command started")
         return self._stream.fileno()
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._stream, "encoding", "utf-8")
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+
+def ensure_standard_descriptors() -> None:
+    """Point a standard descriptor (0, 1, 2) that was closed when the CLI started (`>&-`) at /dev/null.
+
+    Otherwise the next file the CLI opens takes its number, and what is printed, or what a child process
+    prints, lands in that file.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                spare = os.open(os.devnull, os.O_RDWR)
+                if spare != fd:
+                    os.dup2(spare, fd)
+                    os.close(spare)
 
 
 @contextlib.contextmanager
 def pipe_safe_output() -> Iterator[None]:
-    """stdout and stderr that survive a reader that closed the pipe early (see _PipeGuard)."""
+    """stdout and stderr that survive a reader that closed the pipe early, a stream closed from the start,
+    and an encoding that cannot write every character (see _PipeGuard)."""
     saved = sys.stdout, sys.stderr
     sys.stdout = _PipeGuard(saved[0])  # type: ignore[assignment]
     sys.stderr = _PipeGuard(saved[1])  # type: ignore[assignment]

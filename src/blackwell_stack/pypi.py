@@ -8,12 +8,14 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_stack.download import download, open_url
+from blackwell_stack.download import download, read_url
 from blackwell_stack.errors import NetworkError, StackError
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.paths import cache_dir
 
 PYPI_JSON = "https://pypi.org/pypi"
+# torch's project document, the largest this project reads, is a few MiB.
+DOCUMENT_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -35,25 +37,37 @@ def release_files(name: str, version: str, *, index_json: str = PYPI_JSON) -> li
     """
     url = f"{index_json.rstrip('/')}/{name}/json"
     try:
-        with open_url(url) as resp:
-            data = json.load(resp)
+        body, _, _ = read_url(url, limit=DOCUMENT_LIMIT, what="the project's JSON document")
     except NetworkError as exc:
         raise NetworkError(
             f"cannot read {name}=={version} from PyPI: {exc.message}",
             "check the name, or pass another index with --index-url",
         ) from exc
-    files = (data.get("releases") or {}).get(version)
+    not_api = StackError(f"{url} is not a PyPI JSON API document",
+                         f"--index-url takes the base of a PyPI JSON API, like {PYPI_JSON} (not a simple index)")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise not_api from None
+    releases = data.get("releases") if isinstance(data, dict) else None
+    if not isinstance(releases, dict):
+        raise not_api
+    files = releases.get(version)
     if not files:
-        known = list(data.get("releases") or {})[-5:]
+        known = list(releases)[-5:]
         raise NetworkError(
             f"cannot read {name}=={version} from PyPI: no such release (latest listed: {', '.join(known)})",
             "check the version",
         )
-    return [
-        ReleaseFile(name, version, f["filename"], file_url(url, f["url"]), f["digests"]["sha256"], f["size"], f["packagetype"])
-        for f in files
-        if not f.get("yanked")
-    ]
+    try:
+        return [
+            ReleaseFile(name, version, f["filename"], file_url(url, f["url"]), f["digests"]["sha256"], f["size"],
+                        f["packagetype"])
+            for f in files
+            if not f.get("yanked")
+        ]
+    except (KeyError, TypeError, AttributeError):
+        raise not_api from None
 
 
 FILES_HOST = "https://files.pythonhosted.org/packages/"

@@ -4,6 +4,8 @@ Each area's `register(subparsers)` adds its parsers and sets `func(args) ->
 int` on them. Exit codes: errors.ExitCode,
 listed in `--help`. A StackError is printed as its message and hint, never as
 a traceback; so is an operating-system error (a full disk, a vanished file).
+The global options (-v, --wide) are accepted before the command and after it
+(`plan -v`): every parser of the tree has them.
 """
 
 from __future__ import annotations
@@ -24,17 +26,36 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"blackwell-stack {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show every external command before it runs ($ ...)")
-    parser.add_argument("--wide", dest="wide_tables", action="store_true",
-                        help="print table rows whole on one line instead of wrapping them to the terminal width")
+    _global_options(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for register in (plan.register, *areas.COMMANDS):
         register(sub)
+    for command in _subparsers(parser):
+        _global_options(command, default=argparse.SUPPRESS)
     return parser
 
 
+def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """-v and --wide; on a command's parser with no default, so that one given before the command stays."""
+    parser.add_argument("-v", "--verbose", action="store_true", default=default,
+                        help="show every external command before it runs ($ ...)")
+    parser.add_argument("--wide", action="store_true", default=default,
+                        help="print table rows whole on one line instead of fitting them to the terminal width")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below `parser`, depth first (an alias names the same parser once)."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += [child, *_subparsers(child)]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
+    output.ensure_standard_descriptors()
     with output.pipe_safe_output():
         return _main(argv)
 
@@ -48,8 +69,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return int(exc.code)
     proc.set_verbose(args.verbose)
-    # A command's own --wide (plan, pins show) means the same as the global one.
-    output.set_wide(args.wide_tables or bool(getattr(args, "wide", False)))
+    output.set_wide(args.wide)
     try:
         return int(args.func(args) or 0)
     except StackError as exc:

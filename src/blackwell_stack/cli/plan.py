@@ -1,20 +1,38 @@
-"""`blackwell-stack plan`: the whole pinned stack for the default target.
+"""`blackwell-stack plan`: the whole pinned stack for the default target (the main job).
 
-Runs anywhere (no GPU, no Nix): it reads the data files and prints what would
-be built and deployed, calling out every pin that is not verified.
+Runs anywhere (no GPU, no Nix): it reads the data files and says, first and
+in one screen, what each stack is (its SGLang, flashinfer, torch and kernel),
+its verdict (verified, or what is not; how many items only the GPU host can
+check, how many cannot be checked here) and the next command; then the
+sections of the stack asked for, one line each. `plan SECTION` lists one
+section item by item, `--wide` every row of every section whole, `--json`
+everything (plan_text.py prints; this module decides what there is to say).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from blackwell_stack import output
-from blackwell_stack.cli import areas
+from blackwell_stack.cli import areas, plan_text
+from blackwell_stack.errors import StackError
 from blackwell_stack.model import stack as model_stack
-from blackwell_stack.model.plan import PlanSection
+from blackwell_stack.model.plan import (
+    NEEDS_GPU_HOST,
+    NOT_CHECKABLE,
+    STANDINGS,
+    UNVERIFIED,
+    PlanSection,
+    standing,
+)
 from blackwell_stack.model.stack import Stack
 
 PLAN_VERSION = 1
+TARGET = "Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120), CUDA 13.0"
+# `plan SECTION` also takes this: every unverified item with its note whole.
+UNVERIFIED_SECTION = "unverified"
+
 
 def sections(stacks: list[Stack] | None = None) -> list[PlanSection]:
     """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack asked for
@@ -23,62 +41,114 @@ def sections(stacks: list[Stack] | None = None) -> list[PlanSection]:
     return [section for part in areas.PLAN_SECTIONS for section in part(chosen)]
 
 
-def build_plan(stacks: list[Stack] | None = None) -> dict:
-    secs = sections(stacks)
+def _count(secs: list[dict]) -> dict[str, int]:
+    counts = Counter(standing(i["verified"], i["checked_by"]) for s in secs for i in s["items"])
+    return {name: counts.get(name, 0) for name in STANDINGS}
+
+
+def verdict_text(counts: dict[str, int]) -> str:
+    """`verified; 9 items need the GPU host; 7 cannot be checked here` (or how many are not verified first)."""
+    def items(n: int) -> str:
+        return f"{n} item{'' if n == 1 else 's'}"
+
+    head = "verified" if not counts[UNVERIFIED] else f"NOT verified: {items(counts[UNVERIFIED])} unverified"
+    return (f"{head}; {items(counts[NEEDS_GPU_HOST])} need{'s' if counts[NEEDS_GPU_HOST] == 1 else ''} the GPU host; "
+            f"{counts[NOT_CHECKABLE]} cannot be checked here")
+
+
+def next_command(stack: Stack) -> str:
+    """The one command that moves the stack forward: lock it, or build its environment."""
+    return stack.lock_command if not stack.locked else f"nix build .#{stack.env_attribute}"
+
+
+def what_it_is(stack: Stack) -> str:
+    """Its SGLang, flashinfer, torch and kernel as its lock has them (the stack's description before it has one)."""
+    if not stack.locked:
+        return f"(no lock yet) {stack.data['description']}"
+    versions = stack.versions()
+    kernel = stack.kernel
+    if kernel["from"] == "source":
+        built = f"{kernel['package']} {kernel['version']} built from source"
+    else:
+        locked = stack.lock().get(kernel["package"])
+        built = f"{kernel['package']} {locked.version if locked else '?'} (wheel from the lock)"
+    return f"SGLang {versions['sglang']}, flashinfer {versions['flashinfer']}, torch {versions['torch']}, {built}"
+
+
+def summary(stack: Stack, secs: list[dict]) -> dict:
+    counts = _count(secs)
+    return {
+        "default": stack.default,
+        "what": what_it_is(stack),
+        "versions": stack.versions() if stack.locked else None,
+        "counts": counts,
+        "verdict": verdict_text(counts),
+        "next": next_command(stack),
+    }
+
+
+def build_plan(stacks: list[Stack] | None = None, summarised: list[Stack] | None = None) -> dict:
+    """Every section of `stacks` (default: the default stack), every unverified item, and the summary of each
+    stack in `summarised` (default: the stacks shown)."""
+    chosen = stacks or model_stack.select(None)
+    secs = sections(chosen)
+    by_name = {}
+    for stack in summarised or chosen:
+        own = secs if [s.name for s in chosen] == [stack.name] else sections([stack])
+        by_name[stack.name] = summary(stack, [s.to_json() for s in own])
     unverified = [
         {"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items if not i.verified
     ]
     return {
         "plan_version": PLAN_VERSION,
-        "target": "Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120), CUDA 13.0",
+        "target": TARGET,
+        "stacks": by_name,
         "sections": {s.key: s.to_json() for s in secs},
         "unverified": unverified,
     }
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="show the whole pinned stack for the default target (the main job)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p = sub.add_parser(
+        "plan", help="show the whole pinned stack for the default target (the main job)",
+        description="Each stack's versions, verdict and next command, then the sections of the stack asked for. "
+        "SECTION lists one section item by item (a section's key, or its first word: pins, stack, kernel, "
+        f"service, doctor, verify; `{UNVERIFIED_SECTION}` for every unverified item whole); --wide prints every "
+        "row of every section whole; --json has everything.",
+    )
+    p.add_argument("section", nargs="?", metavar="SECTION", help="one section, item by item")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--stack", default=None, metavar="NAME",
-                   help="the serving stack to show (default: the default stack; `all` for every stack)")
-    p.add_argument("--wide", action="store_true", help="print table rows whole instead of fitting them to the terminal")
+                   help="the serving stack to show (default: the default stack, with every stack's verdict; "
+                   "`all` for every stack)")
     p.set_defaults(func=run)
 
 
-def checked_cell(item: dict) -> str:
-    """The `checked` column: NO for an unverified value, else what checked it ('-': no claim beyond the source)."""
-    if not item["verified"]:
-        return "NO (unverified)"
-    return item.get("checked_by") or "-"
+def _pick(plan: dict, name: str) -> list[str]:
+    """The keys of the sections `plan SECTION` names: a key, or every key whose first word it is."""
+    keys = list(plan["sections"])
+    picked = [k for k in keys if k == name] or [k for k in keys if k.split("-", 1)[0] == name]
+    if not picked:
+        names = sorted({k.split("-", 1)[0] for k in keys} | set(keys) | {UNVERIFIED_SECTION})
+        raise StackError(f"the plan has no section {name!r}", f"sections: {', '.join(names)}")
+    return picked
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan(model_stack.select(args.stack))
+    shown = model_stack.select(args.stack)
+    # The default answer gives every stack's verdict, the default stack's first.
+    everyone = shown + [s for s in model_stack.select("all") if s.name != shown[0].name] if args.stack is None else shown
+    plan = build_plan(shown, everyone)
     if args.json:
-        output.dump_json(plan)
+        output.dump_json(plan if not args.section or args.section == UNVERIFIED_SECTION
+                         else {**plan, "sections": {k: plan["sections"][k] for k in _pick(plan, args.section)}})
         return 0
-    output.paragraph(f"blackwell-stack plan: {plan['target']}")
-    for sec in plan["sections"].values():
-        output.heading(sec["title"])
-        shown = [i for i in sec["items"] if args.wide or not i.get("detail")]
-        if shown:
-            output.table(
-                ["item", "value", "source", "checked"],
-                [[i["name"], i["value"], i["source"], checked_cell(i)] for i in shown],
-            )
-        hidden = len(sec["items"]) - len(shown)
-        if hidden:
-            output.paragraph(f"({hidden} more rows, one per locked file: `plan --wide` or `plan --json` lists them)",
-                             indent="  ")
-        for cmd in sec["commands"]:
-            print(f"  $ {cmd}")
-    output.heading("Unverified")
-    if not plan["unverified"]:
-        print("every pin is verified")
-    for u in plan["unverified"]:
-        output.paragraph(f"[{u['section']}] {u['name']}: {u['note']}", indent="  ")
-    print()
-    output.paragraph("checked: what checked a value on this project's machines (a hash computed here, PyPI's own "
-                     "sha256); 'not checked here' is a value only its source vouches for, or one that needs the GPU "
-                     "host (`blackwell-stack doctor` checks that there). `plan --json` has every value whole.")
+    if args.section == UNVERIFIED_SECTION:
+        plan_text.print_unverified(plan)
+    elif args.section:
+        plan_text.print_sections(plan, _pick(plan, args.section), wide=args.wide)
+    elif args.wide:
+        plan_text.print_everything(plan)
+    else:
+        plan_text.print_screen(plan, [s.name for s in shown])
     return 0

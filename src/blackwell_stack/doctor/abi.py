@@ -274,6 +274,17 @@ def check(kernel_spec: str = ENV, torch_spec: str = ENV, *, environment=None) ->
 
 def compare(kernel: Side, torch: Side) -> dict:
     problems: list[dict] = []
+    if not kernel.undefined:
+        # Nothing to resolve is not a match: the file is not a torch extension, so this check says nothing of it.
+        problems.append(
+            {
+                "check": "not a torch extension",
+                "message": f"{kernel.label} needs no torch symbol (c10::, at::, torch::): it is not a torch "
+                "extension, so whether it loads into this torch cannot be told from it",
+                "fix": "pass the kernel package itself: its wheel, its installed directory (site-packages/sgl_kernel) "
+                "or `env`",
+            }
+        )
     if kernel.machines and torch.machines and kernel.machines != torch.machines:
         problems.append(
             {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from blackwell_stack import inputfiles
 from blackwell_stack.doctor import abi
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
@@ -34,7 +35,7 @@ def torch_cuda(dist) -> tuple[str | None, int | None, Path | None]:
     cuda_version = None
     version_py = Path(dist.locate_file("torch/version.py"))
     if version_py.is_file():
-        m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([\d.]+)['\"]", version_py.read_text(errors="replace"), re.M)
+        m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([\d.]+)['\"]", inputfiles.read_text(version_py, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace"), re.M)
         cuda_version = m.group(1) if m else None
     runtime = None
     c10_cuda = lib / "libc10_cuda.so"

@@ -23,7 +23,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from blackwell_stack.errors import StackError
+from blackwell_stack import inputfiles
 from blackwell_stack.formats import elf, wheelzip
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.progress import Progress
@@ -140,8 +140,7 @@ def _path_only_difference(a: bytes, b: bytes) -> list[bytes] | None:
 def diff(path_a: str | Path, path_b: str | Path) -> dict:
     path_a, path_b = Path(path_a), Path(path_b)
     for p in (path_a, path_b):
-        if not p.is_file():
-            raise StackError(f"{p} does not exist or is not a file", "pass two wheel files")
+        inputfiles.regular_file(p, hint="pass two wheel files")
     with Progress("hashing both wheels", path_a.stat().st_size + path_b.stat().st_size) as bar:
         sha_a, sha_b = sha256_file(path_a, progress=bar.advance), sha256_file(path_b, progress=bar.advance)
     result = {"a": str(path_a), "b": str(path_b), "sha256_a": sha_a, "sha256_b": sha_b}

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import StackError
 from blackwell_stack.formats import elf
 
@@ -130,8 +131,8 @@ class DirSource:
                 full = Path(root, f)
                 rel = full.relative_to(self.path).as_posix()
                 self.names.append(rel)
-                if not _looks_like_library(f) or full.is_symlink():
-                    continue
+                if not _looks_like_library(f) or full.is_symlink() or not full.is_file():
+                    continue  # links are read where they point; a FIFO or a device is not a library
                 try:
                     with open(full, "rb") as fh:
                         if elf.is_elf(fh.read(4)):
@@ -175,10 +176,12 @@ class FileSource:
 def open_source(path: str | Path):
     """A WheelSource, DirSource or FileSource for path, by what it is."""
     p = Path(path)
+    hint = "pass a wheel, an installed package directory, or a .so file"
     if not p.exists():
-        raise StackError(f"{p} does not exist", "pass a wheel, an installed package directory, or a .so file")
+        raise StackError(f"{p} does not exist", hint)
     if p.is_dir():
         return DirSource(p)
+    inputfiles.regular_file(p, hint=hint)  # a FIFO would block the read below; a device never ends
     with open(p, "rb") as fh:
         head = fh.read(4)
     if head[:2] == b"PK" or p.suffix == ".whl":

@@ -100,7 +100,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--all", action="store_true", help="every FetchContent source, whatever the architectures")
         p.add_argument("--with-sglang", action="store_true", help="the sglang tree too, as DIR/sglang")
         if name == "fetch":
-            p.add_argument("--github", default=sources.GITHUB, help="base URL of the GitHub archives (a mirror)")
+            p.add_argument("--github", default=sources.GITHUB,
+                           help="a mirror of github.com: every source is read from it, the archives of a revision "
+                           "(OWNER/REPO/archive/REV.tar.gz) and release downloads (json's) alike")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
 

@@ -49,9 +49,13 @@ class Pin:
         return bool(self.entry.get("verified")) and self.entry.get("hash") is not None
 
     def archive_url(self, github: str = GITHUB) -> str:
-        """What fetchFromGitHub (GitHub's tarball of rev) or fetchzip (url) downloads."""
+        """What fetchFromGitHub (GitHub's tarball of rev) or fetchzip (url) downloads, from `github` (a mirror of
+        github.com) for either: a fetchzip URL on github.com (a release download) is read from the mirror too."""
         if self.entry.get("fetcher") == "fetchzip":
-            return self.entry["url"]
+            url = self.entry["url"]
+            if url.startswith(GITHUB + "/"):
+                return github.rstrip("/") + url[len(GITHUB):]
+            return url
         e = self.entry
         return f"{github.rstrip('/')}/{e['owner']}/{e['repo']}/archive/{e['rev']}.tar.gz"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.model import registry
 
@@ -60,7 +61,7 @@ def load_lock(path: Path) -> Lock:
     """Parse a uv.lock (read once: its sha256 is of the same bytes); DataError naming the file for anything uv
     would not have written."""
     try:
-        raw = path.read_bytes()
+        raw = inputfiles.read_bytes(path, limit=inputfiles.DATA_FILE_LIMIT)
     except FileNotFoundError:
         raise StackError(f"{path}: no such lock", "make it with the stack's lock command (`blackwell-stack stack show`)") from None
     data = registry.parse("lock", path, raw, _check_version)

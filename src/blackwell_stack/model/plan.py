@@ -18,6 +18,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 NOT_CHECKED_HERE = "not checked here"
+# A "not checked here" reason that names this is something only the GPU host can check (doctor, smoke, bench there).
+GPU_HOST = "GPU host"
+
+UNVERIFIED = "unverified"
+NEEDS_GPU_HOST = "needs the GPU host"
+NOT_CHECKABLE = "cannot be checked here"
+CHECKED = "checked"
+STANDINGS = (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKABLE, CHECKED)
 
 
 @dataclass
@@ -44,6 +52,16 @@ class PlanSection:
 
 def not_checked_here(why: str) -> str:
     return f"{NOT_CHECKED_HERE} ({why})"
+
+
+def standing(verified: bool, checked_by: str | None) -> str:
+    """One of STANDINGS for an item (PlanItem fields, or the same keys of its JSON)."""
+    text = checked_by or ""
+    if not verified:
+        return UNVERIFIED
+    if text.startswith(NOT_CHECKED_HERE):
+        return NEEDS_GPU_HOST if GPU_HOST in text else NOT_CHECKABLE
+    return CHECKED
 
 
 def hash_checked_by(hash_source: str | None) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.model import registry, versions
 
@@ -102,6 +103,8 @@ def available_profiles() -> list[str]:
 
 def load_profile(name_or_path: str | None = None) -> Profile:
     path = profile_path(name_or_path)
+    if path.exists() and not path.is_file():
+        inputfiles.regular_file(path, "--profile")  # says what it is instead: a directory, a FIFO, a device
     if not path.is_file():
         raise StackError(  # a name the user gave: a usage error, not malformed data
             f"{path}: no such profile",

@@ -3,7 +3,8 @@
 The data (stacks, locks, pins, profiles, rules, flag tables, the kernel's
 recipe, sources and test rules, the reference wheel, the flake's lock and provenance,
 Nix's fixups, bench baselines) sits beside the Nix code that reads it.
-`load(key, name)` reads a file, parses it, checks its shape (schemas.py)
+`load(key, name)` reads a file (a regular file of at most
+inputfiles.DATA_FILE_LIMIT bytes: a user may name one), parses it, checks its shape (schemas.py)
 and the checks across its fields, then the loader's own `check` for what
 the values mean; anything wrong is a DataError (exit 3) naming the file, the
 entry and the field. Nothing reads a data file another way.
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.model import schemas, shape
 from blackwell_stack.paths import data_path
@@ -114,6 +116,9 @@ FILES: tuple[DataFile, ...] = (
              "tools (rehearsal/components.py)", ("rehearsal",), schemas.REHEARSAL_TOOLS),
     DataFile("baseline", "verify/baselines/{name}.json", "figures a bench result is compared with "
              "(verify/baseline.py)", ("cli",), schemas.BASELINE, in_package=True),
+    DataFile("failure-text", "verify/failure-text.json", "the reference deployment's failure text, which smoke "
+             "and bench look for in every answer (verify/failure_text.py)", ("cli",), schemas.FAILURE_TEXT,
+             in_package=True, hint="restore it from the repository"),
 )
 
 BY_KEY = {f.key: f for f in FILES}
@@ -166,7 +171,7 @@ def load(key: str, name: str | None = None, *, file: str | Path | None = None, c
     there (default: a DataError saying to restore it)."""
     target = Path(file) if file is not None else path(key, name)
     try:
-        raw = target.read_bytes()
+        raw = inputfiles.read_bytes(target, limit=inputfiles.DATA_FILE_LIMIT)
     except FileNotFoundError:
         raise missing or DataError(target, None, None, "is missing", "restore it from the repository") from None
     except IsADirectoryError:

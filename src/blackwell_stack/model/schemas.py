@@ -224,6 +224,12 @@ BASELINE = Obj({"target": Str(), "model": Str(nonempty=True), "source": Str(), "
 
 TEXT: Shape = AnyValue()  # patches (parsed by kernel/patchcheck.py) and the kernel's check scripts
 
+FAILURE_TEXT = Obj({
+    "schema_version": Literal((1,)),
+    "failures": ListOf(Obj({"name": Str(nonempty=True), "pattern": Str(nonempty=True), "what": Str(nonempty=True),
+                            "source": Str(nonempty=True)})),
+})
+
 
 # The Nix rehearsal's data (rehearsal/components.py checks what the values mean).
 _REHEARSAL_WHEEL = Obj({"name": Str(nonempty=True), "version": Str(nonempty=True), "filename": Str(nonempty=True),

@@ -29,7 +29,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = psub.add_parser("show", help="every pin in one table (a stack's lock as one row; --stack NAME lists its files)")
     show.add_argument("--json", action="store_true")
     show.add_argument("--stack", metavar="NAME", help="every file of this stack's lock, and the wheels it keeps")
-    show.add_argument("--wide", action="store_true", help="do not cut long cells")
     show.set_defaults(func=cmd_show)
 
     upd = psub.add_parser("update", help="resolve, download and hash pins")

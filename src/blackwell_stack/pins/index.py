@@ -14,11 +14,13 @@ from html.parser import HTMLParser
 
 from packaging.utils import canonicalize_name
 
-from blackwell_stack.download import open_url
+from blackwell_stack.download import read_url
 from blackwell_stack.errors import NetworkError, StackError
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_TYPE = "application/vnd.pypi.simple.v1+html"
+# PyTorch's nightly torch page (every build, every platform) is well under this.
+PAGE_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,9 @@ def project_url(index_url: str, package: str) -> str:
 def list_files(index_url: str, package: str) -> list[IndexFile]:
     url = project_url(index_url, package)
     try:
-        with open_url(url, headers={"Accept": f"{JSON_TYPE}, {HTML_TYPE};q=0.5, text/html;q=0.1"}) as resp:
-            content_type = resp.headers.get("Content-Type", "")
-            body = resp.read()
-            final_url = resp.geturl()
+        body, content_type, final_url = read_url(
+            url, limit=PAGE_LIMIT, what="the project page",
+            headers={"Accept": f"{JSON_TYPE}, {HTML_TYPE};q=0.5, text/html;q=0.1"})
     except NetworkError as exc:
         raise NetworkError(
             f"cannot read the index page of {package}: {exc.message}",
@@ -58,17 +59,17 @@ def _split_fragment(url: str) -> tuple[str, str | None]:
 
 
 def _parse_json(body: bytes, page_url: str) -> list[IndexFile]:
+    not_page = StackError(f"{page_url}: not a PEP 691 project page", "check --index-url")
     try:
-        data = json.loads(body)
-        files = data["files"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise StackError(f"{page_url}: not a PEP 691 project page", "check --index-url") from exc
-    out = []
-    for f in files:
-        url = urllib.parse.urljoin(page_url, f["url"])
-        base, frag_sha = _split_fragment(url)
-        sha = (f.get("hashes") or {}).get("sha256") or frag_sha
-        out.append(IndexFile(f["filename"], base, sha))
+        files = json.loads(body)["files"]
+        out = []
+        for f in files:
+            url = urllib.parse.urljoin(page_url, f["url"])
+            base, frag_sha = _split_fragment(url)
+            sha = (f.get("hashes") or {}).get("sha256") or frag_sha
+            out.append(IndexFile(f["filename"], base, sha))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise not_page from None
     return out
 
 

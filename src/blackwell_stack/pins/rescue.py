@@ -28,6 +28,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.fileio import atomic_file
 from blackwell_stack.formats.installed import Environment
@@ -86,7 +87,7 @@ def _scripts(dist_info: Path) -> set[str]:
         return set()
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(ep.read_text())
+    parser.read_string(inputfiles.read_text(ep, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace"))
     return {name for section in ("console_scripts", "gui_scripts") if parser.has_section(section)
             for name in parser.options(section)}
 
@@ -114,7 +115,7 @@ def _archive_name(entry: Entry, site: Path, prefix: Path, data_dir: str, scripts
 
 
 def _wheel_name(dist_info: Path, name: str, version: str) -> str:
-    wheel_meta = (dist_info / "WHEEL").read_text() if (dist_info / "WHEEL").is_file() else ""
+    wheel_meta = inputfiles.read_text(dist_info / "WHEEL", limit=inputfiles.TEXT_FILE_LIMIT) if (dist_info / "WHEEL").is_file() else ""
     tags = [line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")]
     if not tags:
         raise StackError(f"{dist_info}/WHEEL names no Tag", "a distribution installed from a wheel records its tags there")
@@ -136,7 +137,7 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
     dist_info = Path(str(getattr(dist, "_path", "")))
     if not (dist_info / "RECORD").is_file():
         raise StackError(f"{name} {version} in {venv} has no RECORD", "only a distribution installed from a wheel can be repacked")
-    entries = read_record((dist_info / "RECORD").read_text(), str(dist_info / "RECORD"))
+    entries = read_record(inputfiles.read_text(dist_info / "RECORD", limit=inputfiles.TEXT_FILE_LIMIT), str(dist_info / "RECORD"))
     prefix = Path(venv) if (Path(venv) / "pyvenv.cfg").is_file() else python.parent.parent
     data_dir = f"{dist_info.name.removesuffix('.dist-info')}.data"
     scripts = _scripts(dist_info)

@@ -26,7 +26,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from blackwell_stack import proc
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.formats import wheelrecord, wheelzip
 from blackwell_stack.hashes import hex_to_sri, sha256_file, sri_to_hex
@@ -145,8 +145,7 @@ def find_locked(lock_paths: list[Path], filename: str) -> tuple[Path, str, str] 
 
 
 def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: list[Path] | None = None) -> VendorResult:
-    if not file.is_file():
-        raise StackError(f"{file}: no such file", "pass the path of the wheel you kept")
+    inputfiles.regular_file(file, hint="pass the path of the wheel you kept")
     filename = urllib.parse.unquote(file.name)
     missing = [str(p) for p in pins_paths if not Path(p).is_file()]
     if missing:

@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 
 from blackwell_stack import proc
-from blackwell_stack.errors import ExitCode, StackError
+from blackwell_stack.errors import BuildError, ExitCode, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes, check_output_path
 from blackwell_stack.model import stack as model
 from blackwell_stack.model.profile import DEFAULT_PROFILE
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
 from blackwell_stack.serve import flags_decisions, flags_extract
-from blackwell_stack.serve.render import Rendered
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, command_line, configure
 
@@ -54,7 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = serve_sub.add_parser("run", help="check, then exec python -m sglang.launch_server with the rendered argv")
     common(p)
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
-    p.add_argument("--python", default=sys.executable, help="the Python that has sglang (default: this one)")
+    p.add_argument("--python", default=sys.executable,
+                   help="the Python that has sglang: the serving venv's bin/python (default: this one); checked "
+                   "before SGLang is started")
     p.set_defaults(func=cmd_run)
 
     p = serve_sub.add_parser("flags", help="the SGLang flag tables, one per SGLang version (modules/sglang-flags/)")
@@ -76,11 +77,6 @@ def _service(args: argparse.Namespace) -> Service:
     stack = model.load(args.stack) if args.stack else None
     return configure(args.profile, stack=stack, settings=args.settings, extra_args=args.extra_args,
                      table_path=args.flags_table)
-
-
-def _render(args: argparse.Namespace) -> tuple[Rendered, list[Verdict]]:
-    service = _service(args)
-    return service.rendered, service.verdicts
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -133,8 +129,36 @@ def cmd_check(args: argparse.Namespace) -> int:
     return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
 
 
+# Prints the version of the sglang the interpreter would import, or nothing (without importing it: that takes long).
+_SGLANG_PROBE = (
+    "import importlib.metadata as m, importlib.util as u\n"
+    "if u.find_spec('sglang'):\n"
+    "    try:\n        print(m.version('sglang'))\n"
+    "    except m.PackageNotFoundError:\n        print('unknown')\n"
+)
+SGLANG_HINT = ("pass --python with the interpreter of the venv that serves the model (the README's `uv sync` makes "
+               ".venv/bin/python), or install the stack's lock into this one")
+
+
+def check_sglang(python: str, rendered_for: str) -> None:
+    """Refuse an interpreter that has no sglang before exec'ing it (it would end in "No module named 'sglang'");
+    warn when its sglang is not the version the flags were checked against."""
+    try:
+        result = proc.run([python, "-c", _SGLANG_PROBE], check=False, timeout=120)
+    except (ToolchainError, BuildError) as exc:
+        raise ToolchainError(f"cannot run --python {python}: {exc.message}", SGLANG_HINT) from None
+    found = result.stdout.strip().splitlines()[-1:] if result.returncode == 0 else []
+    if not found:
+        raise ToolchainError(f"{python} has no sglang (`python -m sglang.launch_server` would fail with "
+                             "\"No module named 'sglang'\")", SGLANG_HINT)
+    if found[0] != rendered_for:
+        print(f"warning: {python} has sglang {found[0]}, but the flags were checked against sglang {rendered_for}'s "
+              "parser (pass --stack NAME for the stack this venv holds)", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    rendered, verdicts = _render(args)
+    service = _service(args)
+    rendered, verdicts = service.rendered, service.verdicts
     errors = [v for v in verdicts if v.fired and v.severity == "error"]
     _print_fired(verdicts)
     if errors:
@@ -151,6 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             print(command_line(rendered, args.python))
         return int(ExitCode.OK)
+    check_sglang(args.python, service.runtime.sglang)
     env = {**os.environ, **rendered.env}
     proc.echo(argv)
     sys.stdout.flush()
@@ -174,13 +199,21 @@ def cmd_flags_extract(args: argparse.Namespace) -> int:
 def cmd_flags_show(args: argparse.Namespace) -> int:
     t = flagmod.load_table(args.sglang_version, args.flags_table)
     names = args.names or list(t.flags)
-    rows, out = [], {}
+    rows, out, abbreviated = [], {}, []
     for name in names:
         name = name if name.startswith("--") else f"--{name}"
-        primary = t.canonical(name)
+        # As SGLang's parser reads it: an exact option or an abbreviation it accepts (`--tp`), as `serve check` does.
+        primary, could_mean = flagmod.canonical(name, t.data)
         if primary is None:
+            version = t.data["sglang_version"]
+            if could_mean:
+                more = f" and {len(could_mean) - 6} more" if len(could_mean) > 6 else ""
+                raise StackError(f"{name} is ambiguous for sglang {version}: it could mean "
+                                 f"{', '.join(could_mean[:6])}{more}", "write more of the flag")
             hint = t.suggest(name)
-            raise StackError(f"sglang {t.data['sglang_version']} has no flag {name}", f"did you mean {hint}?" if hint else None)
+            raise StackError(f"sglang {version} has no flag {name}", f"did you mean {hint}?" if hint else None)
+        if name != primary and name not in t.flags[primary]["aliases"]:
+            abbreviated.append(f"{name} is an abbreviation of {primary} that sglang {t.data['sglang_version']} accepts")
         e = t.flags[primary]
         out[primary] = e
         rows.append((primary, ", ".join(e["aliases"]) or "-", e["type"] or e["action"], e["default"],
@@ -189,4 +222,6 @@ def cmd_flags_show(args: argparse.Namespace) -> int:
         dump_json(out)
     else:
         table(["flag", "aliases", "type", "default", "choices"], rows)
+        for note in abbreviated:
+            print(note)
     return int(ExitCode.OK)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import StackError
 from blackwell_stack.hashes import hex_to_sri, sha256_file
 from blackwell_stack.serve import flags_fields
@@ -95,8 +96,7 @@ def extract_files(read: Callable[[str], str | None], label: str) -> dict[str, An
 def extract_wheel(wheel: Path) -> dict[str, Any]:
     """The flag table of an sglang wheel, with the wheel's name and hashes recorded."""
     wheel = Path(wheel)
-    if not wheel.is_file():
-        raise StackError(f"{wheel}: no such file", "download it with `pip download sglang==<version> --no-deps`")
+    inputfiles.regular_file(wheel, hint="download it with `pip download sglang==<version> --no-deps`")
     version = _wheel_version(wheel.name)
     try:
         with zipfile.ZipFile(wheel) as zf:

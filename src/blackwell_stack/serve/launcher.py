@@ -51,6 +51,10 @@ def key_flags_on(args: list[str]) -> list[str]:
     return [flag for flag in CREDENTIALS.values() if any(could_mean(a, flag) for a in args)]
 
 
+# An API key is one line; a credential longer than this is not one (and is not read whole).
+CREDENTIAL_LIMIT = 64 << 10
+
+
 def read_credential(name: str) -> str | None:
     directory = os.environ.get("CREDENTIALS_DIRECTORY")
     if not directory:
@@ -59,7 +63,11 @@ def read_credential(name: str) -> str | None:
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as fh:
-        key = fh.read().strip()
+        key = fh.read(CREDENTIAL_LIMIT + 1)
+    if len(key) > CREDENTIAL_LIMIT:
+        sys.exit(f"sglang launcher: the credential {name} ({path}) is longer than {CREDENTIAL_LIMIT} characters: "
+                 "it is not an API key; write only the key into the file that services.sglang names for it")
+    key = key.strip()
     if not key:
         sys.exit(f"sglang launcher: the credential {name} ({path}) is empty; write the key into the file that services.sglang names for it")
     return key

@@ -35,7 +35,7 @@ from typing import Any
 from packaging.tags import parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from blackwell_stack import output
+from blackwell_stack import inputfiles, output
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip
@@ -92,8 +92,8 @@ def locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str
     cached = cache_dir("wheel-records") / f"{digest}.json"
     if cached.is_file():
         try:
-            return dict(json.loads(cached.read_text()))
-        except ValueError:
+            return dict(json.loads(inputfiles.read_text(cached, limit=inputfiles.DATA_FILE_LIMIT)))
+        except (ValueError, StackError):  # not what this tool wrote: made again
             cached.unlink()
     record = _read_locked_record(stack, package, wheel)
     atomic_write_json(cached, record)

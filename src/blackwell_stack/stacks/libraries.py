@@ -35,6 +35,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack import inputfiles
 from blackwell_stack.download import download
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
@@ -210,8 +211,8 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
     cached = cache_dir("wheel-contents", f"v{CACHE_VERSION}") / f"{digest}.json"
     if cached.is_file():
         try:
-            return WheelContents.from_json(json.loads(cached.read_text()))
-        except (ValueError, KeyError, TypeError):
+            return WheelContents.from_json(json.loads(inputfiles.read_text(cached, limit=inputfiles.DATA_FILE_LIMIT)))
+        except (ValueError, KeyError, TypeError, StackError):  # not what this tool wrote: made again
             cached.unlink()
     with tempfile.TemporaryDirectory(prefix="bws-wheel-") as tmp:
         path, checked = _open(stack, package, wheel, digest, Path(tmp))

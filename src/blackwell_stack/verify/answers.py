@@ -4,7 +4,8 @@ A throughput figure means nothing if the answers were garbage: the seed
 deployment streamed runs of `!` and ended answers with "NaN happened" at full
 speed (docs/reference-deployment.md#failures-and-fixes). Every bench answer
 is judged after its level, outside the measured time, with the smoke test's
-detectors (degeneracy.py) minus one: `repeated-unit`, because greedy decoding
+checks: the deployment's own failure text (failure_text.py) in the text, the
+finish reason or matched_stop, and the detectors of degeneracy.py minus one: `repeated-unit`, because greedy decoding
 past the end of text (`--ignore-eos`) loops on a phrase even on a healthy
 model, and bench prompts are word salad.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blackwell_stack.verify import degeneracy
+from blackwell_stack.verify import degeneracy, failure_text
 
 TEXT_DETECTORS = (
     degeneracy.replacement_chars,
@@ -36,9 +37,10 @@ class Judgement:
         return bool(self.findings)
 
 
-def judge(text: str | None, finish_reason: object, completion_tokens: int | None, max_tokens: int | None) -> Judgement:
+def judge(text: str | None, finish_reason: object, completion_tokens: int | None, max_tokens: int | None,
+          matched_stop: object = None) -> Judgement:
     """The findings on one answer, and whether it ended before max_tokens."""
-    findings: list[degeneracy.Finding] = []
+    findings: list[degeneracy.Finding] = failure_text.find(text, finish_reason, matched_stop)
     reason = degeneracy.finish_reason(finish_reason)
     if reason:
         findings.append(reason)

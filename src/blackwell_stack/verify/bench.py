@@ -83,6 +83,7 @@ class RequestResult:
     decode_tok_s: float | None = None
     text_events: int = 0
     finish_reason: str | None = None
+    matched_stop: str | None = None  # SGLang's stop string ("NaN happened" when a step produced NaN)
     findings: list[str] = field(default_factory=list)  # checks that failed on the answer (answers.py)
     early_stop: bool = False  # fewer tokens than max_tokens
     itls_s: list[float] = field(default_factory=list)
@@ -184,6 +185,8 @@ async def run_request(
                     result.text_events += 1
                 if choice.finish_reason is not None:
                     result.finish_reason = choice.finish_reason
+                if choice.matched_stop is not None:
+                    result.matched_stop = choice.matched_stop
         if carried:
             stamps.append(stamp)
 
@@ -296,7 +299,7 @@ def _judge(results: list[RequestResult]) -> list[str]:
     """Judge each answer (after the level's clock stopped); up to 5 lines describing broken ones."""
     samples: list[str] = []
     for r in results:
-        verdict = answers.judge(r.text, r.finish_reason, r.completion_tokens, r.max_tokens)
+        verdict = answers.judge(r.text, r.finish_reason, r.completion_tokens, r.max_tokens, r.matched_stop)
         r.findings = [f.check for f in verdict.findings]
         r.early_stop = verdict.early_stop
         if verdict.findings and len(samples) < 5:

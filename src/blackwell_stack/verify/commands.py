@@ -6,10 +6,9 @@ import argparse
 import asyncio
 import sys
 from dataclasses import asdict
-from pathlib import Path
 from typing import TextIO
 
-from blackwell_stack import output
+from blackwell_stack import inputfiles, output
 from blackwell_stack.argtypes import non_negative_int, positive_float, positive_int
 from blackwell_stack.errors import CheckFailed, ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json, check_output_path
@@ -34,9 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "smoke",
         help="ask fixed prompts at temperature 0 and fail on garbage output",
         description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail "
-        "(exit 1) on empty/null content, a finish reason other than stop/length, degenerate text "
-        "(long character runs, looping phrases, low character diversity, U+FFFD), or HTTP/protocol errors. "
-        "--timeout bounds every request, the model listing included.",
+        "(exit 1) on the reference deployment's own failure text (\"NaN happened\", runs of '!': "
+        "verify/failure-text.json) in an answer's text, finish reason or matched_stop, empty/null content, a "
+        "finish reason other than stop/length, degenerate text (long character runs, looping phrases, low "
+        "character diversity, U+FFFD), a connection dropped mid-answer, or HTTP/protocol errors. --timeout bounds "
+        "every request, the model listing included; after a request that gets no answer in time, the rest are "
+        "not asked.",
     )
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
@@ -91,13 +93,18 @@ def _api_key_args(parser: argparse.ArgumentParser) -> None:
     keys.add_argument("--api-key-file", help="file holding the bearer token (a systemd credential, for example)")
 
 
+# An API key is a line of text; a file much larger than that is not the key file meant.
+API_KEY_FILE_LIMIT = 64 * inputfiles.KIB
+
+
 def _api_key(args: argparse.Namespace) -> str | None:
     if not args.api_key_file:
         return args.api_key
+    hint = "pass a regular file that holds the key (a systemd credential is one), or --api-key"
     try:
-        key = Path(args.api_key_file).read_text().strip()
+        key = inputfiles.read_text(args.api_key_file, limit=API_KEY_FILE_LIMIT, what="--api-key-file", hint=hint).strip()
     except OSError as exc:
-        raise StackError(f"cannot read --api-key-file {args.api_key_file}: {exc.strerror}", "pass a readable file that holds the key") from None
+        raise StackError(f"cannot read --api-key-file {args.api_key_file}: {exc.strerror}", hint) from None
     if not key:
         raise StackError(f"--api-key-file {args.api_key_file} is empty", "write the server's API key into that file")
     return key

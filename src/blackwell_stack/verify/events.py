@@ -22,17 +22,18 @@ class ChoiceText:
     content: str | None
     reasoning: str | None
     finish_reason: Any  # as the server sent it (stop, length, ... or the "NaN happened" of a broken model)
+    matched_stop: Any = None  # SGLang's: the stop string that ended the answer ("NaN happened" on NaN)
 
 
 def choice_text(choice: dict, chat: bool, streamed: bool) -> ChoiceText:
     """One choice of an answer (`message`) or of a stream event (`delta`; `text` for completions)."""
     if not chat:
-        return ChoiceText(_text(choice.get("text")), None, choice.get("finish_reason"))
+        return ChoiceText(_text(choice.get("text")), None, choice.get("finish_reason"), choice.get("matched_stop"))
     part = choice.get("delta" if streamed else "message")
     if not isinstance(part, dict):
         raise ProtocolError(f"choice has no {'delta' if streamed else 'message'} object: {str(choice)[:120]}")
     return ChoiceText(_text(part.get("content")), _text(part.get("reasoning_content") or part.get("reasoning")),
-                      choice.get("finish_reason"))
+                      choice.get("finish_reason"), choice.get("matched_stop"))
 
 
 def stream_event(event: dict, chat: bool) -> tuple[list[ChoiceText], Any]:

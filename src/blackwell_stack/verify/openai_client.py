@@ -30,7 +30,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from blackwell_stack.errors import CheckFailed, StackError
-from blackwell_stack.verify.wire import ChunkedDecoder, Limits, ProtocolError, SSEParser, json_object
+from blackwell_stack.verify.wire import ChunkedDecoder, ConnectionDropped, Limits, ProtocolError, SSEParser, json_object
 
 T = TypeVar("T")
 
@@ -66,7 +66,11 @@ class Endpoint:
     def parse(cls, url: str, api_key: str | None = None) -> Endpoint:
         """http://host:port, http://host:port/v1 or https://host/prefix/v1 -> Endpoint."""
         raw = url if "://" in url else f"http://{url}"
-        parts = urlsplit(raw)
+        try:
+            parts = urlsplit(raw)
+        except ValueError as exc:  # an unclosed [ of an IPv6 address: "Invalid IPv6 URL"
+            raise StackError(f"not a server URL: {url!r} ({exc})",
+                             "give the server's base URL, for example http://127.0.0.1:30000 or http://[::1]:30000") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise StackError(
                 f"not a server URL: {url!r}",
@@ -115,7 +119,7 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
-        raise ProtocolError(f"connection closed before the HTTP headers ended ({len(exc.partial)} bytes)") from None
+        raise ConnectionDropped(f"connection closed before the HTTP headers ended ({len(exc.partial)} bytes)") from None
     except asyncio.LimitOverrunError:
         raise ProtocolError(f"HTTP headers longer than {_READ_SIZE} bytes") from None
     return _parse_head(head)
@@ -142,7 +146,7 @@ async def _iter_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> A
         while not decoder.done:
             data = await reader.read(_READ_SIZE)
             if not data:
-                raise ProtocolError("connection closed in the middle of a chunked body")
+                raise ConnectionDropped("connection closed in the middle of a chunked body")
             payload = decoder.feed(data)
             if payload:
                 yield clock(), payload
@@ -153,7 +157,7 @@ async def _iter_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> A
         data = await reader.read(_READ_SIZE if left is None else min(left, _READ_SIZE))
         if not data:
             if left:
-                raise ProtocolError(f"connection closed with {left} body bytes missing")
+                raise ConnectionDropped(f"connection closed with {left} body bytes missing")
             return
         if left is not None:
             left -= len(data)
@@ -306,13 +310,18 @@ class _SSEProtocol(asyncio.BufferedProtocol):
         if self._done.done():
             return
         if self._status is None:
-            self._finish(ProtocolError("connection closed before the HTTP headers ended"))
+            self._finish(ConnectionDropped("connection closed before the HTTP headers ended"))
         elif not 200 <= self._status < 300:
             self._finish(HTTPStatusError(self._status, self._error_text()))
         elif self._chunked is not None or self._left:
-            self._finish(ProtocolError(f"connection closed in the middle of the body ({exc or 'EOF'})"))
+            self._finish(ConnectionDropped(f"connection closed in the middle of the stream after {self._body_size} "
+                                           f"bytes ({exc or 'EOF'})"))
+        elif not self._parser.done:
+            # A body delimited by the connection's end: only `data: [DONE]` says that the stream is whole.
+            self._finish(ConnectionDropped(f"connection closed after {self._body_size} bytes of the stream, before "
+                                           f"its `data: [DONE]` ({exc or 'EOF'})"))
         else:
-            self._finish(None)  # a body delimited by the connection's end
+            self._finish(None)
 
     def _error_text(self) -> str:
         return b"".join(self._error_body)[:_ERROR_BODY_LIMIT].decode("utf-8", "replace")

@@ -37,7 +37,8 @@ def plan_section() -> PlanSection:
     items += [
         PlanItem(
             "smoke",
-            "4 prompts (2 chat, 2 completion) x stream/no-stream at temperature 0; fails on null/empty content, "
+            "4 prompts (2 chat, 2 completion) x stream/no-stream at temperature 0; fails on the reference "
+            "deployment's failure text (NaN happened, runs of !) in text, finish reason or matched_stop, null/empty content, "
             "finish reason not stop/length, character runs, looping phrases, low diversity, U+FFFD, HTTP errors",
             "src/blackwell_stack/verify/smoke.py",
             checked_by="tests: real server, broken and sound models",

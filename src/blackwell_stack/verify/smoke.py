@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass, field
 
-from blackwell_stack.verify import degeneracy, events
+from blackwell_stack.verify import degeneracy, events, failure_text
 from blackwell_stack.verify.openai_client import (
     Endpoint,
     HTTPStatusError,
@@ -21,6 +21,7 @@ from blackwell_stack.verify.openai_client import (
     request_json,
     stream_events,
 )
+from blackwell_stack.verify.wire import ConnectionDropped
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ PROMPTS = (
 
 DEFAULT_MAX_TOKENS = 128
 DEFAULT_TIMEOUT_S = 300.0
+NO_ANSWER = "no answer within --timeout"
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Answer:
     mode: str
     text: str | None = None
     finish_reason: str | None = None
+    matched_stop: str | None = None  # SGLang's stop string ("NaN happened" when a step produced NaN)
     completion_tokens: int | None = None
     seconds: float = 0.0
     verdicts: list[Verdict] = field(default_factory=list)
@@ -113,11 +116,13 @@ async def _ask_plain(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Ans
     choice, usage = events.answer_choice(data, prompt.api == "chat")
     answer.text = _joined(choice.content, choice.reasoning)
     answer.finish_reason = choice.finish_reason
+    answer.matched_stop = choice.matched_stop
     answer.completion_tokens = events.completion_tokens(usage)
 
 
-async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float) -> None:
-    content: list[str] = []
+async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float,
+                      partial: list[str]) -> None:
+    content = partial
     reasoning: list[str] = []
     saw_content = False
 
@@ -135,6 +140,8 @@ async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: An
                     reasoning.append(choice.reasoning)
                 if choice.finish_reason is not None:
                     answer.finish_reason = choice.finish_reason
+                if choice.matched_stop is not None:
+                    answer.matched_stop = choice.matched_stop
 
     await stream_events(endpoint, _path(prompt), body, on_events, timeout=timeout)
     answer.text = _joined("".join(content) if saw_content else None, "".join(reasoning) or None)
@@ -146,24 +153,36 @@ async def _run_one(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool,
     body = request_body(prompt, model, max_tokens, stream)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    ask = _ask_stream if stream else _ask_plain
+    partial: list[str] = []  # what a stream carried before it was cut
     try:
-        await ask(endpoint, prompt, body, answer, timeout)
+        if stream:
+            await _ask_stream(endpoint, prompt, body, answer, timeout, partial)
+        else:
+            await _ask_plain(endpoint, prompt, body, answer, timeout)
     except HTTPStatusError as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "http", f"HTTP status {exc.status}", repr(exc.body[:200])))
+        return answer
+    except ConnectionDropped as exc:
+        so_far = degeneracy.excerpt("".join(partial), width=60) if partial else "-"
+        answer.verdicts.append(Verdict(prompt.name, mode, "dropped", f"the server closed the connection before the "
+                                       f"answer ended: {exc}", f"text so far: {so_far}"))
+        return answer
+    except TimeoutError as exc:
+        answer.verdicts.append(Verdict(prompt.name, mode, "http", NO_ANSWER, describe_error(exc)))
         return answer
     except ProtocolError as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200]))
         return answer
-    except (TimeoutError, OSError) as exc:
+    except OSError as exc:
         answer.verdicts.append(Verdict(prompt.name, mode, "http", "request failed", describe_error(exc)))
         return answer
     finally:
         answer.seconds = round(loop.time() - started, 3)
-    findings = degeneracy.inspect_text(answer.text)
+    findings = failure_text.find(answer.text, answer.finish_reason, answer.matched_stop)
     reason = degeneracy.finish_reason(answer.finish_reason)
     if reason:
-        findings.insert(0, reason)
+        findings.append(reason)
+    findings += degeneracy.inspect_text(answer.text)
     answer.verdicts.extend(Verdict(prompt.name, mode, f.check, f.detail, f.excerpt) for f in findings)
     return answer
 
@@ -176,9 +195,29 @@ async def run_smoke(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> SmokeReport:
-    """Ask every prompt streamed and not streamed, one request at a time (a smoke test, not a load)."""
-    answers = []
+    """Ask every prompt streamed and not streamed, one request at a time (a smoke test, not a load).
+
+    A request that gets no answer within `timeout` ends the asking: the rest
+    are verdicts of their own ("not-asked"), so a server that never answers
+    costs one timeout, not one per request.
+    """
+    answers: list[Answer] = []
+    silent: Answer | None = None
     for prompt in prompts:
         for stream in (False, True):
-            answers.append(await _run_one(endpoint, model, prompt, stream, max_tokens, timeout))
+            if silent is not None:
+                answers.append(_not_asked(prompt, stream, silent, timeout))
+                continue
+            answer = await _run_one(endpoint, model, prompt, stream, max_tokens, timeout)
+            answers.append(answer)
+            if any(v.detail == NO_ANSWER for v in answer.verdicts):
+                silent = answer
     return SmokeReport(url=endpoint.base_url, model=model, answers=answers)
+
+
+def _not_asked(prompt: Prompt, stream: bool, silent: Answer, timeout: float) -> Answer:
+    mode = "stream" if stream else "no-stream"
+    answer = Answer(prompt=prompt.name, api=prompt.api, mode=mode)
+    answer.verdicts.append(Verdict(prompt.name, mode, "not-asked", f"not asked: the server gave no answer to "
+                                   f"{silent.prompt} ({silent.mode}) within --timeout {timeout:g} s", "-"))
+    return answer

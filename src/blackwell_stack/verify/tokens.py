@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import StackError
+
+# The tokenizer.json of a large vocabulary is tens of MiB.
+TOKENIZER_LIMIT = 512 * inputfiles.MIB
 
 SOURCE_USAGE = "server usage"
 SOURCE_EVENTS = "stream events (no usage from the server, no --tokenizer: approximate)"
@@ -24,11 +28,10 @@ class TokenizerCounter:
         file = Path(path)
         if file.is_dir():
             file = file / "tokenizer.json"
-        if not file.is_file():
-            raise StackError(
-                f"no tokenizer at {path}",
-                "pass --tokenizer a tokenizer.json file or a model directory that holds one",
-            )
+        hint = "pass --tokenizer a tokenizer.json file or a model directory that holds one"
+        if not file.exists():
+            raise StackError(f"no tokenizer at {path}", hint)
+        text = inputfiles.read_text(file, limit=TOKENIZER_LIMIT, what="--tokenizer", hint=hint)
         try:
             from tokenizers import Tokenizer
         except ImportError:
@@ -36,7 +39,10 @@ class TokenizerCounter:
                 "--tokenizer needs the `tokenizers` package",
                 "pip install tokenizers, or drop --tokenizer to count stream events instead",
             ) from None
-        self._tokenizer = Tokenizer.from_file(str(file))
+        try:
+            self._tokenizer = Tokenizer.from_str(text)
+        except Exception as exc:  # the tokenizers package raises its own exception type
+            raise StackError(f"--tokenizer {file} is not a tokenizer.json ({exc})", hint) from None
         self.source = f"tokenizer {file} (the server reported no usage)"
 
     def count(self, text: str) -> int:

@@ -40,6 +40,11 @@ class ProtocolError(Exception):
     """The server answered, but not in the OpenAI wire format (bad status line, bad JSON, bad SSE)."""
 
 
+class ConnectionDropped(ProtocolError):
+    """The server closed the connection before its answer ended (a crash, a restart, a proxy's timeout):
+    a body cut short of its length or its last chunk, or a stream that ends without `data: [DONE]`."""
+
+
 class ChunkedDecoder:
     """Incremental decoder of HTTP/1.1 chunked transfer encoding."""
 

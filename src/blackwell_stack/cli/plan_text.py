@@ -1,0 +1,164 @@
+"""How `plan` reads in a terminal: the answer first and in one screen, the detail on request.
+
+- `print_screen` (the default): each stack's versions, verdict and next
+  command; the sections of the stack asked for, one line each; its
+  unverified items, one line each. Lines are cut to the terminal with an
+  ellipsis, never wrapped into tall cells.
+- `print_sections` (`plan SECTION`): each item as a short block (name and
+  value, then what checked it and where it came from), wrapped at spaces so
+  that no hash or path is split.
+- `print_everything` (`plan --wide`): every section as a table, every row
+  whole on one line, the locked files included.
+- `print_unverified` (`plan unverified`): every unverified item with its note.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from blackwell_stack import output
+from blackwell_stack.model.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, standing
+
+LEGEND = (
+    "checked: what checked a value on this project's machines (a hash computed here, PyPI's own sha256, a test on "
+    "the real artifact); 'not checked here' is a value only its source vouches for, or one only the GPU host can "
+    "check (`blackwell-stack doctor`, `smoke` and `bench` there). `plan --json` has every value whole."
+)
+# The default screen lists this many unverified items, one line each (`plan unverified` has them all).
+UNVERIFIED_LINES = 6
+MORE = ("more: `plan SECTION` lists a section item by item ({sections}, unverified); `plan --wide` every row "
+        "whole; `plan --json` everything; `plan --stack NAME|all` another stack")
+
+
+def _width() -> int | None:
+    return None if output.is_wide() else output.terminal_width()
+
+
+def _line(text: str, width: int | None) -> None:
+    """One line, cut to the terminal with an ellipsis."""
+    print(output.clip(text, width) if width else text)
+
+
+def _block(text: str, width: int | None, indent: str = "", more: str = "    ") -> None:
+    """Prose wrapped at spaces (a word longer than the line is left whole), later lines indented by `more`."""
+    if not width:
+        print(indent + text)
+        return
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + more,
+                        break_long_words=False, break_on_hyphens=False))
+
+
+def _stacks(plan: dict, width: int | None) -> None:
+    for name, s in plan["stacks"].items():
+        _block(f"{name}{' (default)' if s['default'] else ''}: {s['what']}", width)
+        _line(f"  {s['verdict']}", width)
+        _line(f"  next: {s['next']}", width)
+
+
+def _section_counts(section: dict) -> str:
+    counts = {UNVERIFIED: 0, NEEDS_GPU_HOST: 0, NOT_CHECKABLE: 0}
+    for item in section["items"]:
+        kind = standing(item["verified"], item["checked_by"])
+        if kind in counts:
+            counts[kind] += 1
+    rows = [i for i in section["items"] if not i["detail"]]
+    files = len(section["items"]) - len(rows)
+    parts = [f"{len(rows)} item{'' if len(rows) == 1 else 's'}" + (f" and {files} locked files" if files else "")]
+    words = {UNVERIFIED: "unverified", NEEDS_GPU_HOST: "need the GPU host", NOT_CHECKABLE: "cannot be checked here"}
+    parts += [f"{n} {words[kind]}" for kind, n in counts.items() if n]
+    return ", ".join(parts)
+
+
+def print_screen(plan: dict, shown: list[str]) -> None:
+    """The default answer: fits 40 lines of a 100-column terminal."""
+    width = _width()
+    _line(f"blackwell-stack plan: {plan['target']}", width)
+    print()
+    _stacks(plan, width)
+    print()
+    _line(f"== {'stack ' + shown[0] if len(shown) == 1 else 'stacks ' + ', '.join(shown)}, section by section ==",
+          width)
+    keys = list(plan["sections"])
+    pad = max(len(k) for k in keys)
+    for key, section in plan["sections"].items():
+        counts = _section_counts(section)
+        head = f"  {key:<{pad}}  "
+        title = section["title"]
+        if width:
+            title = output.clip(title, max(width - len(head) - len(counts) - 2, 12))
+        _line(f"{head}{title}: {counts}", width)
+    if plan["unverified"]:
+        print()
+        _line(f"== unverified ({len(plan['unverified'])}; `plan unverified` gives each in full) ==", width)
+        for u in plan["unverified"][:UNVERIFIED_LINES]:
+            _line(f"  [{u['section']}] {u['name']}: {' '.join((u['note'] or '').split())}", width)
+        if len(plan["unverified"]) > UNVERIFIED_LINES:
+            _line(f"  ... and {len(plan['unverified']) - UNVERIFIED_LINES} more", width)
+    print()
+    short = sorted({k.split("-", 1)[0] for k in keys}, key=[k.split("-", 1)[0] for k in keys].index)
+    _block(MORE.format(sections=", ".join(short)), width, more="  ")
+
+
+def print_sections(plan: dict, keys: list[str], *, wide: bool) -> None:
+    """`plan SECTION`: the sections named, item by item (as tables with --wide)."""
+    if wide:
+        for key in keys:
+            _table(plan["sections"][key])
+        return
+    width = _width()
+    for key in keys:
+        section = plan["sections"][key]
+        _block(f"== {section['title']} ({key}) ==", width)
+        rows = [i for i in section["items"] if not i["detail"]]
+        for item in rows:
+            _block(f"{item['name']}: {item['value']}", width)
+            if not item["verified"]:
+                _block(f"UNVERIFIED: {item['note']}", width, indent="    ", more="  ")
+            if item["checked_by"]:
+                _block(f"checked: {item['checked_by']}", width, indent="    ", more="  ")
+            if item["source"]:
+                _block(f"source: {item['source']}", width, indent="    ", more="  ")
+        hidden = len(section["items"]) - len(rows)
+        if hidden:
+            _block(f"({hidden} more items, one per locked file: `plan {key} --wide` or `plan --json` lists them)",
+                   width)
+        for cmd in section["commands"]:
+            print(f"  $ {cmd}")
+        print()
+    _block(LEGEND, width, more="  ")
+
+
+def checked_cell(item: dict) -> str:
+    """The `checked` column: NO for an unverified value, else what checked it ('-': no claim beyond the source)."""
+    if not item["verified"]:
+        return "NO (unverified)"
+    return item.get("checked_by") or "-"
+
+
+def _table(section: dict) -> None:
+    output.heading(section["title"])
+    output.table(["item", "value", "source", "checked"],
+                 [[i["name"], i["value"], i["source"], checked_cell(i)] for i in section["items"]])
+    for cmd in section["commands"]:
+        print(f"  $ {cmd}")
+
+
+def print_everything(plan: dict) -> None:
+    """`plan --wide`: the verdicts, then every section as a table with every row whole."""
+    print(f"blackwell-stack plan: {plan['target']}\n")
+    _stacks(plan, None)
+    for section in plan["sections"].values():
+        _table(section)
+    print()
+    print_unverified(plan)
+
+
+def print_unverified(plan: dict) -> None:
+    width = _width()
+    _block(f"== Unverified ({len(plan['unverified'])}) ==", width)
+    if not plan["unverified"]:
+        print("every pin is verified")
+    for u in plan["unverified"]:
+        _block(f"[{u['section']}] {u['name']}: {u['note']}", width, indent="  ")
+    print()
+    _block(LEGEND, width, more="  ")

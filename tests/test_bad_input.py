@@ -1,0 +1,244 @@
+"""Bad input, every subcommand: one table, each row a command, its exit code and a fragment of its message.
+
+Every row runs the real CLI in a subprocess, with a wall-clock bound (a hang
+fails the row instead of hanging the suite) and a bound on its address space
+(an unbounded read fails the row with a MemoryError instead of filling the
+machine); no row may print a traceback. The servers the rows talk to are
+real servers on loopback, started here: the scripted faults of
+verify_server.py (answers of "NaN happened", SGLang's matched_stop, a stream
+cut short, a server that never answers) and fixed-answer HTTP servers of
+index_server.py (an index that answers with something else, an empty mirror).
+
+Placeholders in a row ({fifo}, {nan_text}, ...) are filled in by `places`.
+A fragment of None means: nothing at all on stderr (a command that must end
+quietly). Add a row for each bad input found.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from index_server import serve_fixed
+from verify_server import FaultServer
+
+from blackwell_stack.errors import ExitCode
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+BOUND_S = 120  # far above what any row needs (the slowest waits one 1 s timeout)
+MEMORY_BOUND = 8 << 30  # address space: torch's libraries mapped by `doctor abi` fit; /dev/zero read whole does not
+
+OK, CHECK, USAGE, NETWORK, TOOLCHAIN = (ExitCode.OK, ExitCode.CHECK_FAILED, ExitCode.USAGE, ExitCode.NETWORK,
+                                        ExitCode.TOOLCHAIN)
+PASS = "http://127.0.0.1:9"  # nothing listens there: rows that must fail before any request
+
+
+@dataclass(frozen=True)
+class Row:
+    argv: tuple[str, ...]
+    code: int
+    fragment: str | None  # in stdout + stderr, whitespace normalised; None: stderr must be empty
+    env: dict[str, str] = field(default_factory=dict)
+    stdout_closed: bool = False
+    stderr_closed: bool = False
+
+    def __str__(self) -> str:
+        return " ".join(self.argv)
+
+
+def row(*argv: str, code: int, fragment: str | None, **kwargs) -> Row:
+    return Row(tuple(argv), int(code), fragment, **kwargs)
+
+
+ROWS = [
+    # The reference deployment's failure text in the answer, not only in the finish reason.
+    row("smoke", "{nan_text}", code=CHECK, fragment="nan-happened in the text"),
+    row("bench", "{nan_text}", "--concurrency", "1", "--requests", "2", "--output-len", "8",
+        code=CHECK, fragment="broken answer(s) (failure-text 2)"),
+    row("smoke", "{nan_stop}", code=CHECK, fragment="nan-happened in the matched_stop"),
+    row("bench", "{nan_stop}", "--concurrency", "1", "--requests", "2", "--output-len", "8",
+        code=CHECK, fragment="failure-text: nan-happened in the matched_stop"),
+    # A file with no torch symbols is not a torch extension, and not OK.
+    row("doctor", "abi", "--kernel", "{elf}", "--torch", "env", code=CHECK, fragment="it is not a torch extension"),
+    # A URL that urllib cannot split.
+    row("smoke", "http://[::1", code=USAGE, fragment="not a server URL: 'http://[::1'"),
+    row("bench", "http://[::1", code=USAGE, fragment="Invalid IPv6 URL"),
+    # Output the terminal's encoding cannot write: escaped or replaced, never a crash.
+    row("pins", "show", code=OK, fragment="(long cells are cut", env={"PYTHONIOENCODING": "ascii"}),
+    row("pins", "show", code=OK, fragment="(long cells are cut", env={"LC_ALL": "C", "PYTHONUTF8": "0"}),
+    row("plan", code=OK, fragment="next:", env={"PYTHONIOENCODING": "ascii", "COLUMNS": "100"}),
+    row("serve", "flags", "show", "tp", code=OK, fragment="--tensor-parallel-size", env={"PYTHONIOENCODING": "ascii"}),
+    # A stdout (or stderr) closed before the command starts: it ends quietly, with its own code.
+    row("plan", code=OK, fragment=None, stdout_closed=True),
+    row("serve", "check", "--set", "kv-cache-dtype=fp8_e4m3", code=CHECK, fragment=None, stdout_closed=True),
+    row("smoke", "http://[::1", code=USAGE, fragment=None, stderr_closed=True),
+    # An index that answers with something other than what was asked for.
+    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "{not_json}",
+        code=USAGE, fragment="is not a PyPI JSON API document"),
+    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "{json_list}",
+        code=USAGE, fragment="is not a PyPI JSON API document"),
+    row("pins", "update", "torch", "--date", "20260307", "--file", "{tmp}/pins.json", "--index-url", "{pep691_broken}",
+        code=USAGE, fragment="not a PEP 691 project page"),
+    # Files that are not regular files, or far larger than what they hold: refused at once, never read whole.
+    row("smoke", PASS, "--api-key-file", "/dev/zero", code=USAGE, fragment="--api-key-file /dev/zero is a character device"),
+    row("smoke", PASS, "--api-key-file", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe), not a regular file"),
+    row("smoke", PASS, "--api-key-file", "{big}", code=USAGE, fragment="is larger than 64 KiB"),
+    row("smoke", PASS, "--api-key-file", "{tmp}", code=USAGE, fragment="cannot read --api-key-file"),
+    row("bench", PASS, "--api-key-file", "/dev/zero", code=USAGE, fragment="is a character device"),
+    row("bench", PASS, "--baseline", "/dev/zero", code=USAGE, fragment="/dev/zero is a character device"),
+    row("bench", PASS, "--baseline", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe)"),
+    row("bench", PASS, "--baseline", "{huge}", code=USAGE, fragment="is larger than 32.0 MiB"),
+    row("bench", PASS, "--tokenizer", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe)"),
+    row("inspect", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe), not a regular file"),
+    row("inspect", "/dev/zero", code=USAGE, fragment="/dev/zero is a character device"),
+    row("doctor", "abi", "--kernel", "{fifo}", "--torch", "env", code=USAGE, fragment="is a FIFO (named pipe)"),
+    row("wheel", "diff", "{fifo}", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe)"),
+    row("wheel", "diff", "--reference", "/dev/zero", code=USAGE, fragment="/dev/zero does not exist or is not a file"),
+    row("pins", "vendor", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe)"),
+    row("serve", "check", "--profile", "{fifo}", code=USAGE, fragment="--profile {fifo} is a FIFO (named pipe)"),
+    row("serve", "check", "--profile", "{tmp}", code=USAGE, fragment="is a directory"),
+    row("serve", "check", "--flags-table", "/dev/zero", code=USAGE, fragment="/dev/zero is a character device"),
+    row("serve", "flags", "extract", "--wheel", "{fifo}", "--output", "{tmp}/table.json", code=USAGE,
+        fragment="is a FIFO (named pipe)"),
+    # A mirror of github.com serves every source, the json release download included.
+    row("kernel", "sources", "fetch", "--dir", "{tmp}/sources", "--all", "--github", "{mirror}", code=NETWORK,
+        fragment="{mirror}/nlohmann/json/releases/download/v3.11.3/json.tar.xz"),
+    row("kernel", "test", "--wheel", "{fifo}", "--tests", "{tmp}", "--dry-run", "--gpu", "12.0", code=USAGE,
+        fragment="--wheel {fifo} is not a file"),
+    row("kernel", "test", "--wheel", "/dev/zero", "--tests", "{tmp}", "--dry-run", "--gpu", "12.0", code=USAGE,
+        fragment="--wheel /dev/zero is not a file"),
+    row("kernel", "patches", "check", "--src", "{fifo}", code=USAGE, fragment="--src {fifo} is not a directory"),
+    # A server that never answers costs one --timeout, not eight.
+    row("smoke", "{stall}", "--model", "m", "--timeout", "1", "--max-tokens", "4", code=CHECK,
+        fragment="not asked: the server gave no answer to capital (no-stream) within --timeout 1 s"),
+    # An interpreter without SGLang is refused before it is started.
+    row("serve", "run", "--python", "{no_sglang}", code=TOOLCHAIN, fragment="has no sglang"),
+    row("serve", "run", "--python", "{tmp}/no-such-python", code=TOOLCHAIN, fragment="cannot run --python"),
+    # Flags as SGLang's parser reads them: the abbreviation `serve check -- --tp 8` accepts.
+    row("serve", "flags", "show", "tp", code=OK, fragment="--tp is an abbreviation of --tensor-parallel-size"),
+    row("serve", "flags", "show", "d", code=USAGE, fragment="--d is ambiguous for sglang 0.5.9"),
+    row("serve", "flags", "show", "no-such-flag", code=USAGE, fragment="has no flag --no-such-flag"),
+    # A connection dropped in the middle of an answer says so.
+    row("smoke", "{drop}", code=CHECK, fragment="dropped: the server closed the connection before the answer ended"),
+    row("bench", "{drop}", "--warmup", "0", "--concurrency", "1", "--requests", "1", code=CHECK,
+        fragment="ConnectionDropped: connection closed after"),
+    # Global options after the command as well as before it.
+    row("plan", "-v", "--json", code=OK, fragment='"plan_version": 1'),
+    row("plan", "doctor", "--wide", code=OK, fragment="not checked here (`doctor` on the GPU host)"),
+    row("pins", "show", "--wide", "-v", code=OK, fragment="stack stable (uv.lock)"),
+    row("plan", "no-such-section", code=USAGE, fragment="the plan has no section 'no-such-section'"),
+    row("plan", "--stack", "no-such-stack", code=USAGE, fragment="there is no stack 'no-such-stack'"),
+    row("stack", "show", "no-such-stack", code=USAGE, fragment="there is no stack 'no-such-stack'"),
+    row("stack", "lock", "nightly", "--wheels", "{fifo}", "--no-audit", code=USAGE, fragment="--wheels {fifo}: not a directory"),
+    # Found while writing this table.
+    row("smoke", PASS, "--api-key-file", "{empty}", code=USAGE, fragment="is empty"),
+    row("bench", PASS, "--concurrency", "1,x", code=USAGE, fragment="bad --concurrency '1,x'"),
+    row("smoke", "http://127.0.0.1:99999", code=USAGE, fragment="bad port"),
+    row("bench", PASS, "--tokenizer", "{empty}", code=USAGE, fragment="is not a tokenizer.json"),
+]
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory) -> dict[str, str]:
+    tmp = tmp_path_factory.mktemp("bad-input")
+    fifo = tmp / "fifo"
+    os.mkfifo(fifo)
+    (tmp / "big").write_bytes(b"k" * (65 << 10))
+    with open(tmp / "huge", "wb") as fh:  # sparse: its size says 40 MiB
+        fh.truncate(40 << 20)
+    (tmp / "empty").write_bytes(b"")
+    no_sglang = tmp / "python-without-site"
+    no_sglang.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # no site-packages: no sglang
+    no_sglang.chmod(0o755)
+    servers = {name: FaultServer(name) for name in ("nan-text", "nan-stop", "drop", "stall")}
+    fixed = {
+        "not_json": serve_fixed(b"<html>not json</html>", content_type="text/html"),
+        "json_list": serve_fixed(b"[1, 2, 3]"),
+        "pep691_broken": serve_fixed(b'{"files": [{"name": 1}]}', content_type="application/vnd.pypi.simple.v1+json"),
+        "mirror": serve_fixed(b"not here", status=404, content_type="text/plain"),
+    }
+    yield {
+        "tmp": str(tmp), "fifo": str(fifo), "big": str(tmp / "big"), "huge": str(tmp / "huge"),
+        "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
+        **{name.replace("-", "_"): server.url for name, server in servers.items()},
+        **{name: server.url for name, server in fixed.items()},
+    }
+    for server in servers.values():
+        server.stop()
+    for server in fixed.values():
+        server.shutdown()
+
+
+def _bounded() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BOUND, MEMORY_BOUND))
+
+
+def run_row(r: Row, places: dict[str, str]) -> tuple[subprocess.CompletedProcess, str]:
+    argv = [a.format(**places) for a in r.argv]
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), **r.env}
+    if "PYTHONIOENCODING" not in r.env and "LC_ALL" in r.env:
+        env.pop("PYTHONIOENCODING", None)
+    # The child closes the descriptors a row wants closed, then becomes the CLI (as `blackwell-stack plan >&-`).
+    script = "import os, sys\n"
+    if r.stdout_closed:
+        script += "os.close(1)\n"
+    if r.stderr_closed:
+        script += "os.close(2)\n"
+    script += f"os.execv(sys.executable, [sys.executable, '-m', 'blackwell_stack', *{argv!r}])\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                            timeout=BOUND_S, preexec_fn=_bounded)
+    return result, " ".join((result.stdout + "\n" + result.stderr).split())
+
+
+@pytest.mark.parametrize("r", ROWS, ids=str)
+def test_bad_input_is_a_clear_error(r: Row, places):
+    result, text = run_row(r, places)
+    assert "Traceback" not in result.stderr and "MemoryError" not in text, result.stderr[-3000:]
+    assert result.returncode == r.code, (result.returncode, text[-3000:])
+    if r.fragment is None:
+        assert result.stderr == "", result.stderr[-3000:]
+    else:
+        assert " ".join(r.fragment.format(**places).split()) in text, text[-3000:]
+
+
+def test_every_subcommand_has_a_row():
+    """Each command of `blackwell-stack --help` has at least one row here (the table grows with each command)."""
+    from blackwell_stack.cli import _subparsers, build_parser
+
+    commands = {p.prog.split(" ", 1)[1].split(" ")[0] for p in _subparsers(build_parser())}
+    covered = {r.argv[0] for r in ROWS}
+    assert commands <= covered, sorted(commands - covered)
+
+
+def test_a_fifo_as_a_data_root_file_is_refused_without_blocking(tmp_path):
+    """A project data file replaced by a FIFO (BLACKWELL_STACK_ROOT) is refused at once, like a user's file."""
+    from conftest import copy_data_root
+
+    root = copy_data_root(tmp_path / "root")
+    rules = root / "modules/rules.json"
+    rules.unlink()
+    os.mkfifo(rules)
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "serve", "check"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": SRC, "BLACKWELL_STACK_ROOT": str(root)}, timeout=BOUND_S)
+    assert result.returncode == USAGE and "Traceback" not in result.stderr, result.stderr
+    assert "rules.json is a FIFO (named pipe), not a regular file" in " ".join(result.stderr.split())
+
+
+def test_the_failure_text_is_data_with_its_source():
+    """Each pattern of verify/failure-text.json names where it was seen; the file is in the data registry."""
+    from blackwell_stack.model import registry
+    from blackwell_stack.verify import failure_text
+
+    assert registry.entry("failure-text").path() == Path(failure_text.__file__).with_name("failure-text.json")
+    patterns = failure_text.load()
+    assert {p.name for p in patterns} >= {"nan-happened", "exclamation-run"}
+    assert all(p.source and p.what for p in patterns)
+    assert "schedule_batch.py" in next(p.source for p in patterns if p.name == "nan-happened")
+    found = failure_text.find("The capital of", "stop", "NaN happened")
+    assert [f.check for f in found] == ["failure-text"] and "matched_stop" in found[0].detail
+    assert failure_text.find("Paris is the capital of France!", "stop") == []

@@ -1,0 +1,95 @@
+"""`plan`, the main job, answers in one screen: each stack's versions, verdict and next command first.
+
+The default invocation fits 40 lines of a 100-column terminal with no line
+wider; `plan SECTION` lists a section item by item without splitting a hash
+or a path; `--wide` prints every row whole; `--json` has everything,
+whatever the view.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+# What a person keeps whole: git revisions and sha256 digests (hex), SRI hashes.
+IDENTIFIER = re.compile(r"\b[0-9a-f]{40}\b|\b[0-9a-f]{64}\b|sha256-[A-Za-z0-9+/]{43}=")
+
+
+def plan(*argv: str, columns: str = "100") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": SRC, "COLUMNS": columns}
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "plan", *argv], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def as_json() -> dict:
+    return json.loads(plan("--json").stdout)
+
+
+def test_the_default_answer_fits_one_screen_of_100_columns():
+    lines = plan().stdout.splitlines()
+    assert len(lines) <= 40, len(lines)
+    assert max(len(line) for line in lines) <= 100, [line for line in lines if len(line) > 100]
+
+
+def test_each_stack_comes_first_with_its_versions_verdict_and_next_command(as_json):
+    text = plan().stdout
+    head = "\n".join(text.splitlines()[:15])  # the answer comes before any section
+    assert set(as_json["stacks"]) == {"stable", "current", "nightly"}
+    assert next(iter(as_json["stacks"])) == "stable" and as_json["stacks"]["stable"]["default"] is True
+    for name, summary in as_json["stacks"].items():
+        assert f"{name}" in head and summary["verdict"] in head and f"next: {summary['next']}" in head, name
+    # The versions, as the locks hold them.
+    for versions in ("SGLang 0.5.9, flashinfer 0.6.5, torch 2.12.1, sgl-kernel 0.3.21",
+                     "SGLang 0.5.23, flashinfer 0.7.2, torch 2.14.1, sglang-kernel 0.4.10"):
+        assert versions in " ".join(head.split())
+    assert "next: nix build .#sglang-env\n" in text + "\n"
+    assert "next: blackwell-stack stack lock nightly --wheels DIR" in text
+
+
+def test_a_verdict_counts_what_only_the_gpu_host_and_what_nothing_here_can_check(as_json):
+    stable = as_json["stacks"]["stable"]
+    items = [i for s in as_json["sections"].values() for i in s["items"]]
+    gpu = [i for i in items if i["verified"] and (i["checked_by"] or "").startswith("not checked here")
+           and "GPU host" in i["checked_by"]]
+    assert stable["counts"]["needs the GPU host"] == len(gpu) > 0
+    assert stable["counts"]["unverified"] == len(as_json["unverified"])
+    assert sum(stable["counts"].values()) == len(items)
+    assert stable["verdict"].endswith(f"{len(gpu)} items need the GPU host; "
+                                      f"{stable['counts']['cannot be checked here']} cannot be checked here")
+
+
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_a_section_lists_its_items_without_splitting_a_hash_or_a_path(as_json, columns):
+    for key, section in as_json["sections"].items():
+        text = plan(key.split("-", 1)[0], columns=columns).stdout
+        lines = text.splitlines()
+        assert max(len(line) for line in lines if not line.startswith("  $ ")) <= int(columns), key
+        shown = [i for i in section["items"] if not i["detail"]]
+        for item in shown:
+            assert f"{item['name']}: " in text, (key, item["name"])
+            for field in ("value", "source", "checked_by"):
+                for identifier in IDENTIFIER.findall(item[field] or ""):
+                    assert identifier in text, (key, item["name"], identifier)
+        for word in {w for i in shown for w in (i["source"] or "").split() if "/" in w and len(w) < int(columns) - 6}:
+            assert word in text.split(), (key, word)  # a path stays on one line
+
+
+def test_wide_prints_every_row_whole_and_json_has_every_item(as_json):
+    wide = plan("--wide").stdout
+    for section in as_json["sections"].values():
+        for item in section["items"]:
+            # The start of the value: the job plan's says how much memory is available now, which moves.
+            start = item["value"][:16]
+            assert any(line.startswith(item["name"]) and start in line for line in wide.splitlines()), item
+    every = json.loads(plan("--json", "--stack", "all").stdout)
+    assert set(every["stacks"]) == {"current", "nightly", "stable"}
+    assert any(i["detail"] for s in every["sections"].values() for i in s["items"])  # the locked files too
