@@ -98,7 +98,7 @@ ROWS = [
     row("inspect", "/dev/zero", code=USAGE, fragment="/dev/zero is a character device"),
     row("doctor", "abi", "--kernel", "{fifo}", "--torch", "env", code=USAGE, fragment="is a FIFO (named pipe)"),
     row("wheel", "diff", "{fifo}", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe)"),
-    row("wheel", "diff", "--reference", "/dev/zero", code=USAGE, fragment="/dev/zero does not exist or is not a file"),
+    row("wheel", "diff", "--reference", "/dev/zero", code=USAGE, fragment="wheel /dev/zero is a character device"),
     row("pins", "vendor", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe)"),
     row("serve", "check", "--profile", "{fifo}", code=USAGE, fragment="--profile {fifo} is a FIFO (named pipe)"),
     row("serve", "check", "--profile", "{tmp}", code=USAGE, fragment="is a directory"),

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack import proc
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.errors import BuildError, DataError, ExitCode, HashMismatch, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes
 from blackwell_stack.kernel import buildinfo, jobs, patchcheck, recipe, reference, sourcedir, sources, toolchain
@@ -57,7 +57,8 @@ def kernel_sources() -> dict:
 
 
 def pyproject_version(kernel_dir: Path) -> str | None:
-    text = (kernel_dir / "pyproject.toml").read_text() if (kernel_dir / "pyproject.toml").is_file() else ""
+    pyproject = kernel_dir / "pyproject.toml"
+    text = inputfiles.read_text(pyproject, limit=inputfiles.TEXT_FILE_LIMIT) if pyproject.is_file() else ""
     in_project = False
     for line in text.splitlines():
         stripped = line.strip()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from blackwell_stack.hashes import sha256_file
@@ -58,7 +57,3 @@ def render(
 def dumps(record: Mapping[str, Any]) -> str:
     """A record as the wheel carries it: sorted keys, indented, one trailing newline."""
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
-
-
-def read(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())

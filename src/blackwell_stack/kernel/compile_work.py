@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import DataError
 from blackwell_stack.kernel import patchcheck, recipe
 from blackwell_stack.model import registry
@@ -53,7 +54,7 @@ def sources_from_checkout(src: str | Path) -> dict[str, list[str]]:
     out = {}
     for target, (rel, var) in SOURCE_VARIABLES.items():
         path = kdir / rel
-        items = cmake_set(path.read_text(), var) if path.is_file() else None
+        items = cmake_set(inputfiles.read_text(path, limit=inputfiles.TEXT_FILE_LIMIT), var) if path.is_file() else None
         if items is None:
             raise DataError(path, target, var, f"no set({var} ...) found", "is this the pinned sgl-kernel (sglang v0.5.9)?")
         # FLASH_SOURCES also lists "${FA3_GEN_SRCS}", the globbed instantiations counted from the data file.

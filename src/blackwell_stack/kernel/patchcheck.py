@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import BuildError, DataError, StackError
 from blackwell_stack.fileio import atomic_write_bytes
 from blackwell_stack.model import registry
@@ -80,7 +81,7 @@ def _strip_prefix(path: str) -> str | None:
 
 def parse_patch(path: Path) -> Patch:
     """Parse a git-style unified diff; text before the first `diff`/`---` is its description."""
-    lines = path.read_text().splitlines()
+    lines = inputfiles.read_text(path, limit=inputfiles.TEXT_FILE_LIMIT, what="patch").splitlines()
     description: list[str] = []
     files: list[FilePatch] = []
     i = 0
@@ -305,7 +306,7 @@ def check_series(src: str | Path, patches: list[Patch] | None = None) -> SeriesR
         for fp in patch.files:
             if fp.path not in texts:
                 f = kdir / (fp.old_path or fp.path)
-                texts[fp.path] = f.read_text() if f.is_file() else None
+                texts[fp.path] = inputfiles.read_text(f, limit=inputfiles.TEXT_FILE_LIMIT) if f.is_file() else None
             hunk_results, after = check_file(patch, fp, texts[fp.path])
             results.extend(hunk_results)
             texts[fp.path] = after

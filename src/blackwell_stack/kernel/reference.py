@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack import proc
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.errors import DataError, StackError, ToolchainError
 from blackwell_stack.formats import wheeldiff, wheelzip
 from blackwell_stack.hashes import is_hex, sha256_file
@@ -372,9 +372,7 @@ class WheelVerdict:
 
 def compare_wheel(ref: Reference, wheel: str | Path) -> WheelVerdict:
     """The wheel against the reference: the whole file's sha256, then member by member."""
-    wheel = Path(wheel)
-    if not wheel.is_file():
-        raise StackError(f"{wheel} does not exist or is not a file", "pass a wheel file")
+    wheel = inputfiles.regular_file(wheel, "wheel", "pass a wheel file")
     verdict = WheelVerdict(ref, wheel, sha256_file(wheel), wheel.stat().st_size)
     if verdict.identical:
         return verdict

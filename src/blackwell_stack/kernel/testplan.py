@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack import proc
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.errors import DataError, StackError, ToolchainError
 from blackwell_stack.model import registry
 
@@ -134,7 +134,7 @@ def test_files(tests_dir: Path) -> list[str]:
 def imported_modules(path: Path, local: set[str]) -> set[str]:
     """Top-level names of the modules a file imports at module level, less the test directory's own modules."""
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = ast.parse(inputfiles.read_bytes(path, limit=inputfiles.TEXT_FILE_LIMIT), filename=str(path))
     except (SyntaxError, ValueError):
         return set()  # pytest reports it as a collection error
     names: set[str] = set()
