@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-# Two real ELF libraries: extension modules of this Python's standard library.
-_LIBRARIES = sorted(Path(sysconfig.get_path("platstdlib"), "lib-dynload").glob("*.so"))[:2]
+# Two real ELF libraries: extension modules of this Python's standard library (DESTSHARED: the base
+# installation's lib-dynload, also from a venv).
+_LIBRARIES = sorted(Path(sysconfig.get_config_var("DESTSHARED") or "/nonexistent").glob("*.so"))[:2]
 
 _PROBE = """
 import json, sys
