@@ -45,6 +45,7 @@ let
     resolveBuildSystem = spec: builtins.attrNames spec;
     mkVirtualEnv = name: _: recorded name;
     python.sitePackages = "lib/python3.12/site-packages";
+    python.interpreter = "/recorded/python3";
     torch = recorded "torch";
     cmake = "cmake";
     ninja = "ninja";
@@ -63,7 +64,8 @@ let
     }};
   }};
 in {{
-  inherit (drv) uvBuildFlags nativeBuildInputs;
+  inherit (drv) uvBuildFlags nativeBuildInputs doInstallCheck installCheckPhase;
+  inherit (drv.passthru) cxxRuntimeCheckFiles;
   cache = (import ./lib/kernel-recipe.nix).initialCache {{ inherit recipe; }};
 }}
 """
@@ -100,6 +102,28 @@ def test_the_derivation_passes_every_define_as_a_config_setting(nix):
     assert {"scikit-build-core", "wheel", "torch"} <= set(got["nativeBuildInputs"])
     # No value has a space: the hook's unquoted $uvBuildFlags splits on spaces only.
     assert not [f for f in flags if " " in f]
+
+
+@pytest.mark.nix
+def test_the_derivation_checks_its_wheels_cxx_runtime_with_the_projects_own_check(nix, tmp_path):
+    """The install check runs formats/cxxruntime.py on $dist's wheel, from just the files the derivation copies:
+    those files alone run the check (a library linked with -static-libstdc++ fails it, a plain one passes)."""
+    got = derivation_flags(nix, "12.0a")
+    assert got["doInstallCheck"] is True
+    assert '-m blackwell_stack.formats.cxxruntime "$dist"/*.whl' in got["installCheckPhase"]
+    assert "/recorded/python3 " in got["installCheckPhase"]
+    only = tmp_path / "src"
+    for rel in got["cxxRuntimeCheckFiles"]:
+        (only / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / "src" / rel, only / rel)
+    gxx = shutil.which("g++") or pytest.skip("g++ is needed")
+    (tmp_path / "x.cc").write_text('#include <stdexcept>\nextern "C" void f() { throw std::runtime_error("x"); }\n')
+    for name, flags, code in (("static", ["-static-libstdc++"], 1), ("shared", [], 0)):
+        lib = tmp_path / f"{name}.so"
+        subprocess.run([gxx, "-shared", "-fPIC", *flags, str(tmp_path / "x.cc"), "-o", str(lib)], check=True, timeout=120)
+        run = subprocess.run([sys.executable, "-I", "-m", "blackwell_stack.formats.cxxruntime", str(lib)], cwd=only,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == code, run.stdout + run.stderr
 
 
 @pytest.mark.nix

@@ -67,6 +67,30 @@ let
   recipeCache = builtins.toFile "sgl-kernel-recipe.cmake" (kernelRecipe.initialCache { inherit recipe; });
   recipeEnvironment = kernelRecipe.environment { inherit recipe; };
 
+  # The project's check of a wheel's C++ runtime (src/blackwell_stack/formats/cxxruntime.py, the
+  # standard library only): just its files, so that a change elsewhere in the CLI does not rebuild the kernel.
+  cxxRuntimeCheckFiles = [
+    "blackwell_stack/__init__.py"
+    "blackwell_stack/errors.py"
+    "blackwell_stack/inputfiles.py"
+    "blackwell_stack/formats/__init__.py"
+    "blackwell_stack/formats/elf.py"
+    "blackwell_stack/formats/wheelzip.py"
+    "blackwell_stack/formats/cxxruntime.py"
+  ];
+  # builtins.path with a filter, not lib.fileset (builtins.readFileType), so the tests' Nix 2.8 evaluates it too.
+  cxxRuntimeCheck = builtins.path {
+    name = "blackwell-stack-cxx-runtime-check";
+    path = ../../src;
+    filter =
+      path: type:
+      let
+        rel = lib.removePrefix "${toString ../../src}/" (toString path);
+      in
+      builtins.elem rel cxxRuntimeCheckFiles
+      || (type == "directory" && builtins.any (lib.hasPrefix "${rel}/") cxxRuntimeCheckFiles);
+  };
+
   # Architectures the recipe asks for ([ ] = upstream's hard-coded list);
   # patch 0005 configures FlashMLA only for its own architectures, so its
   # sources are fetched only then.
@@ -218,6 +242,17 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
     numactl # mscclpp: find_package(NUMA REQUIRED)
   ];
 
+  # The check `kernel build` makes before it calls a wheel built, run as huggingface/kernel-builder runs its
+  # ABI check: every library must use the process's libstdc++.so.6. A wheel whose libraries carried their
+  # own C++ runtime crashed SGLang at start-up (benchmarks/sglang-gpu/); nixpkgs' compilers link libstdc++
+  # dynamically, and this keeps it so.
+  doInstallCheck = true;
+  installCheckPhase = ''
+    runHook preInstallCheck
+    PYTHONPATH=${cxxRuntimeCheck} ${python.interpreter} -m blackwell_stack.formats.cxxruntime "$dist"/*.whl
+    runHook postInstallCheck
+  '';
+
   # Its import needs torch (the venv gets it from the stack anyway).
   passthru.dependencies = {
     torch = [ ];
@@ -282,7 +317,7 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
   };
 
   passthru = {
-    inherit sources torch;
+    inherit sources torch cxxRuntimeCheckFiles;
     wheel = finalAttrs.finalPackage.dist;
     fetchContentSources = lib.listToAttrs (map (dep: lib.nameValuePair dep.name dep.src) dependencies);
 

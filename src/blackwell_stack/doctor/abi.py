@@ -51,6 +51,7 @@ class Side:
     libraries: list[str] = field(default_factory=list)
     cuda_runtime: int | None = None
     undefined: dict[str, list[str]] = field(default_factory=dict)  # torch symbol -> files that need it
+    cxx_runtime_problems: list[dict] = field(default_factory=list)  # inspection.cxx_runtime_problems
     defined: dict[str, str] = field(default_factory=dict)  # symbol -> library that defines it
 
 
@@ -149,6 +150,7 @@ def load_kernel(spec: str, environment=None) -> Side:
         raise StackError(f"cannot read {first['name']}: {first['error']}")
     if not files:
         raise StackError(f"{report['path']} holds no ELF libraries", "pass the kernel package (wheel or directory)")
+    side.cxx_runtime_problems = inspection.cxx_runtime_problems(files)
     for f in files:
         side.machines.add(f["machine"])
         side.needed_libraries.update(f["needed"])
@@ -326,6 +328,9 @@ def compare(kernel: Side, torch: Side) -> dict:
                 "fix": REBUILD_FIX,
             }
         )
+    for p in kernel.cxx_runtime_problems:
+        # Symbols that resolve are not enough: a library with its own C++ runtime crashes torch's process.
+        problems.append({"check": "C++ runtime", "message": p["message"], "fix": p["fix"]})
     return {
         "kernel": {
             "label": kernel.label,

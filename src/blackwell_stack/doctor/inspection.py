@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from blackwell_stack.errors import StackError, ToolchainError
 from blackwell_stack.formats import cuobjdump as cuobjdump_tool
-from blackwell_stack.formats import elf, fatbin, linkage, wheelrecord, wheelzip
+from blackwell_stack.formats import cxxruntime, elf, fatbin, linkage, wheelrecord, wheelzip
 from blackwell_stack.progress import Progress
 
 READERS = ("auto", "own", "cuobjdump")
@@ -50,6 +50,7 @@ class ElfReport:
     fatbin_entries: int = 0
     relocatable: list[str] = field(default_factory=list)  # archs in __nv_relfatbin (device-link inputs only)
     build_id: str | None = None
+    cxx_runtime: dict | None = None  # formats/cxxruntime.py's verdict
     sha256: str | None = None  # of the member's bytes (wheel members: for the RECORD check)
     cuobjdump: dict | None = None  # {"cubin": [...], "ptx": [...], "agrees": bool}
     error: str | None = None
@@ -82,6 +83,7 @@ def report_from_elf(name: str, size: int, e: elf.ElfFile) -> ElfReport:
         fatbin_entries=summary["entries"],
         relocatable=fatbin.summarize(fatbin.fatbin_entries(e, fatbin.RELOCATABLE_SECTION))["cubin"],
         build_id=e.build_id,
+        cxx_runtime=cxxruntime.classify(e).to_json(),
     )
 
 
@@ -193,6 +195,7 @@ def summarize(source, results: list[dict], binary: str | None) -> dict:
     if disagree:
         notes.append(f"the fatbin reader and cuobjdump disagree on: {', '.join(disagree)}")
     dist = distribution_of(source)
+    problems = cxx_runtime_problems(ok)
     return {
         "path": source.label,
         "kind": source.kind,
@@ -206,9 +209,30 @@ def summarize(source, results: list[dict], binary: str | None) -> dict:
         "torch_libraries": sorted({lib for r in ok for lib in r["torch_libraries"]}),
         "torch_symbols": len({s for r in ok for s in r["torch_symbols"]}),
         "errors": [{"name": r["name"], "error": r["error"]} for r in results if r["error"]],
+        "problems": problems,
         "notes": notes,
         "files": results,
     }
+
+
+def is_torch_extension(report: dict) -> bool:
+    """Loaded into torch's process as an extension: it needs torch's symbols and is not one of torch's libraries."""
+    return bool(report["torch_symbols"]) and report["name"].rsplit("/", 1)[-1] not in linkage.TORCH_LIBRARIES
+
+
+def cxx_runtime_problems(reports: list[dict]) -> list[dict]:
+    """The libraries whose C++ runtime cannot work: one that carries its own, always; one that refers to the
+    runtime without linking it, when it is a torch extension (torch's own libtorch.so leans on libtorch_cpu.so's)."""
+    out = []
+    for r in reports:
+        verdict = r.get("cxx_runtime") or {}
+        kind = verdict.get("verdict")
+        if kind == cxxruntime.EMBEDDED or (kind == cxxruntime.UNLINKED and is_torch_extension(r)):
+            runtime = cxxruntime.CxxRuntime(kind, verdict.get("runtime_library"), tuple(verdict.get("defined") or ()),
+                                            verdict.get("defined_count", 0), verdict.get("used_count", 0))
+            out.append({"name": r["name"], "check": "C++ runtime", "message": runtime.message(r["name"]),
+                        "fix": runtime.fix})
+    return out
 
 
 def distribution_of(source) -> dict | None:
