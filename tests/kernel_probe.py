@@ -51,7 +51,7 @@ def probe_project(root: Path, c_source: str) -> Path:
 
 def probe_plan(kdir: Path, out: Path, record: str = DEFAULT_RECORD):
     """A build plan for the probe project as make_plan would make it (two cores, memory to spare)."""
-    from blackwell_stack.kernel import build, jobs
+    from blackwell_stack.kernel import build, jobs, staging
 
     pytest.importorskip("scikit_build_core", reason="pip install scikit-build-core (a test dependency)")
     if not (shutil.which("cmake") and shutil.which("ninja")):
@@ -63,8 +63,19 @@ def probe_plan(kdir: Path, out: Path, record: str = DEFAULT_RECORD):
     source = build.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
     settings = recipe.skbuild_config_settings(rec, None, planned) + [
         f"cmake.define.SGL_KERNEL_BUILD_INFO_FILE={out / 'sgl-kernel-build-info.json'}"]
-    command = build.wheel_command(sys.executable, kdir, out, settings)
+    # Each probe build stages in a directory of its own (two of them may run one after the other in a test).
+    stage = staging.Layout(kdir.parent / "stage")
+    command = build.wheel_command(sys.executable, stage.kernel_dir, out, settings)
     return build.BuildPlan(
         source, "12.0a", job_plan, host, recipe.defines(rec, None, planned), recipe.environment(rec, None, planned),
-        command, out, out / "build.log", [], [], series=[], build_info=record,
+        command, out, out / "build.log", [], [], series=[], build_info=record, stage=stage,
     )
+
+
+def minimal_checkout(tmp_path: Path) -> Path:
+    """The least of an sglang checkout that `kernel build` accepts as one (its sgl-kernel tree, version 0.3.21)."""
+    tree = tmp_path / "sglang" / "sgl-kernel"
+    (tree / "python" / "sgl_kernel").mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text("project(sgl-kernel)\n")
+    (tree / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n')
+    return tmp_path / "sglang"

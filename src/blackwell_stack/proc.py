@@ -83,6 +83,23 @@ def run(
     return result
 
 
+def probe(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
+          timeout: float = 120, stdout_only: bool = False) -> tuple[int, str]:
+    """Ask a tool something (`--version`, a one-line script): its exit code and what it printed, stripped.
+
+    127 when it cannot be started, 124 when it runs past `timeout`, as a shell says. With `stdout_only` a
+    successful answer is its stdout alone (a tool may warn on stderr: never the answer)."""
+    try:
+        result = run(argv, check=False, timeout=timeout, cwd=cwd, env=env)
+    except ToolchainError:
+        return 127, ""
+    except BuildError:
+        return 124, ""
+    if stdout_only and result.returncode == 0:
+        return result.returncode, result.stdout.strip()
+    return result.returncode, (result.stdout + result.stderr).strip()
+
+
 def start(
     argv: Sequence[str | Path],
     *,

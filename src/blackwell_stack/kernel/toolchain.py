@@ -17,7 +17,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack import proc
-from blackwell_stack.errors import BuildError, ToolchainError
+from blackwell_stack.errors import ToolchainError
+from blackwell_stack.kernel import compilers as compilers_mod
 from blackwell_stack.model.stack import Stack
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
@@ -33,6 +34,9 @@ class Check:
     found: str
     fix: str | None = None
     value: str | None = None  # the bare version found, for the build record
+    # torch: the directories that hold its package (site-packages, as imported and resolved), for the prefix maps;
+    # cmake: the program, which the build is told to use
+    paths: tuple[str, ...] = ()
 
     def line(self) -> str:
         mark = "ok " if self.ok else "BAD"
@@ -71,49 +75,52 @@ def expected_torch(python: str, st: Stack, allow_torch: str | None = None) -> To
     )
 
 
-def _run(argv: list[str], env: dict | None = None) -> tuple[int, str]:
-    try:
-        r = proc.run(argv, check=False, timeout=120, env=env)
-    except ToolchainError:
-        return 127, ""
-    except BuildError:  # timed out
-        return 124, ""
-    return r.returncode, (r.stdout + r.stderr).strip()
-
-
 _TORCH_PROBE = (
-    "import json, torch; "
+    "import importlib.metadata as m, json, os, torch; "
     "v = None\n"
     "try:\n"
     " import scikit_build_core as s; v = s.__version__\n"
     "except ImportError: pass\n"
-    "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'skbuild': v}))"
+    "try:\n d = m.version('torch')\nexcept m.PackageNotFoundError: d = None\n"
+    "try:\n pip = m.version('pip')\nexcept m.PackageNotFoundError: pip = None\n"
+    "print(json.dumps({'torch': torch.__version__, 'distribution': d, 'pip': pip, 'cuda': torch.version.cuda, 'skbuild': v,"
+    " 'site': os.path.dirname(os.path.dirname(torch.__file__)),"
+    " 'site_real': os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__)))}))"
 )
 
 
 def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
     version = expected.version
     install = expected.install
-    code, out = _run([python, "-c", _TORCH_PROBE])
+    code, out = proc.probe([python, "-c", _TORCH_PROBE], stdout_only=True)
     if code == 127:
         return [Check("python", False, f"{python} not found", "pass --python with the venv's interpreter")]
     if code != 0:
         last = out.splitlines()[-1] if out else f"exit code {code}"
         return [Check("torch", False, f"not importable by {python} ({last})", install)]
-    info = json.loads(out.splitlines()[-1])
+    try:
+        info = json.loads(out.splitlines()[-1])
+    except (ValueError, IndexError):
+        info = None
+    if not isinstance(info, dict):
+        return [Check("torch", False, f"{python} printed no torch version ({out[-200:] or 'nothing'})", install)]
     checks = []
     found = str(info["torch"])
-    if found == version:
+    # PyPI's CUDA builds say 2.12.1+cu130 in torch.__version__ and 2.12.1 in their metadata, which is what a lock
+    # pins: either one matching the expected version is a match.
+    matches = version in (found, info.get("distribution"))
+    if matches:
         shown = found + (f" (expected by {expected.source})" if expected.override else "")
     else:
         shown = f"{found} ({'expected' if expected.override else expected.source}: {version})"
     checks.append(
         Check(
             "torch",
-            found == version,
+            matches,
             shown,
             value=found,
-            fix=None if found == version else (
+            paths=tuple(dict.fromkeys(p for p in (info.get("site"), info.get("site_real")) if p)),
+            fix=None if matches else (
                 f"install the stack's torch: {install}; or build against {found} on purpose with --allow-torch {found}"
                 if not expected.override else f"install it: {install}, or name the torch you have with --allow-torch {found}"
             ),
@@ -127,6 +134,17 @@ def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
             cuda_ok,
             f"torch.version.cuda = {cuda}",
             None if cuda_ok else f"torch must be a CUDA 13 build (+cu130): {install}",
+        )
+    )
+    pip = info.get("pip")
+    checks.append(
+        Check(
+            "pip",
+            bool(pip),
+            pip or "not installed (a uv venv has none)",
+            None if pip else f"the build runs `{python} -m pip wheel --no-build-isolation`: "
+            f"uv pip install --python {python} pip (or {python} -m ensurepip)",
+            value=pip,
         )
     )
     sk = info.get("skbuild")
@@ -163,7 +181,7 @@ def check_nvcc() -> Check:
     path = nvcc_path()
     if not path:
         return Check("nvcc", False, "not found (no CUDACXX, no nvcc on PATH)", fix)
-    code, out = _run([path, "--version"])
+    code, out = proc.probe([path, "--version"])
     version = parse_nvcc_version(out) if code == 0 else None
     if version is None:
         return Check("nvcc", False, f"{path} --version gave no release ({out[-200:] or code})", fix)
@@ -191,13 +209,13 @@ def check_cmake(python: str | None = None) -> Check:
     path = build_tool("cmake", python)
     if not path:
         return Check("cmake", False, "not on PATH", fix)
-    code, out = _run([path, "--version"])
+    code, out = proc.probe([path, "--version"])
     version = parse_cmake_version(out) if code == 0 else None
     if version is None:
         return Check("cmake", False, f"{path} --version gave no version", fix)
     ok = version >= MIN_CMAKE
     return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix,
-                 value=str(version))
+                 value=str(version), paths=(path,))
 
 
 def check_ninja(python: str | None = None) -> Check:
@@ -205,12 +223,21 @@ def check_ninja(python: str | None = None) -> Check:
     path = build_tool("ninja", python)
     if not path:
         return Check("ninja", False, "not on PATH", fix)
-    code, out = _run([path, "--version"])
+    code, out = proc.probe([path, "--version"])
     return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
 
 
-def check_all(python: str, expected: TorchExpectation) -> list[Check]:
-    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python)]
+def check_compilers(found: list[compilers_mod.Compiler]) -> list[Check]:
+    """One check per compiler role; a C++ compiler that links its own C++ runtime is refused."""
+    return [Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
+                  value=c.describe() if c.ok else None) for c in found]
+
+
+def check_all(python: str, expected: TorchExpectation,
+              found: list[compilers_mod.Compiler] | None = None) -> list[Check]:
+    found = compilers_mod.find() if found is None else found
+    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python),
+            *check_compilers(found)]
 
 
 def toolchain_error(checks: list[Check]) -> ToolchainError | None:
