@@ -261,11 +261,11 @@ def test_plan_section_shows_pin_patches_recipe_and_jobs():
 
 @pytest.mark.slow
 def test_build_runner_passes_the_recipe_to_scikit_build_core(tmp_path):
-    from blackwell_stack.kernel import build
+    from blackwell_stack.kernel import execute
 
     kdir = probe_project(tmp_path, "int probe(void) { return 120; }\n")
     plan = probe_plan(kdir, tmp_path / "dist")
-    wheel = build.run_build(plan)
+    wheel = execute.run_build(plan)
     assert wheel.name.startswith("sgl_kernel-0.3.21-") and wheel.suffix == ".whl"
     with zipfile.ZipFile(wheel) as zf:
         seen = zf.read("sgl_kernel/seen.txt").decode()
@@ -279,12 +279,12 @@ def test_build_runner_passes_the_recipe_to_scikit_build_core(tmp_path):
 @pytest.mark.slow
 def test_build_failure_exits_7_with_the_log(tmp_path):
     from blackwell_stack.errors import BuildError
-    from blackwell_stack.kernel import build
+    from blackwell_stack.kernel import execute
 
     kdir = probe_project(tmp_path, "int probe(void) { return 120 }\n")  # a real compile error
     plan = probe_plan(kdir, tmp_path / "dist")
     with pytest.raises(BuildError) as exc:
-        build.run_build(plan)
+        execute.run_build(plan)
     assert exc.value.code == 7
     assert str(plan.log_path) in exc.value.hint and "error" in exc.value.message
 

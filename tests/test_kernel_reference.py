@@ -22,7 +22,8 @@ from conftest import REPO, copy_data_root
 from kernel_probe import probe_plan, probe_project
 
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.kernel import build, buildinfo, reference
+from blackwell_stack.kernel import buildinfo, execute, reference
+from blackwell_stack.kernel.conditions import CONDITIONS
 from blackwell_stack.model import registry
 
 
@@ -32,26 +33,55 @@ def cli(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
                           timeout=300, check=False)
 
 
-# -- the recorded configuration is the repository's ---------------------------------------------
+# -- the file: no current reference, the withdrawn one, how to record the next ---------------------
 
-def test_reference_configuration_is_what_the_repository_builds():
-    stale = reference.stale_inputs()
-    assert not stale, "the reference wheel no longer describes the repository; measure it again " \
-        "(benchmarks/kernel-reproducibility/README.md):\n" + "\n".join(d.line() for d in stale)
-
-
-def test_reference_file_is_what_its_script_writes_from_the_measured_builds():
+def test_reference_file_is_what_its_script_writes():
     script = REPO / "benchmarks" / "kernel-reproducibility" / "make_reference.py"
     result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_reference_record_member_is_the_recorded_record():
-    ref = reference.load()
-    assert hashlib.sha256(reference.record_text(ref).encode()).hexdigest() == ref.members[reference.BUILD_RECORD_MEMBER]
-    assert set(ref.compiled) == {"deep_gemm/deep_gemm_cpp.abi3.so", "sgl_kernel/sm100/common_ops.abi3.so",
-                                 "sgl_kernel/spatial_ops.abi3.so"}
-    assert ref.arch == "12.0a" and ref.wheel_sha256.startswith("51b2e673")
+def test_no_current_reference_shows_the_withdrawn_one_and_how_to_record():
+    doc = reference.document()
+    assert doc.current is None and doc.reason and reference.stale_inputs() == []
+    assert [w.wheel_sha256[:8] for w in doc.withdrawn] == ["51b2e673"] and "static libstdc++" in doc.withdrawn[0].why
+    result = cli("kernel", "reference")
+    assert result.returncode == 0, result.stderr
+    assert "none for the repository's recipe" in result.stdout and "51b2e673" in result.stdout
+    assert "to record one" in result.stdout
+    data = json.loads(cli("kernel", "reference", "--json").stdout)
+    assert data["current"] is None and data["withdrawn"][0]["arch"] == "12.0a"
+    refused = cli("wheel", "diff", "--reference", str(REPO / "README.md"))
+    assert refused.returncode == 2 and "no reference wheel is recorded" in refused.stderr
+
+
+def _current(record: dict, conditions: dict | None = None, result: dict | None = None) -> dict:
+    """A `current` entry as a measured reference records it."""
+    text = buildinfo.dumps(record)
+    members = {reference.BUILD_RECORD_MEMBER: hashlib.sha256(text.encode()).hexdigest()}
+    return {
+        "configuration": {"command": "blackwell-stack kernel build ...",
+                          "conditions": conditions or {c: f"the {c} measured" for c in CONDITIONS},
+                          "build_record": record},
+        "result": result or {"wheel": {"name": "sgl_kernel-0.3.21-cp310-abi3-linux_x86_64.whl", "sha256": "0" * 64,
+                                       "size": 1}, "members": members, "compiled": {}},
+    }
+
+
+def _write(root: Path, current: dict | None) -> Path:
+    path = root / registry.entry("reference-wheel").pattern
+    data = json.loads(path.read_text())
+    data["current"] = current
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def _repository_record() -> dict:
+    """The build record the repository writes today for a 12.0a build from checked sources."""
+    draft = reference.Reference(Path("x"), {"cuda_archs": "12.0a", "torch": {"built_against": "2.12.1+cu130"},
+                                            "sources": {"from": "directory (--sources), checked by NAR hash"}},
+                                {}, "", "w", "0" * 64, 1, {}, {})
+    return reference.expected_record(draft)
 
 
 def _edit_patch(root: Path) -> str:
@@ -77,8 +107,11 @@ def _edit_pin(root: Path) -> str:
 
 
 @pytest.mark.parametrize("edit", [_edit_patch, _edit_recipe, _edit_pin], ids=["patch", "recipe", "pin"])
-def test_reference_goes_stale_when_an_input_changes(tmp_path, edit):
+def test_a_current_reference_goes_stale_when_an_input_changes(tmp_path, edit):
     root = copy_data_root(tmp_path / "root")
+    _write(root, _current(_repository_record()))
+    current = cli("kernel", "reference", root=root)
+    assert current.returncode == 0 and "current: every recorded input" in current.stdout, current.stderr
     owner = edit(root)
     result = cli("kernel", "reference", "--json", root=root)
     assert result.returncode == 1, result.stderr
@@ -88,21 +121,15 @@ def test_reference_goes_stale_when_an_input_changes(tmp_path, edit):
     assert human.returncode == 1 and "measure the wheel again" in human.stderr and owner in human.stderr
 
 
-def test_reference_current_exits_0_and_shows_the_hashes():
-    result = cli("kernel", "reference")
-    assert result.returncode == 0, result.stderr
-    assert "51b2e6732e1bcd1521853eb4607c23c26c426a5395f13fdda6decbced2440249" in result.stdout
-    assert "current: every recorded input" in result.stdout
-
-
 @pytest.mark.parametrize("damage", [
-    lambda d: d.pop("result"),
-    lambda d: d["result"]["members"].update({"sgl_kernel/_build_info.json": "not-a-hash"}),
-    lambda d: d["configuration"]["conditions"].pop("nvcc"),
-], ids=["no-result", "bad-hash", "no-condition"])
+    lambda d: d["current"].pop("result"),
+    lambda d: d["current"]["result"]["members"].update({"sgl_kernel/_build_info.json": "not-a-hash"}),
+    lambda d: d["current"]["configuration"]["conditions"].pop("nvcc"),
+    lambda d: d.pop("withdrawn"),
+], ids=["no-result", "bad-hash", "no-condition", "no-withdrawn"])
 def test_malformed_reference_is_bad_data_naming_the_field(tmp_path, damage):
     root = copy_data_root(tmp_path / "root")
-    path = root / "pkgs" / "sgl-kernel" / "reference-wheel.json"
+    path = _write(root, _current(_repository_record()))
     data = json.loads(path.read_text())
     damage(data)
     path.write_text(json.dumps(data))
@@ -113,12 +140,14 @@ def test_malformed_reference_is_bad_data_naming_the_field(tmp_path, damage):
 
 # -- the configuration verdict -----------------------------------------------------------------
 
-def test_reference_configuration_verdicts():
-    ref = reference.load()
+def test_reference_configuration_verdicts(tmp_path):
+    root = copy_data_root(tmp_path / "root")
+    ref = reference.load(_write(root, _current(_repository_record())))
+    assert ref is not None
     same = reference.compare_configuration(ref, ref.build_record, ref.conditions)
     assert same.same and "this is the reference configuration" in same.summary()
-    moved = reference.compare_configuration(ref, ref.build_record, {**ref.conditions, "kernel_dir": "/home/me/sgl-kernel"})
-    assert moved.same_record and not moved.same and "kernel_dir" in moved.summary()
+    moved = reference.compare_configuration(ref, ref.build_record, {**ref.conditions, "stage": "/elsewhere"})
+    assert moved.same_record and not moved.same and "stage" in moved.summary()
     other = json.loads(reference.record_text(ref))
     other["cmake_defines"]["SGL_KERNEL_CUDA_ARCHS"] = "10.0a"
     differs = reference.compare_configuration(ref, other, ref.conditions)
@@ -127,26 +156,23 @@ def test_reference_configuration_verdicts():
     assert "recipe.json" in differs.record[0].owner
 
 
-def test_reference_in_the_dry_run_plan(tmp_path):
-    """A dry run says whether its configuration is the reference's, and which inputs are not."""
+def test_the_dry_run_plan_says_there_is_no_reference_and_records_its_conditions(tmp_path):
     tree = tmp_path / "sglang" / "sgl-kernel"
     (tree / "python" / "sgl_kernel").mkdir(parents=True)
     (tree / "CMakeLists.txt").write_text("project(sgl-kernel)\n")
     (tree / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n')
     result = cli("kernel", "build", "--src", str(tmp_path / "sglang"), "--dry-run", "--json", "--out", str(tmp_path / "d"))
     plan = json.loads(result.stdout)
-    verdict = plan["reference"]
-    assert verdict["same_configuration"] is False and verdict["same_inputs"] is False
-    whats = {d["what"] for d in verdict["input_differences"]}
-    assert "sources.from" in whats  # no --sources: CMake would download them, unchecked
-    assert {d["what"] for d in verdict["condition_differences"]} >= {"kernel_dir", "sources_dir"}
+    assert plan["reference"] is None and "no reference wheel to compare with" in result.stderr
+    assert set(plan["conditions"]) == set(CONDITIONS)
+    assert plan["conditions"]["stage"] == "/tmp/blackwell-stack-sgl-kernel"
 
 
 # -- the wheel verdict, on real builds ---------------------------------------------------------
 
 def _build(tmp_path: Path, name: str, c_source: str, record: str) -> Path:
     kdir = probe_project(tmp_path / name, c_source)
-    return build.run_build(probe_plan(kdir, tmp_path / name / "dist", record), stream=open(os.devnull, "w"))
+    return execute.run_build(probe_plan(kdir, tmp_path / name / "dist", record), stream=open(os.devnull, "w"))
 
 
 def _reference_for(wheel: Path, record: str, root: Path) -> reference.Reference:
@@ -155,16 +181,13 @@ def _reference_for(wheel: Path, record: str, root: Path) -> reference.Reference:
         members = {i.filename: hashlib.sha256(zf.read(i)).hexdigest() for i in zf.infolist()
                    if not i.is_dir() and not i.filename.endswith(".dist-info/RECORD")}
         sizes = {i.filename: i.file_size for i in zf.infolist()}
-    real = reference.load()
-    data = json.loads(real.path.read_text())
-    data["configuration"]["build_record"] = json.loads(record)
-    data["result"]["wheel"] = {"name": wheel.name, "sha256": sha256_file(wheel), "size": wheel.stat().st_size}
-    data["result"]["members"] = members
-    data["result"]["compiled"] = {"sgl_kernel/libprobe.so": {"sha256": members["sgl_kernel/libprobe.so"],
-                                                          "size": sizes["sgl_kernel/libprobe.so"]}}
-    path = root / registry.entry("reference-wheel").pattern
-    path.write_text(json.dumps(data, indent=2))
-    return reference.load(path)
+    result = {"wheel": {"name": wheel.name, "sha256": sha256_file(wheel), "size": wheel.stat().st_size},
+              "members": members,
+              "compiled": {"sgl_kernel/libprobe.so": {"sha256": members["sgl_kernel/libprobe.so"],
+                                                      "size": sizes["sgl_kernel/libprobe.so"]}}}
+    ref = reference.load(_write(root, _current(json.loads(record), result=result)))
+    assert ref is not None
+    return ref
 
 
 @pytest.mark.slow

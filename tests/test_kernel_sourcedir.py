@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kernel_probe import minimal_checkout
 
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
-from blackwell_stack.kernel import nar, sourcedir, sources
+from blackwell_stack.kernel import nar, sourcedir, sources, staging
 
 NIX_HASH = ["nix", "--extra-experimental-features", "nix-command", "hash", "path"]
 
@@ -221,7 +222,9 @@ def test_kernel_build_sources_hands_cmake_the_derivations_settings(nix, tmp_path
         capture_output=True, text=True, check=False,
     )
     plan = json.loads(result.stdout)
-    dirs = {name: str((tmp_path / "fc" / name).resolve()) for name in sources.needed_names(data, ["12.0a"])}
+    # CMake reads each source from the stage, where the build places it (kernel/staging.py).
+    stage = staging.layout()
+    dirs = {name: str(stage.sources_dir / name) for name in sources.needed_names(data, ["12.0a"])}
     expr = (
         "let k = import ./lib/kernel-sources.nix; s = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/sources.json);"
         f" in k.fetchContentSettings s [ \"12.0a\" ] (builtins.fromJSON {json.dumps(json.dumps(dirs))})"
@@ -327,18 +330,10 @@ def test_submodule_paths_must_stay_inside_their_source(tmp_path):
     assert "../escape" in str(exc.value.message) and "relative path" in exc.value.message
 
 
-def fake_checkout(tmp_path: Path) -> Path:
-    src = tmp_path / "sglang" / "sgl-kernel"
-    (src / "python" / "sgl_kernel").mkdir(parents=True)
-    (src / "CMakeLists.txt").write_text("project(sgl-kernel)\n")
-    (src / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n')
-    return tmp_path / "sglang"
-
-
 def test_kernel_build_for_hopper_reads_flashmla_from_its_copy(tmp_path):
     """`kernel build --arch 9.0a --sources DIR`: FlashMLA and its CUTLASS are planned, not refused; CMake gets the copy."""
     data = sources.load()
-    checkout = fake_checkout(tmp_path)
+    checkout = minimal_checkout(tmp_path)
     for entry in sourcedir.entries(data, ["9.0a"]):
         (tmp_path / "fc" / entry.relpath).mkdir(parents=True)
     allow = [arg for e in sourcedir.entries(data, ["9.0a"]) for arg in ("--allow-source-mismatch", e.relpath)]
@@ -349,7 +344,7 @@ def test_kernel_build_for_hopper_reads_flashmla_from_its_copy(tmp_path):
         capture_output=True, text=True, check=False,
     )
     plan = json.loads(result.stdout)
-    copy_dir = str((tmp_path / "b" / "fetchcontent" / "repo-flashmla").resolve())
+    copy_dir = str(staging.layout().sources_dir / "repo-flashmla")
     assert plan["defines"]["FETCHCONTENT_SOURCE_DIR_REPO-FLASHMLA"] == copy_dir
     assert plan["source_copies"] == [{"name": "repo-flashmla", "from": str((tmp_path / "fc" / "repo-flashmla").resolve()),
                                       "to": copy_dir, "submodules": {"csrc/cutlass": str(
@@ -357,7 +352,7 @@ def test_kernel_build_for_hopper_reads_flashmla_from_its_copy(tmp_path):
     assert "repo-flashmla.submodules/csrc/cutlass" in {s["path"].split("/fc/", 1)[1] for s in plan["source_dirs"]}
     assert not [b for b in plan["blockers"] if "submodule" in b["message"] or b["code"] == 5]
     assert f"-ffile-prefix-map={copy_dir}=repo-flashmla" in plan["environment"]["CXXFLAGS"]
-    assert not (tmp_path / "b").exists()  # a dry run copies nothing
+    assert not (tmp_path / "b").exists() and not Path(copy_dir).exists()  # a dry run copies nothing
 
 
 def test_real_cmake_edits_the_copy_and_not_the_sources(tmp_path):

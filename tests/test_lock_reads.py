@@ -51,7 +51,6 @@ COMMANDS = [
     ["serve", "check", "--stack", "stable", "--json"],
     ["serve", "run", "--stack", "current", "--dry-run"],
     ["serve", "check", "--stack", "stable", "--profile", "qwen3.5-397b-a17b-nvfp4-sm120-current"],
-    ["kernel", "reference", "--json"],
     ["doctor", "--json"],
 ]
 

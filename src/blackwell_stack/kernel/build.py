@@ -11,9 +11,13 @@ and the wheel is built by scikit-build-core without build isolation, so the
 venv's torch is the one compiled against.
 
 Reproducibility: the recipe's settings (recipe.json) make nvcc's temporary
-names, static archives and the wheel's timestamps deterministic; this module
-adds -ffile-prefix-map flags that write the checkout, the FetchContent
-directories and the build directory under fixed names. See docs/sgl-kernel.md.
+names, static archives and the wheel's timestamps deterministic; the build
+compiles from a copy of its inputs at one fixed path (kernel/staging.py: nvcc
+names internal entities after a .cu file's real path), and this module adds
+-ffile-prefix-map flags that write the stage, torch's site-packages, the
+CUDA toolkit and the build directory under fixed names. The compilers are
+tried and pinned (kernel/compilers.py), and the wheel is refused when one of
+its libraries carries its own C++ runtime. See docs/sgl-kernel.md.
 """
 
 from __future__ import annotations
@@ -22,18 +26,26 @@ import datetime as _dt
 import json
 import os
 import re
-import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack import inputfiles, proc
 from blackwell_stack.errors import BuildError, DataError, ExitCode, HashMismatch, StackError, ToolchainError
-from blackwell_stack.fileio import atomic_write_bytes
-from blackwell_stack.kernel import buildinfo, jobs, patchcheck, recipe, reference, sourcedir, sources, toolchain
+from blackwell_stack.kernel import (
+    buildinfo,
+    compilers,
+    jobs,
+    patchcheck,
+    recipe,
+    reference,
+    sourcedir,
+    sources,
+    staging,
+    toolchain,
+)
+from blackwell_stack.kernel.conditions import conditions_of
 from blackwell_stack.model.stack import Stack
-from blackwell_stack.progress import Progress
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 # The environment variables CMake reads its initial compiler flags from; the
@@ -109,12 +121,15 @@ class BuildPlan:
     patches_applied: list[str]
     series: list[patchcheck.Patch] | None = None  # None: patches/sgl-kernel
     build_dir: Path | None = None
+    stage: staging.Layout | None = None  # where the inputs are placed for the build
+    source_links: list[tuple[Path, Path]] = field(default_factory=list)  # read-only sources: (from, staged at)
     torch: toolchain.TorchExpectation | None = None
     checks: list[toolchain.Check] = field(default_factory=list)
     source_dirs: list[sourcedir.State] = field(default_factory=list)
     source_copies: list[sourcedir.Copy] = field(default_factory=list)  # made before CMake runs
     build_info: str | None = None  # the record's JSON text, written at build time
     reference: reference.ConfigVerdict | None = None  # this configuration against the reference wheel's
+    conditions: dict[str, str | None] = field(default_factory=dict)  # what a reference records of this build
     warnings: list[str] = field(default_factory=list)
     blockers: list[StackError] = field(default_factory=list)  # in the order a real build stops
 
@@ -126,6 +141,7 @@ class BuildPlan:
         jp = self.job_plan
         return {
             "kernel_dir": str(self.source.kernel_dir),
+            "stage": str(self.stage.root) if self.stage else None,
             "source_version": self.source.version,
             "warnings": self.source.warnings + self.warnings,
             "archs": self.archs,
@@ -148,6 +164,7 @@ class BuildPlan:
             "build_dir": str(self.build_dir) if self.build_dir else None,
             "build_info": json.loads(self.build_info) if self.build_info else None,
             "reference": self.reference.to_json() if self.reference else None,
+            "conditions": self.conditions,
             "log": str(self.log_path),
             "checks": [{"name": c.name, "ok": c.ok, "found": c.found, "fix": c.fix} for c in self.checks],
             "blockers": [{"code": int(b.code), "message": b.message, "hint": b.hint} for b in self.blockers],
@@ -198,10 +215,10 @@ def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
 
 
 def _source_directories(
-    data: dict, arch: str, sources_dir: Path, allow_mismatch: list[str], warn: Callable[[str], None], copies_root: Path
-) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict, list[sourcedir.Copy]]:
-    """FetchContent name -> directory, the states, blockers, the build record's sources block and the
-    writable copies (under copies_root) the build reads instead of sources_dir."""
+    data: dict, arch: str, sources_dir: Path, allow_mismatch: list[str], warn: Callable[[str], None], stage: Path
+) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict, list[sourcedir.Copy], list[tuple[Path, Path]]]:
+    """FetchContent name -> its directory in the stage, the states, blockers, the build record's sources block,
+    the writable copies and the read-only links the build places there before CMake runs."""
     archs = recipe.arch_list(arch)
     items = sourcedir.entries(data, archs)
     states = sourcedir.check(sources_dir, items)
@@ -231,8 +248,12 @@ def _source_directories(
         elif s.state != sourcedir.OK:
             warn(f"building with {s.path}, which does not match its pin {s.entry.where} "
                  f"(NAR hash {s.actual}): accepted by --allow-source-mismatch {name}")
-    copied = sourcedir.copies(sources_dir, data, archs, copies_root)
-    return sourcedir.directories(sources_dir, data, archs, copied), states, blockers, record, copied
+    copied = sourcedir.copies(sources_dir, data, archs, stage)
+    copied_names = {c.name for c in copied}
+    base = sources_dir.resolve()
+    links = [(base / name, stage / name) for name in sources.needed_names(data, archs) if name not in copied_names]
+    dirs = {name: str(stage / name) for name in sources.needed_names(data, archs)}
+    return dirs, states, blockers, record, copied, links
 
 
 @dataclass(frozen=True)
@@ -291,17 +312,20 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     states = report.patch_states()
 
     out_dir = Path(out_dir).resolve()
-    build_dir = Path(build_dir).resolve() if build_dir else None
+    stage = staging.layout()
+    if stage.root != staging.STAGE_ROOT:
+        note(f"the sources are staged at {stage.root} ({staging.ROOT_VARIABLE}), not {staging.STAGE_ROOT}: nvcc names "
+             "internal entities after their paths, so this wheel cannot be the reference wheel")
+    # The build directory: the one asked for, else inside the stage (a fixed path too).
+    build_dir = Path(build_dir).resolve() if build_dir else stage.build_dir
     fetchcontent: dict[str, str] = {}
-    maps = [f"-ffile-prefix-map={source.kernel_dir}=sgl-kernel"]
+    maps = [f"-ffile-prefix-map={stage.kernel_dir}=sgl-kernel"]
     source_states: list[sourcedir.State] = []
     source_copies: list[sourcedir.Copy] = []
-    # Writable copies of the sources CMake edits or that have submodules (FlashMLA) live in the build
-    # directory, as in the derivation; without one, beside the wheel until the build ends.
-    copies_root = build_dir / "fetchcontent" if build_dir is not None else out_dir / "sgl-kernel-fetchcontent"
+    source_links: list[tuple[Path, Path]] = []
     if sources_dir is not None:
-        dirs, source_states, source_blockers, sources_record, source_copies = _source_directories(
-            data, arch, Path(sources_dir), list(request.allow_source_mismatch), note, copies_root)
+        dirs, source_states, source_blockers, sources_record, source_copies, source_links = _source_directories(
+            data, arch, Path(sources_dir), list(request.allow_source_mismatch), note, stage.sources_dir)
         blockers += source_blockers
         fetchcontent = sources.fetchcontent_settings(data, recipe.arch_list(arch), dirs)
         maps += sources.prefix_maps(data, recipe.arch_list(arch), dirs)
@@ -310,8 +334,7 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         note("no --sources: CMake downloads every FetchContent dependency from GitHub while it configures, "
              "unchecked; for an offline build pinned by hash, run `blackwell-stack kernel sources fetch --dir DIR` "
              "and pass --sources DIR")
-    if build_dir is not None:
-        maps.append(f"-ffile-prefix-map={build_dir}=build")
+    maps.append(f"-ffile-prefix-map={build_dir}=build")
     for name in _FLAG_VARIABLES:
         if os.environ.get(name):
             note(f"{name}={os.environ[name]!r} from the environment is not used: the build's compiler flags are the "
@@ -321,7 +344,9 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     if expected.override:
         note(f"building against torch {expected.version} instead of the stack's: {expected.source}; "
              "recorded in the wheel's sgl_kernel/_build_info.json")
-    checks = toolchain.check_all(python, expected)
+    found_compilers = compilers.find()
+    checks = toolchain.check_all(python, expected, found_compilers)
+    maps += _toolchain_prefix_maps(checks)
     error = toolchain.toolchain_error(checks)
     if error:
         blockers.append(error)
@@ -337,16 +362,17 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
     defines = recipe.defines(rec, arch, planned)
     defines.update(fetchcontent)
+    defines.update(compilers.defines(found_compilers))
     defines["SGL_KERNEL_BUILD_INFO_FILE"] = str(out_dir / buildinfo.FILE_NAME)
     env = _with_prefix_maps(recipe.environment(rec, arch, planned), maps)
+    env.update(_tool_environment(checks, found_compilers))
     settings = [f"cmake.define.{name}={value}" for name, value in sorted(defines.items())]
-    if build_dir is not None:
-        settings.insert(0, f"build-dir={build_dir}")
+    settings.insert(0, f"build-dir={build_dir}")
     found = {c.name: c.value for c in checks}
     if jobs.version_at_least(found.get("scikit-build-core"), (1, 0)):
         # Normalised wheel timestamps and modes (scikit-build-core >= 1.0; older ones refuse the key).
         settings.insert(0, "wheel.reproducible=true")
-    command = wheel_command(python, source.kernel_dir, out_dir, settings)
+    command = wheel_command(python, stage.kernel_dir, out_dir, settings)
 
     record = buildinfo.render(
         sgl_kernel_version=source.version,
@@ -357,84 +383,53 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         series=series,
         sources=sources_record,
         torch={"built_against": found.get("torch"), **expected.to_json()},
-        toolchain={k: v for k, v in found.items() if k in ("nvcc", "cmake", "scikit-build-core") and v},
+        toolchain={**{k: v for k, v in found.items() if k in ("nvcc", "cmake", "scikit-build-core") and v},
+                   **compilers.record(found_compilers)},
     )
+    verdict: reference.ConfigVerdict | None = None
+    conditions = conditions_of(stage=stage.root, checks=checks, compilers=found_compilers)
     try:
-        conditions = reference.conditions_of(
-            kernel_dir=source.kernel_dir, sources_dir=Path(sources_dir).resolve() if sources_dir is not None else None,
-            python=python, checks=checks, environ=os.environ)
-        verdict: reference.ConfigVerdict | None = reference.compare_configuration(reference.load(), record, conditions)
+        doc = reference.document()
+        if doc.current is None:
+            note(f"no reference wheel to compare with: {doc.reason}")
+        else:
+            verdict = reference.compare_configuration(doc.current, record, conditions)
     except DataError as exc:
-        blockers.append(exc)
-        verdict = None
+        # The reference only compares: an unreadable one is said, and the build goes on without the comparison.
+        note(f"no comparison with the reference wheel: {exc.message}")
     return BuildPlan(
         source, arch, job_plan, host, defines, env, command, out_dir, out_dir / log_name,
         [n for n, s in states.items() if s == patchcheck.APPLICABLE],
         [n for n, s in states.items() if s == patchcheck.APPLIED],
-        series=series, build_dir=build_dir, torch=expected, checks=checks, source_dirs=source_states,
-        source_copies=source_copies, build_info=record, reference=verdict, warnings=warnings, blockers=blockers,
+        series=series, build_dir=build_dir, stage=stage, source_links=source_links, torch=expected, checks=checks,
+        source_dirs=source_states, source_copies=source_copies, build_info=record, reference=verdict,
+        conditions=conditions, warnings=warnings, blockers=blockers,
     )
 
 
-def run_build(plan: BuildPlan, stream=None) -> Path:
-    """Apply the patches, run the wheel build with a progress bar and a log; the wheel's path."""
-    stream = stream or sys.stderr
-    if plan.blockers:
-        raise plan.blockers[0]
-    _, applied = patchcheck.apply_series(plan.source.kernel_dir, plan.series)
-    for name in applied:
-        print(f"applied {name}", file=stream)
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
-    if plan.build_info is not None:
-        atomic_write_bytes(plan.build_info_path, plan.build_info.encode())
-    for copy in plan.source_copies:
-        sourcedir.make_copy(copy)
-        with_subs = f" with {', '.join(path for path, _ in copy.submodules)}" if copy.submodules else ""
-        print(f"copied {copy.name}{with_subs} to {copy.dest} (the build edits it)", file=stream)
-    try:
-        return _run_wheel_build(plan, stream)
-    finally:
-        if plan.build_dir is None:  # copies beside the wheel go; a build directory keeps them with the rest
-            for copy in plan.source_copies:
-                shutil.rmtree(copy.dest.parent, ignore_errors=True)
+def _toolchain_prefix_maps(checks: list[toolchain.Check]) -> list[str]:
+    """Prefix maps for the headers outside the stage: torch's (its site-packages, as imported and resolved) and the
+    CUDA toolkit's. Their paths reach the libraries through __FILE__ only (nvcc's internal names follow the
+    .cu file's path, which the stage fixes)."""
+    maps = [f"-ffile-prefix-map={site}=site-packages" for c in checks if c.name == "torch" for site in c.paths]
+    nvcc = toolchain.nvcc_path()
+    if nvcc:
+        # The toolkit's root holds include/cuda_runtime.h; nvcc may be a link from elsewhere (/usr/local/bin).
+        roots = [root for root in dict.fromkeys(Path(p).parent.parent for p in (os.path.realpath(nvcc), nvcc))
+                 if (root / "include" / "cuda_runtime.h").is_file()]
+        maps += [f"-ffile-prefix-map={root}=cuda" for root in roots]
+    return maps
 
 
-def _run_wheel_build(plan: BuildPlan, stream) -> Path:
-    before = set(plan.out_dir.glob("sgl_kernel-*.whl"))
-    env = {**os.environ, **plan.env}
-    tail: list[str] = []
-    with open(plan.log_path, "w") as log, Progress("compiling sgl-kernel", None, unit="steps", stream=stream) as bar:
-        log.write("$ " + " ".join(plan.command) + "\n" + json.dumps(plan.env, sort_keys=True) + "\n")
-        for text in plan.source.warnings + plan.warnings:
-            log.write(f"warning: {text}\n")
-        if plan.job_plan:
-            log.write(f"job plan: {plan.job_plan.note}; worst case {plan.job_plan.planned_peak_mib} MiB of "
-                      f"{plan.host.available_mib} MiB ({plan.host.source})\n")
-        log.flush()
-        try:
-            child = proc.start(plan.command, env=env)
-        except ToolchainError as exc:
-            raise BuildError(exc.message, "pass --python with the venv's interpreter") from None
-        assert child.stdout is not None  # proc.start always pipes stdout
-        for line in child.stdout:
-            log.write(line)
-            tail = (tail + [line.rstrip()])[-40:]
-            m = _NINJA_STEP.match(line.strip())
-            if m:
-                done, total = int(m.group(1)), int(m.group(2))
-                bar.total = total
-                bar.advance(done - bar.done)
-        code = child.wait()
-    if code != 0:
-        errors = [t for t in tail if "error" in t.lower()] or tail[-10:]
-        raise BuildError(
-            f"the sgl-kernel build failed (exit code {code}); last errors:\n" + "\n".join("  " + e for e in errors[-10:]),
-            f"the whole log is {plan.log_path}",
-        )
-    wheels = sorted(set(plan.out_dir.glob("sgl_kernel-*.whl")) - before) or sorted(plan.out_dir.glob("sgl_kernel-*.whl"))
-    if not wheels:
-        raise BuildError(f"the build finished but left no sgl_kernel wheel in {plan.out_dir}", f"see {plan.log_path}")
-    return wheels[-1]
+def _tool_environment(checks: list[toolchain.Check], found: list[compilers.Compiler]) -> dict[str, str]:
+    """What makes scikit-build-core use the tools that were checked: the cmake found beside the venv's Python
+    (scikit-build-core would take the first `cmake` on PATH, which may be older), and the compilers (it sets CC
+    and CXX from Python's own sysconfig when they are unset; CMake is given them by path as well)."""
+    env = {c.role.variable: c.path for c in found if c.ok and c.path}
+    cmake = next((c for c in checks if c.name == "cmake" and c.ok and c.paths), None)
+    if cmake is not None:
+        env["CMAKE_EXECUTABLE"] = cmake.paths[0]
+    return env
 
 
 def blocker_exit_code(plan: BuildPlan) -> int:

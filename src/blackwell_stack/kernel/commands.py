@@ -11,6 +11,7 @@ from blackwell_stack.errors import ExitCode, ToolchainError
 from blackwell_stack.kernel import (
     build,
     compile_work,
+    execute,
     patchcheck,
     recipe,
     reference,
@@ -19,6 +20,7 @@ from blackwell_stack.kernel import (
     testcommand,
     toolchain,
 )
+from blackwell_stack.kernel.conditions import CONDITIONS
 from blackwell_stack.model import stack as model
 
 
@@ -209,7 +211,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("dry run: nothing changed, nothing compiled", file=sys.stderr)
         return 0
-    wheel = build.run_build(plan)
+    wheel = execute.run_build(plan)
     verdict = reference.compare_wheel(plan.reference.reference, wheel) if plan.reference and plan.reference.same_record else None
     if args.json:
         output.dump_json({**plan.to_json(), "wheel": str(wheel), "reference_wheel": verdict.to_json() if verdict else None})
@@ -264,7 +266,21 @@ def _print_plan(plan: build.BuildPlan) -> None:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    ref = reference.load()
+    doc = reference.document()
+    ref = doc.current
+    if ref is None:
+        withdrawn = [{"wheel": w.wheel_name, "sha256": w.wheel_sha256, "arch": w.arch, "measured": w.measured,
+                      "why": w.why} for w in doc.withdrawn]
+        if args.json:
+            output.dump_json({"reference": str(doc.path), "current": None, "reason": doc.reason,
+                              "withdrawn": withdrawn, "to_record": doc.to_record})
+            return 0
+        output.heading(f"reference sgl-kernel wheel ({doc.path})")
+        output.paragraph(f"none for the repository's recipe: {doc.reason}")
+        for w in doc.withdrawn:
+            output.paragraph(f"withdrawn: {w.wheel_name}, sha256 {w.wheel_sha256} ({w.arch}; {w.measured}): {w.why}")
+        output.paragraph(f"to record one: {doc.to_record}")
+        return 0
     stale = reference.stale_inputs(ref)
     if args.json:
         output.dump_json({
@@ -281,7 +297,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
                  [[name, c["sha256"], c.get("size", "")] for name, c in sorted(ref.compiled.items())])
     output.heading("configuration")
     print(f"command: {ref.command}")
-    output.table(["condition", "value"], [[name, ref.conditions[name]] for name in reference.CONDITIONS])
+    output.table(["condition", "value"], [[name, ref.conditions[name]] for name in CONDITIONS])
     print(f"architectures: {ref.arch}; patches: {len(ref.build_record.get('patches') or [])}; the rest is the "
           f"build record in {ref.path.name}")
     if stale:

@@ -1,13 +1,17 @@
 """The reference wheel (pkgs/sgl-kernel/reference-wheel.json): one configuration, measured, bit for bit.
 
-The file records a configuration and what it built:
+The file holds the current reference (`current`, or null while none is
+measured for the repository's recipe, with the reason), and the references
+withdrawn before it, each with why. A current reference records a
+configuration and what it built:
 - the build record `kernel build` writes into the wheel
   (sgl_kernel/_build_info.json: the recipe, every patch by sha256, the
   sources by pin and by the NAR hash of what was compiled, the torch and the
   --allow-* options that chose it);
-- the conditions the record does not name but the bytes depend on: the paths
-  of the sources and of torch's headers (nvcc and the compiler write them
-  into the libraries) and the versions of the tools;
+- the conditions the record does not name but the bytes depend on: the
+  stage the build compiled from (kernel/staging.py: nvcc names internal
+  entities after the .cu files' real paths), the compilers (version, path
+  and the libstdc++ they link) and the versions of the other tools;
 - the result: the wheel's sha256 and size, and every member's sha256.
 
 Three questions, one function each: does the record still describe the
@@ -27,19 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack import inputfiles, proc
-from blackwell_stack.errors import DataError, StackError, ToolchainError
+from blackwell_stack import inputfiles
+from blackwell_stack.errors import DataError
 from blackwell_stack.formats import wheeldiff, wheelzip
 from blackwell_stack.hashes import is_hex, sha256_file
 from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sourcedir, sources, toolchain
+from blackwell_stack.kernel.conditions import CONDITIONS
 from blackwell_stack.model import registry
 from blackwell_stack.model import stack as stacks_model
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUILD_RECORD_MEMBER = "sgl_kernel/_build_info.json"
-# The conditions, in the order they are shown. Paths first: they change the bytes for certain.
-CONDITIONS = ("kernel_dir", "sources_dir", "python", "nvcc", "c++", "binutils", "cmake", "ninja",
-              "scikit-build-core", "torch")
 
 
 def reference_path() -> Path:
@@ -63,10 +65,53 @@ class Reference:
         return str(self.build_record.get("cuda_archs"))
 
 
-def load(path: str | Path | None = None) -> Reference:
-    """The reference file, validated: a DataError names the field."""
+@dataclass(frozen=True)
+class Withdrawn:
+    """A reference that is no longer one, and why."""
+
+    wheel_name: str
+    wheel_sha256: str
+    arch: str
+    measured: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Document:
+    path: Path
+    current: Reference | None
+    reason: str  # why there is no current reference ("" when there is one)
+    withdrawn: list[Withdrawn]
+    to_record: str  # how the next one is measured
+
+
+def document(path: str | Path | None = None) -> Document:
+    """The whole reference file, validated: a DataError names the field."""
     path = Path(path) if path is not None else reference_path()
-    return _validate(registry.load("reference-wheel", file=path), path)
+    data = registry.load("reference-wheel", file=path)
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise DataError(path, None, "schema_version", f"must be {SCHEMA_VERSION}")
+    current = data.get("current")
+    if current is not None and not isinstance(current, dict):
+        raise DataError(path, None, "current", "must be an object or null")
+    withdrawn = []
+    for i, entry in enumerate(_need(data, "withdrawn", list, path, "")):
+        if not isinstance(entry, dict):
+            raise DataError(path, None, f"withdrawn[{i}]", "must be an object")
+        wheel = _need(entry, "wheel", dict, path, f"withdrawn[{i}].")
+        withdrawn.append(Withdrawn(_need(wheel, "name", str, path, f"withdrawn[{i}].wheel."),
+                                   _need(wheel, "sha256", str, path, f"withdrawn[{i}].wheel."),
+                                   _need(entry, "cuda_archs", str, path, f"withdrawn[{i}]."),
+                                   _need(entry, "measured", str, path, f"withdrawn[{i}]."),
+                                   _need(entry, "why", str, path, f"withdrawn[{i}].")))
+    reason = "" if current is not None else _need(data, "current_reason", str, path, "")
+    return Document(path, _validate(current, path, "current.") if current is not None else None, reason, withdrawn,
+                    _need(data, "to_record", str, path, ""))
+
+
+def load(path: str | Path | None = None) -> Reference | None:
+    """The current reference, or None while none is measured (Document.reason says why)."""
+    return document(path).current
 
 
 def _need(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
@@ -76,36 +121,33 @@ def _need(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str)
     return value
 
 
-def _validate(data: object, path: Path) -> Reference:
-    if not isinstance(data, dict):
-        raise DataError(path, None, None, "must be a JSON object")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise DataError(path, None, "schema_version", f"must be {SCHEMA_VERSION}")
-    config = _need(data, "configuration", dict, path, "")
-    record = _need(config, "build_record", dict, path, "configuration.")
-    conditions = _need(config, "conditions", dict, path, "configuration.")
+def _validate(data: dict, path: Path, at: str) -> Reference:
+    """A current reference (`at`: where it lies in the file, for the messages)."""
+    config = _need(data, "configuration", dict, path, at)
+    record = _need(config, "build_record", dict, path, f"{at}configuration.")
+    conditions = _need(config, "conditions", dict, path, f"{at}configuration.")
     missing = [c for c in CONDITIONS if not isinstance(conditions.get(c), str) or not conditions[c]]
     if missing:
-        raise DataError(path, None, "configuration.conditions", f"needs a string for {', '.join(missing)}")
-    result = _need(data, "result", dict, path, "")
-    wheel = _need(result, "wheel", dict, path, "result.")
+        raise DataError(path, None, f"{at}configuration.conditions", f"needs a string for {', '.join(missing)}")
+    result = _need(data, "result", dict, path, at)
+    wheel = _need(result, "wheel", dict, path, f"{at}result.")
     for key in ("name", "sha256"):
-        _need(wheel, key, str, path, "result.wheel.")
-    size = _need(wheel, "size", int, path, "result.wheel.")
-    members = _need(result, "members", dict, path, "result.")
-    compiled = _need(result, "compiled", dict, path, "result.")
-    hashes = [("result.wheel.sha256", wheel["sha256"])]
-    hashes += [(f"result.members.{n}", h) for n, h in members.items()]
-    hashes += [(f"result.compiled.{n}.sha256", c.get("sha256") if isinstance(c, dict) else None)
+        _need(wheel, key, str, path, f"{at}result.wheel.")
+    size = _need(wheel, "size", int, path, f"{at}result.wheel.")
+    members = _need(result, "members", dict, path, f"{at}result.")
+    compiled = _need(result, "compiled", dict, path, f"{at}result.")
+    hashes = [(f"{at}result.wheel.sha256", wheel["sha256"])]
+    hashes += [(f"{at}result.members.{n}", h) for n, h in members.items()]
+    hashes += [(f"{at}result.compiled.{n}.sha256", c.get("sha256") if isinstance(c, dict) else None)
                for n, c in compiled.items()]
     for where, value in hashes:
         if not isinstance(value, str) or not is_hex(value):
             raise DataError(path, None, where, "must be a hex sha256")
     for name in compiled:
         if members.get(name) != compiled[name]["sha256"]:
-            raise DataError(path, None, f"result.compiled.{name}", "is not the same as its entry in result.members")
+            raise DataError(path, None, f"{at}result.compiled.{name}", "is not the same as its entry in result.members")
     if BUILD_RECORD_MEMBER not in members or size <= 0:
-        raise DataError(path, None, "result", f"needs a positive wheel size and the member {BUILD_RECORD_MEMBER}")
+        raise DataError(path, None, f"{at}result", f"needs a positive wheel size and the member {BUILD_RECORD_MEMBER}")
     return Reference(path, record, dict(conditions), str(config.get("command", "")), wheel["name"], wheel["sha256"],
                      size, dict(members), dict(compiled))
 
@@ -215,50 +257,15 @@ def _expected_sources(recorded: Mapping[str, Any], data: dict[str, Any], arch: s
 
 
 def stale_inputs(ref: Reference | None = None) -> list[Difference]:
-    """How the recorded build record differs from what the repository writes for it now (empty: current)."""
+    """How the recorded build record differs from what the repository writes for it now (empty: current, or no
+    reference recorded)."""
     ref = ref or load()
+    if ref is None:
+        return []
     return [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, expected_record(ref))]
 
 
 # -- is a planned build the reference configuration? ----------------------------------------
-
-def _version(argv: list[str], pattern: str) -> str | None:
-    try:
-        result = proc.run(argv, check=False, timeout=60)
-    except (ToolchainError, StackError):
-        return None
-    m = re.search(pattern, result.stdout + result.stderr, re.MULTILINE)
-    return m.group(1) if m and result.returncode == 0 else None
-
-
-def _cxx_version(cxx: str) -> str | None:
-    text_first = _version([cxx, "--version"], r"^(.*)$")
-    if text_first is None:
-        return None
-    family = "clang" if "clang" in text_first else "gcc"
-    number = _version([cxx, "-dumpfullversion", "-dumpversion"], r"^(\d+(?:\.\d+)*)\s*$")
-    m = re.search(r"version (\d+(?:\.\d+)+)", text_first) if family == "clang" else None
-    return f"{family} {m.group(1) if m else number}" if (m or number) else None
-
-
-def conditions_of(*, kernel_dir: Path, sources_dir: Path | None, python: str,
-                  checks: list[toolchain.Check], environ: Mapping[str, str]) -> dict[str, str | None]:
-    """This build's conditions, as the reference names them (None: not found)."""
-    found = {c.name: c.value for c in checks}
-    nvcc = toolchain.nvcc_path()
-    return {
-        "kernel_dir": str(kernel_dir),
-        "sources_dir": str(sources_dir) if sources_dir is not None else None,
-        "python": python,
-        "nvcc": _version([nvcc, "--version"], r"\bV(\d+\.\d+\.\d+)") if nvcc else None,
-        "c++": _cxx_version(environ.get("CXX") or "c++"),
-        "binutils": _version(["ld", "--version"], r"^GNU ld .*?(\d+\.\d+(?:\.\d+)?)\s*$"),
-        "cmake": found.get("cmake"),
-        "ninja": found.get("ninja"),
-        "scikit-build-core": found.get("scikit-build-core"),
-        "torch": found.get("torch"),
-    }
-
 
 @dataclass
 class ConfigVerdict:

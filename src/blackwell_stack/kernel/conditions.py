@@ -1,0 +1,44 @@
+"""The conditions of a kernel build that its build record does not name but its bytes depend on: the stage it
+compiles from, the compilers (version, path and the libstdc++ they link) and the versions of the other tools.
+The reference wheel records them (kernel/reference.py); `kernel build` shows this build's beside them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from blackwell_stack import proc
+from blackwell_stack.kernel import compilers as compilers_mod
+from blackwell_stack.kernel import toolchain
+
+# The conditions, in the order they are shown. The stage first: its path changes the bytes for certain. The
+# checkout, the sources directory and the venv are not conditions: the build stages the first two at the fixed
+# stage and prefix-maps torch's headers (docs/sgl-kernel.md).
+CONDITIONS = ("stage", "c", "c++", "cuda host c++", "nvcc", "binutils", "cmake", "ninja", "scikit-build-core",
+              "torch")
+
+
+def _version(argv: list[str], pattern: str) -> str | None:
+    code, text = proc.probe(argv, timeout=60)
+    m = re.search(pattern, text, re.MULTILINE)
+    return m.group(1) if m and code == 0 else None
+
+
+def conditions_of(*, stage: Path, checks: list[toolchain.Check],
+                  compilers: list[compilers_mod.Compiler]) -> dict[str, str | None]:
+    """This build's conditions, as the reference names them (None: not found)."""
+    found = {c.name: c.value for c in checks}
+    nvcc = toolchain.nvcc_path()
+    tried = {c.role.name: c.describe() for c in compilers if c.path}
+    return {
+        "stage": str(stage),
+        "c": tried.get("c"),
+        "c++": tried.get("c++"),
+        "cuda host c++": tried.get("cuda host c++"),
+        "nvcc": _version([nvcc, "--version"], r"\bV(\d+\.\d+\.\d+)") if nvcc else None,
+        "binutils": _version(["ld", "--version"], r"^GNU ld .*?(\d+\.\d+(?:\.\d+)?)\s*$"),
+        "cmake": found.get("cmake"),
+        "ninja": found.get("ninja"),
+        "scikit-build-core": found.get("scikit-build-core"),
+        "torch": found.get("torch"),
+    }
