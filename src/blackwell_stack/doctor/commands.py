@@ -6,13 +6,14 @@ import argparse
 import sys
 import time
 
-from blackwell_stack import output
+from blackwell_stack import inputfiles, output
 from blackwell_stack.argtypes import positive_int
-from blackwell_stack.doctor import abi, checks, envcheck, host, inspection
+from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, startup
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.formats import wheeldiff
 from blackwell_stack.kernel import reference
 from blackwell_stack.model import stack as model
+from blackwell_stack.model.profile import Profile, available_profiles, load_profile
 from blackwell_stack.stacks import doctor as stack_doctor
 
 
@@ -36,6 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="instead: list every distribution in --python's environment that differs from the stack's lock "
                    "(the same as `stack doctor NAME`)")
     d.add_argument("--verify-files", action="store_true", help="with --stack: also hash the installed files against RECORD")
+    d.add_argument("--profile", default=None,
+                   help="the profile whose model and environment SGLang's start-up imports are checked for (default: "
+                   "the profile made for the environment's sglang)")
+    d.add_argument("--no-imports", action="store_true",
+                   help="skip importing what SGLang's start-up imports (each in its own process; about a minute)")
+    d.add_argument("--import-timeout", type=positive_int, default=int(startup.DEFAULT_TIMEOUT_S), metavar="SECONDS",
+                   help="how long one start-up import may take (default %(default)s)")
     d.set_defaults(func=run_doctor)
     dsub = d.add_subparsers(dest="doctor_command", metavar="SUBCOMMAND")
     a = dsub.add_parser("abi", help="can this kernel package load into this torch? (undefined symbols, CUDA runtime)")
@@ -74,7 +82,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         output.dump_json(report)
     else:
         print_inspect(report)
-    return int(ExitCode.CHECK_FAILED) if report["errors"] else 0
+    return int(ExitCode.CHECK_FAILED) if report["errors"] or report["problems"] else 0
 
 
 def print_inspect(report: dict) -> None:
@@ -82,18 +90,21 @@ def print_inspect(report: dict) -> None:
     what = f"{dist['name']} {dist['version']}, " if dist else ""
     print(f"{report['path']} ({what}{report['kind']}, {report['elf_files']} ELF files)")
     rows = []
+    failing = {p["name"] for p in report["problems"]}
     for f in report["files"]:
         if f["error"]:
-            rows.append([f["name"], "error", None, None, None, None, None])
+            rows.append([f["name"], "error", None, None, None, None, None, None])
             continue
         agree = None
         if f["cuobjdump"]:
             agree = "agrees" if f["cuobjdump"].get("agrees") else "DIFFERS"
+        cxx = (f.get("cxx_runtime") or {}).get("verdict")
         rows.append([
             f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None,
-            ", ".join(f["cubin"]) or None, ", ".join(f["ptx"]) or None, agree,
+            ", ".join(f["cubin"]) or None, ", ".join(f["ptx"]) or None,
+            cxx.upper() if cxx and f["name"] in failing else cxx, agree,
         ])
-    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "cuobjdump"], rows)
+    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime", "cuobjdump"], rows)
     print()
     runtimes = ", ".join(str(r) for r in report["cuda_runtime"]) or "none (no CUDA runtime linked)"
     print(f"CUDA runtime: {runtimes}")
@@ -111,6 +122,8 @@ def print_inspect(report: dict) -> None:
             print(f"relocatable:  {f['name']}: {', '.join(f['relocatable'])} (device-link inputs, never loaded as is)")
     for e in report["errors"]:
         print(f"error: {e['name']}: {e['error']}")
+    for p in report["problems"]:
+        print(f"FAIL {p['check']}: {p['message']}\n  fix: {p['fix']}")
     for n in report["notes"]:
         print(f"note: {n}")
     if "seconds" in report:
@@ -132,6 +145,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     gpu_cc = facts.gpus[0].compute_cap if facts.gpus else None
     env = envcheck.Environment(args.python)
     results += envcheck.checks(env, gpu_cc=gpu_cc, target_cc=args.target_cc)
+    if not args.no_imports:
+        results += _startup_checks(env, args.profile, gpu_cc, args.import_timeout)
     status = checks.worst(results)
     if args.json:
         output.dump_json({
@@ -149,11 +164,12 @@ def run_doctor(args: argparse.Namespace) -> int:
             },
         })
     else:
-        for group in ("host", "python", "build"):
+        for group in ("host", "python", "startup", "build"):
             rows = [c for c in results if c.group == group]
             if not rows:
                 continue
-            output.heading({"host": "Host", "python": "Python environment", "build": "Kernel build"}[group])
+            output.heading({"host": "Host", "python": "Python environment", "startup": "SGLang start-up imports",
+                            "build": "Kernel build"}[group])
             output.table(["status", "check", "value", "details"],
                          [[c.status.upper(), c.name, c.value, c.message] for c in rows])
             for c in rows:
@@ -161,6 +177,27 @@ def run_doctor(args: argparse.Namespace) -> int:
                     print(f"  fix ({c.name}): {c.fix}")
         print(f"\noverall: {status.upper()}")
     return int(ExitCode.CHECK_FAILED) if status == checks.FAIL else 0
+
+
+def _startup_checks(env: envcheck.Environment, profile_name: str | None, gpu_cc: str | None,
+                    timeout: float) -> list[checks.Check]:
+    """SGLang's start-up imports in env, for the profile's model, with its environment variables."""
+    installed = env.get("sglang")
+    if installed is None:
+        return []
+    chosen = load_profile(profile_name) if profile_name else _profile_for(installed.version)
+    model = chosen.data.get("model") or {}
+    return startup.checks(env.python, installed.version, architecture=model.get("architecture"), gpu_cc=gpu_cc,
+                          env=chosen.env_values(), timeout=timeout)
+
+
+def _profile_for(sglang: str) -> Profile:
+    """The first profile made for this sglang, else the default one."""
+    for name in available_profiles():
+        candidate = load_profile(name)
+        if candidate.runtime().sglang == sglang:
+            return candidate
+    return load_profile(None)
 
 
 def run_abi(args: argparse.Namespace) -> int:
@@ -191,7 +228,7 @@ def print_abi(result: dict) -> None:
     for p in result["problems"]:
         print(f"\nFAIL {p['check']}: {p['message']}")
         print(f"  fix: {p['fix']}")
-    print("\nresult: " + ("OK, the kernel's torch symbols and CUDA runtime match" if result["ok"] else "FAIL"))
+    print("\nresult: " + ("OK, the kernel's torch symbols, CUDA runtime and C++ runtime match" if result["ok"] else "FAIL"))
 
 
 # -- wheel diff ----------------------------------------------------------
@@ -220,7 +257,12 @@ def run_wheel_diff(args: argparse.Namespace) -> int:
 
 
 def _wheel_diff_reference(wheel: str, as_json: bool) -> int:
-    ref = reference.load()
+    inputfiles.regular_file(wheel, "wheel", "pass a wheel file")  # the user's input first, then the project's
+    doc = reference.document()
+    ref = doc.current
+    if ref is None:
+        raise StackError(f"no reference wheel is recorded ({doc.path.name}): {doc.reason}",
+                         f"compare two wheels instead: wheel diff A B; {doc.to_record}")
     verdict = reference.compare_wheel(ref, wheel)
     if as_json:
         output.dump_json(verdict.to_json())

@@ -116,6 +116,9 @@ FILES: tuple[DataFile, ...] = (
              "tools (rehearsal/components.py)", ("rehearsal",), schemas.REHEARSAL_TOOLS),
     DataFile("baseline", "verify/baselines/{name}.json", "figures a bench result is compared with "
              "(verify/baseline.py)", ("cli",), schemas.BASELINE, in_package=True),
+    DataFile("startup-imports", "doctor/startup-imports.json", "what SGLang imports while it starts, per version "
+             "(doctor/startup.py)", ("cli",), schemas.STARTUP_IMPORTS, in_package=True,
+             hint="restore it from the repository"),
     DataFile("failure-text", "verify/failure-text.json", "the reference deployment's failure text, which smoke "
              "and bench look for in every answer (verify/failure_text.py)", ("cli",), schemas.FAILURE_TEXT,
              in_package=True, hint="restore it from the repository"),

@@ -212,6 +212,9 @@ WHEEL_LIBRARIES = Obj({
     "from_nixpkgs": Map(Obj({"attribute": Str(nonempty=True), "why": Str(nonempty=True)})),
     "driver": Map(Str()),
     "left_missing": Map(Obj({"libraries": NAMES, "why": Str(nonempty=True)})),
+}, optional={
+    "driver_by_name": Map(Obj({"file": Str(nonempty=True), "replace": Str(nonempty=True), "library": Str(nonempty=True),
+                               "why": Str(nonempty=True)})),
 })
 ENV_COLLISIONS = Obj({
     "schema_version": Literal((1,)),
@@ -223,6 +226,20 @@ BASELINE = Obj({"target": Str(), "model": Str(nonempty=True), "source": Str(), "
                optional={"tolerance": Num()})
 
 TEXT: Shape = AnyValue()  # patches (parsed by kernel/patchcheck.py) and the kernel's check scripts
+
+_STARTUP_IMPORT = Obj({
+    "module": Str(pattern=r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"),
+    "why": Str(nonempty=True),
+    "source": Obj({"file": Str(nonempty=True), "line": Int(minimum=1), "text": Str(nonempty=True)}),
+}, optional={
+    "architectures": ListOf(Str(nonempty=True)),
+    "when": Obj({}, optional={"min_compute_capability": Str(pattern=r"\d+\.\d+"),
+                              "off_when_env": Map(ListOf(Str()))}),
+})
+STARTUP_IMPORTS = Obj({
+    "schema_version": Literal((1,)),
+    "sglang": Map(ListOf(_STARTUP_IMPORT)),
+})
 
 FAILURE_TEXT = Obj({
     "schema_version": Literal((1,)),
