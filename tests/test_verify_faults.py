@@ -12,11 +12,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from verify_server import HUGE_EVENT_BYTES, FaultServer, free_port
 
 from blackwell_stack.errors import ExitCode
+from blackwell_stack.verify import bench
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 BOUND_S = 120  # a hang fails the test here; the commands below need a few seconds
@@ -156,3 +158,15 @@ def wait_for_port(port: int) -> None:
                 return
         time.sleep(0.05)
     raise RuntimeError(f"nothing listens on port {port}")
+
+
+def test_bench_warms_up_each_level_at_its_own_concurrency():
+    """Before each level's clock starts: one round of as many requests as the level's concurrency, short answers (the
+    first batched prefill of a new batch size lands there, not in the figures: benchmarks/sglang-gpu/)."""
+    with FaultServer("counted") as server:
+        result = cli("bench", server.url, "--concurrency", "1,4", "--requests", "4", "--output-len", "64",
+                     "--warmup", "1", "--json")
+        assert result.returncode == 0, result.stderr
+        with urllib.request.urlopen(f"{server.url}/stats", timeout=30) as answer:
+            asked = json.loads(answer.read())
+    assert asked == {str(bench.WARMUP_TOKENS): 1 + 4, "64": 4 + 4}

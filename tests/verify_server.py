@@ -28,8 +28,10 @@ never answers), `stall` (lists a model, never answers a completion),
 finish with "NaN happened", as the seed deployment's did), `nan-text` (every
 answer's text is "NaN happened", finished with "stop"), `nan-stop` (SGLang's
 own shape: some text, finish_reason "stop" and matched_stop "NaN happened"),
-`drop` (the connection closed in the middle of every answer) and
-`no-models` (an empty model list).
+`drop` (the connection closed in the middle of every answer),
+`no-models` (an empty model list) and `counted` (sound short answers, and
+GET /stats: how many completions it was asked for, by max_tokens, to see what
+a client sends).
 
 Also usable by hand (the device run uses it):
     python tests/verify_server.py DIR [--port P] [--device cuda] [--size small|gpu]
@@ -142,8 +144,8 @@ def _set_fluent_weights(model, tok, vocab: int, *, endless: bool = False) -> Non
             model.lm_head.weight[successor.get(token, sequence[0]), token] = 10.0
 
 
-def make_models(root: Path, size: str = "small") -> dict[str, Path]:
-    """Writes the model directories under root; returns name -> directory."""
+def make_models(root: Path, size: str = "small", names: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """Writes the model directories under root (every variant, or those named); returns name -> directory."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -153,6 +155,8 @@ def make_models(root: Path, size: str = "small") -> dict[str, Path]:
                 "endless": base_tok}
     out = {}
     for name, tok in variants.items():
+        if names is not None and name not in names:
+            continue
         directory = root / name
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
         fast.chat_template = CHAT_TEMPLATE
@@ -239,7 +243,7 @@ class Server:
         self._log_fh.close()
 
 
-FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models")
+FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models", "counted")
 # How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
 HUGE_EVENT_BYTES = 256 << 20
 
@@ -301,6 +305,7 @@ async def _serve_fault(fault: str, port: int) -> None:
 
     listed = [] if fault == "no-models" else [{"id": f"fault-{fault}", "object": "model"}]
     models = _json_answer({"object": "list", "data": listed})
+    asked: dict[str, int] = {}  # `counted`: max_tokens -> completions asked for
 
     async def handle(reader, writer) -> None:
         try:
@@ -314,6 +319,11 @@ async def _serve_fault(fault: str, port: int) -> None:
                 await reader.read()  # hold the connection, answer nothing, until the client hangs up
             elif method == "GET" and path.endswith("/models"):
                 writer.write(models)
+            elif fault == "counted" and path.endswith("/stats"):
+                writer.write(_json_answer(asked))
+            elif fault == "counted":
+                asked[str(body.get("max_tokens"))] = asked.get(str(body.get("max_tokens")), 0) + 1
+                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
             elif fault == "nan":
                 writer.write(_nan_answer(path, bool(body.get("stream"))))
             elif fault == "nan-text":

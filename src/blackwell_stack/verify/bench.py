@@ -1,7 +1,13 @@
 """`bench`: a concurrency sweep of streamed requests against an OpenAI-compatible server.
 
 At each level, `concurrency` workers send requests back to back until the
-level's request count (or duration) is used up. Every request streams (SSE)
+level's request count (or duration) is used up. Before a level's clock
+starts, it is warmed up at its own concurrency (`warmup_requests` rounds of
+`concurrency` requests at once, the level's prompt length, a few tokens
+out): a server's first batch of a new size (a first batched prefill, a
+kernel compiled just in time) lands there, not in the figures. One warm-up
+request before the sweep left a 1.2 s stall inside the measured time of the
+first batched level on SGLang (benchmarks/sglang-gpu/). Every request streams (SSE)
 with `stream_options.include_usage`, so the token counts are the server's
 own. Per level: aggregate output tok/s (all output tokens over the level's
 wall time), per-request decode tok/s, time to first token (TTFT) and the gap
@@ -63,7 +69,7 @@ class BenchConfig:
     ignore_eos: bool = False  # SGLang/vLLM extension: always produce output_len tokens
     seed: int = 0
     timeout_s: float = 600.0
-    warmup_requests: int = 1
+    warmup_requests: int = 1  # warm-up rounds before each level, each `concurrency` requests at once
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_level or max(8, 4 * concurrency)
@@ -309,15 +315,22 @@ def _judge(results: list[RequestResult]) -> list[str]:
     return samples
 
 
-async def warm_up(endpoint: Endpoint, model: str, config: BenchConfig) -> None:
-    """Requests before the sweep (not measured): first-request costs such as CUDA graph capture or lazy model load."""
-    rng = random.Random(f"{config.seed}-warmup")
+# Tokens each warm-up request asks for: enough for a few decoding steps at the level's batch size.
+WARMUP_TOKENS = 16
+
+
+async def warm_up(endpoint: Endpoint, model: str, config: BenchConfig, concurrency: int = 1) -> None:
+    """Unmeasured rounds before a level: `concurrency` requests at once, as long as the level's prompts, so the
+    server's first batch of that size (prefill, decoding, just-in-time kernels) is not measured."""
+    rng = random.Random(f"{config.seed}-warmup-{concurrency}")
     for _ in range(config.warmup_requests):
-        body = request_body(config, model, make_prompt(rng, config.input_len), min(config.output_len, 16))
-        result = await run_request(endpoint, config, body, None)
-        if not result.ok:
+        bodies = [request_body(config, model, make_prompt(rng, _length(rng, config.input_len, config)),
+                               min(config.output_len, WARMUP_TOKENS)) for _ in range(concurrency)]
+        results = await asyncio.gather(*(run_request(endpoint, config, body, None) for body in bodies))
+        failed = [r for r in results if not r.ok]
+        if failed:
             raise CheckFailed(
-                f"the warm-up request to {endpoint.base_url} failed: {result.error}",
+                f"{len(failed)} of {concurrency} warm-up requests to {endpoint.base_url} failed: {failed[0].error}",
                 "check the URL, --model and --timeout (and drop --ignore-eos for servers that reject it)",
             )
 

@@ -73,7 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--seed", type=int, default=0, help="seed of the prompt words and sampled lengths")
     b.add_argument("--timeout", type=positive_float, default=600.0,
                    help="seconds for each request: model listing, warm-up, each stream (default %(default)s)")
-    b.add_argument("--warmup", type=non_negative_int, default=1, help="unmeasured requests before the sweep (default %(default)s)")
+    b.add_argument("--warmup", type=non_negative_int, default=1,
+                   help="unmeasured rounds before each level, each as many requests at once as the level's concurrency "
+                   "(default %(default)s; 0: none)")
     b.add_argument("--tokenizer", help="tokenizer.json (or a directory with one) to count tokens if the server reports no usage")
     b.add_argument(
         "--baseline",
@@ -254,12 +256,12 @@ def _plot(result: dict, path: str) -> None:
 async def _bench(endpoint: Endpoint, model: str | None, config: bench_mod.BenchConfig,
                  counter: TokenizerCounter | None) -> dict:
     model = await _model(endpoint, model, config.timeout_s)
-    if config.warmup_requests:
-        await bench_mod.warm_up(endpoint, model, config)
     levels = []
     for concurrency in config.concurrencies:
         total = None if config.duration_s else config.requests_for(concurrency)
         label = f"c={concurrency}"
+        if config.warmup_requests:
+            await bench_mod.warm_up(endpoint, model, config, concurrency)
         with Progress(label, total, unit="requests") as bar:
             level = await bench_mod.run_level(endpoint, model, config, concurrency, counter, on_done=lambda _r: bar.advance())
         broken = f", {level.broken} broken answer(s)" if level.broken else ""
