@@ -86,7 +86,9 @@ in
       default = 300;
       description = ''
         Seconds allowed per smoke request (`--timeout`). Nine requests run one after
-        another; the unit's start budget grows by their sum.
+        another; the unit's start budget grows by their sum. The first may wait for
+        SGLang's first-use JIT compiles (about 2 minutes measured on 16 cores) that
+        the server's own warm-up did not reach.
       '';
     };
 
