@@ -1,0 +1,237 @@
+#!/bin/bash
+# SGLang 0.5.9 started for real with a kernel `blackwell-stack kernel build` made, on the GPU machine
+# (one H200, no network, commands of at most ten minutes each, the machine given back when idle).
+# Run from a checkout of this repository:
+#
+#   benchmarks/sglang-gpu/device.sh start SOURCES_DIR SECONDS
+#       SOURCES_DIR holds sgl-kernel-0.3.21-sources.tar.xz and the FlashMLA bundle; lays them out, writes
+#       env.txt, and starts the whole run in the background; SECONDS: when, from now, it must be over
+#   benchmarks/sglang-gpu/device.sh install WHEEL_DIR...
+#       installs carried wheels into the run's site directory (the stable lock's, less what the machine has)
+#   benchmarks/sglang-gpu/device.sh wait SECONDS
+#       until the run ends (or SECONDS pass); results.tar.gz in $OUT each time
+#
+# The run (run-all): the compilers as the machine's environment names them, tried by `kernel build
+# --dry-run` (its static-only GCC is refused); `kernel build --arch 9.0a` with the distribution's
+# compilers (with SGLANG_GPU_REFERENCE=1 also, at the lowest CPU priority, `kernel build --arch 12.0a` in
+# the fixed stage: the reference configuration; it slows the 9.0a build, so it wants a session of its
+# own); once the 9.0a wheel is there: `inspect`, `doctor` (SGLang's start-up imports, each in a child
+# process), then SGLang through `serve run`, one server at a time: the sound Llama (`smoke`, then `bench`
+# beside `python -m sglang.bench_serving` at 1, 8, 32 and 128 concurrent requests: bench_pair.py), the
+# all-`!` Llama (`smoke`), a tiny Qwen3.5-MoE with --load-format dummy (one completion).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+W="${SGLANG_GPU_WORK:-/tmp/sglang-gpu}"
+OUT="${OUT:-$PWD/out}"
+PY="${SGLANG_GPU_PYTHON:-$(command -v python3)}"
+TORCH_STANDIN="${SGLANG_GPU_TORCH:-2.11.0+cu130}"
+R="$W/results"
+SITE="$W/site"
+KSITE="$W/kernel-site"
+MODELS="$W/models"
+# The distribution's compilers: the machine's environment names a second GCC with a static libstdc++ only.
+DIST=(CXX=/usr/bin/g++ CC=/usr/bin/gcc CUDAHOSTCXX=/usr/bin/g++)
+MISMATCH=(--allow-source-mismatch repo-cutlass --allow-source-mismatch json --allow-source-mismatch repo-triton)
+# NVLink multicast stays off wherever a program starts (the machine's notes).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+mkdir -p "$OUT"
+
+cli() { PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m blackwell_stack "$@"; }
+stamp() { echo "$(date -u +%FT%TZ) $(( $(date +%s) - $(cat "$W/t0") ))s $*" | tee -a "$R/timeline.txt"; }
+left() { echo $(( $(cat "$W/deadline") - $(date +%s) )); }
+pack() { tar -czf "$W/results.tar.gz.part" -C "$W" results && mv "$W/results.tar.gz.part" "$W/results.tar.gz"; }
+serving_path() { echo "$KSITE:$SITE:$ROOT/src"; }
+
+layout() {
+  local sources="$1" src="$W/src"
+  rm -rf "$src"; mkdir -p "$src"
+  tar -xJf "$sources/sgl-kernel-0.3.21-sources.tar.xz" -C "$src"
+  tar -xJf "$sources"/flashmla-*.tar.xz -C "$src/fc"
+  # The layout `kernel sources fetch` makes: FlashMLA's submodule apart under repo-flashmla.submodules/.
+  mkdir -p "$src/fc/repo-flashmla.submodules/csrc"
+  mv "$src/fc/repo-flashmla/csrc/cutlass" "$src/fc/repo-flashmla.submodules/csrc/cutlass"
+  mkdir "$src/fc/repo-flashmla/csrc/cutlass"
+}
+
+build() {  # ARCH OUTDIR STAGE MEMORY_GIB NICE
+  local arch="$1" out="$2" stage="$3" mem="$4" nice="$5" extra=()
+  [ "$arch" = 9.0a ] && extra=(--allow-source-mismatch repo-flashmla.submodules/csrc/cutlass)
+  local args=(kernel build --src "$W/src/sglang" --sources "$W/src/fc" --arch "$arch" --python "$PY"
+    --allow-torch "$TORCH_STANDIN" "${MISMATCH[@]}" "${extra[@]}" --out "$out" --jobs 16 --memory-gib "$mem" --json)
+  printf '%q ' "${DIST[@]}" blackwell-stack "${args[@]}" > "$R/build-$arch-command.txt"; echo >> "$R/build-$arch-command.txt"
+  ( cd "$W" && env "${DIST[@]}" ${stage:+BLACKWELL_STACK_KERNEL_STAGE=$stage} nice -n "$nice" \
+      env PYTHONPATH="$ROOT/src" "$PY" -m blackwell_stack "${args[@]}" > "$R/build-$arch.json" 2> "$R/build-$arch.err" )
+}
+
+wheel_record() {  # WHEEL PREFIX: sha256, members (name, sha256, size), the build record
+  local wheel="$1" prefix="$2"
+  sha256sum "$wheel" > "$R/$prefix-wheel.sha256"; stat -c %s "$wheel" >> "$R/$prefix-wheel.sha256"
+  "$PY" - "$wheel" > "$R/$prefix-members.tsv" <<'EOF'
+import hashlib, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    print("member\tsha256\tsize")
+    for i in sorted(z.infolist(), key=lambda i: i.filename):
+        if not i.is_dir():
+            print(f"{i.filename}\t{hashlib.sha256(z.read(i)).hexdigest()}\t{i.file_size}")
+EOF
+  unzip -p "$wheel" sgl_kernel/_build_info.json > "$R/$prefix-build-info.json" || true
+  cli inspect "$wheel" --json > "$R/$prefix-inspect.json" 2>&1 || true
+}
+
+wait_ready() { "$PY" "$HERE/http_probe.py" ready "$1" "$2"; }  # PORT SECONDS
+
+serve() {  # NAME PORT MODEL [--set ...]: serve run with the profile's flags, less what cannot apply here
+  local name="$1" port="$2" model="$3"; shift 3
+  local args=(serve run --stack stable --python "$PY" --set model-path="$model" --set port="$port"
+    --set mem-fraction-static=0.25 "$@")
+  printf '%q ' blackwell-stack "${args[@]}" > "$R/serve-$name-command.txt"; echo >> "$R/serve-$name-command.txt"
+  PYTHONPATH="$(serving_path)" setsid "$PY" -X faulthandler -m blackwell_stack "${args[@]}" \
+    > "$R/serve-$name.log" 2>&1 < /dev/null &
+  echo $! > "$W/serve-$name.pid"
+}
+
+stop_serve() { local pid; pid="$(cat "$W/serve-$1.pid" 2>/dev/null)" || return 0; kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; }
+
+group_signal() {  # SIGNAL PIDFILE: the whole process group of a background build
+  local pid; pid="$(cat "$1" 2>/dev/null)" || return 0
+  kill "-$2" -- -"$pid" 2>/dev/null || true
+}
+
+run_all() {
+  cd "$W"
+  stamp "compilers as the machine names them"
+  ( cd "$W" && env PYTHONPATH="$ROOT/src" "$PY" -m blackwell_stack kernel build --src "$W/src/sglang" --sources "$W/src/fc" \
+      --arch 9.0a --python "$PY" --allow-torch "$TORCH_STANDIN" "${MISMATCH[@]}" \
+      --allow-source-mismatch repo-flashmla.submodules/csrc/cutlass --out "$W/dry" --dry-run ) \
+      > "$R/compilers-default-env.txt" 2>&1 || echo "exit code $?" >> "$R/compilers-default-env.txt"
+  stamp "build 9.0a start"
+  setsid bash -c "$(declare -f build stamp); $(declare -p W R ROOT PY TORCH_STANDIN DIST MISMATCH); build 9.0a $W/out90 /tmp/blackwell-stack-sgl-kernel-90 ${SGLANG_GPU_MEMORY_GIB:-110} 0" \
+    > "$W/build90.log" 2>&1 < /dev/null &
+  echo $! > "$W/build90.pid"
+  if [ "${SGLANG_GPU_REFERENCE:-0}" = 1 ]; then
+    stamp "build 12.0a start (nice 19, the fixed stage)"
+    setsid bash -c "$(declare -f build stamp); $(declare -p W R ROOT PY TORCH_STANDIN DIST MISMATCH); build 12.0a $W/out120 '' 40 19" \
+      > "$W/build120.log" 2>&1 < /dev/null &
+    echo $! > "$W/build120.pid"
+  fi
+  pack
+
+  # The models, once the carried wheels are in (transformers 4.57.1 of the lock writes them).
+  while [ ! -f "$W/site.done" ] && (( $(left) > 0 )); do sleep 5; done
+  stamp "models"
+  PYTHONPATH="$SITE" "$PY" "$HERE/make_models.py" "$MODELS" > "$R/models.txt" 2>&1 || stamp "models FAILED"
+
+  while kill -0 "$(cat "$W/build90.pid")" 2>/dev/null; do sleep 5; done
+  local wheel; wheel="$(ls "$W"/out90/sgl_kernel-*.whl 2>/dev/null | head -1 || true)"
+  if [ -z "$wheel" ]; then stamp "build 9.0a FAILED"; cp "$W"/out90/*.log "$R/" 2>/dev/null || true; pack; return 1; fi
+  stamp "build 9.0a done"
+  gzip -c "$W"/out90/sgl-kernel-build-*.log > "$R/build-9.0a.log.gz" || true
+  wheel_record "$wheel" "9.0a"
+  rm -rf "$KSITE"; "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$KSITE" "$wheel" > "$R/kernel-install.txt" 2>&1
+  pack
+
+  # One server at a time: SGLang sizes its memory pool as a fraction of the whole GPU less what is already in
+  # use, so a second server on the same GPU stops with "Not enough memory" (the first run started three at once).
+  stamp "doctor and the sound Llama"
+  ( PYTHONPATH="$(serving_path)" "$PY" -m blackwell_stack doctor --python "$PY" --json > "$R/doctor.json" 2> "$R/doctor.err";
+    echo "exit code $?" >> "$R/doctor.err" ) &
+  serve fluent 30000 "$MODELS/fluent" --set quantization=null --set tensor-parallel-size=1
+  wait_ready 30000 400 && stamp "fluent ready" || stamp "fluent NOT ready"
+  cli smoke http://127.0.0.1:30000 --model "$MODELS/fluent" --timeout 600 > "$R/smoke-fluent.txt" 2>&1 || true
+  stamp "smoke fluent: $(tail -1 "$R/smoke-fluent.txt" | cut -c1-80)"
+  pack
+  group_signal "$W/build120.pid" STOP
+  stamp "bench pair ($(left)s left)"
+  PYTHONPATH="$(serving_path)" timeout -k 10 "$(( $(left) > 240 ? $(left) - 200 : 40 ))" "$PY" "$HERE/bench_pair.py" \
+    http://127.0.0.1:30000 "$MODELS/fluent" "$R/bench" --levels "${SGLANG_GPU_LEVELS:-1,8,32,128}" \
+    > "$R/bench-pair.txt" 2>&1 || stamp "bench pair ended early"
+  group_signal "$W/build120.pid" CONT
+  stamp "bench pair done"
+  stop_serve fluent; wait "$!" 2>/dev/null || true
+  pack
+
+  stamp "the all-! Llama"
+  serve bang 30001 "$MODELS/bang" --set quantization=null --set tensor-parallel-size=1
+  wait_ready 30001 300 && stamp "bang ready" || stamp "bang NOT ready"
+  cli smoke http://127.0.0.1:30001 --model "$MODELS/bang" --timeout 600 > "$R/smoke-bang.txt" 2>&1 || true
+  stop_serve bang
+  pack
+  stamp "the tiny Qwen3.5-MoE"
+  serve qwen 30002 "$MODELS/qwen3.5-moe" --set quantization=null --set tensor-parallel-size=1 \
+    --set moe-runner-backend=null --set load-format=dummy
+  wait_ready 30002 300 && stamp "qwen ready" || stamp "qwen NOT ready"
+  "$PY" "$HERE/http_probe.py" complete 30002 "$MODELS/qwen3.5-moe" "$R/qwen-answer.json" || true
+  stop_serve qwen
+  wait || true
+  pack
+
+  if [ -f "$W/build120.pid" ]; then
+    while kill -0 "$(cat "$W/build120.pid")" 2>/dev/null && (( $(left) > 0 )); do sleep 5; done
+    wheel="$(ls "$W"/out120/sgl_kernel-*.whl 2>/dev/null | head -1 || true)"
+    if [ -n "$wheel" ]; then stamp "build 12.0a done"; wheel_record "$wheel" "12.0a"
+      gzip -c "$W"/out120/sgl-kernel-build-*.log > "$R/build-12.0a.log.gz" || true
+    else stamp "build 12.0a not done"; cp "$W"/out120/*.log "$R/" 2>/dev/null || true; fi
+  fi
+  pack
+}
+
+start() {
+  local sources="$1" seconds="$2"
+  rm -rf "$W"; mkdir -p "$W" "$R" "$SITE"
+  date +%s > "$W/t0"; echo $(( $(date +%s) + seconds )) > "$W/deadline"
+  {
+    echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)"; free -g | sed -n 2p; uname -r
+    nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
+    (command -v nvcc > /dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version) | tail -2
+    cmake --version | head -1; ninja --version; ld --version | head -1
+    echo "PY=$PY"; "$PY" -c 'import torch, triton, scikit_build_core as s; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "scikit-build-core", s.__version__)'
+    for v in CXX CC CUDAHOSTCXX; do
+      c="${!v:-}"; echo "$v=${c:-(unset)}"
+      [ -n "$c" ] && { "$c" --version | head -1; echo "  -print-file-name=libstdc++.so: $("$c" -print-file-name=libstdc++.so)"; }
+    done
+    echo "/usr/bin/g++: $(/usr/bin/g++ --version | head -1)"; echo "  -print-file-name=libstdc++.so: $(/usr/bin/g++ -print-file-name=libstdc++.so)"
+  } > "$R/env.txt" 2>&1 || true
+  cat "$R/env.txt"
+  layout "$sources"
+  stamp "laid out"
+  command -v nvcc > /dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+  setsid nohup bash "$0" run-all > "$W/driver.log" 2>&1 < /dev/null &
+  echo "$!" > "$W/driver.pid"
+  sleep 15; tail -5 "$W/driver.log"; tail -3 "$R/timeline.txt"
+}
+
+install() {
+  local dir
+  for dir in "$@"; do
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$dir"/*.whl \
+      >> "$R/wheels-install.txt" 2>&1 && stamp "installed $(ls "$dir" | wc -l) wheels from $dir" || stamp "install FAILED: $dir"
+    ls "$dir" >> "$R/wheels.txt"
+  done
+  [ "$(wc -l < "$R/wheels.txt")" -ge "${SGLANG_GPU_WHEELS:-135}" ] && touch "$W/site.done" && stamp "all wheels in"
+  return 0
+}
+
+wait_for() {
+  local limit="$1" t0; t0="$(date +%s)"
+  while kill -0 "$(cat "$W/driver.pid")" 2>/dev/null && (( $(date +%s) - t0 < limit )); do
+    local log step="-"
+    log="$(ls "$W"/out90/sgl-kernel-build-*.log 2>/dev/null | head -1 || true)"
+    [ -n "$log" ] && step="$(grep -oE '^ *\[[0-9]+/[0-9]+\]' "$log" | tail -1 | tr -d ' ' || true)"
+    echo "$(( $(date +%s) - $(cat "$W/t0") ))s 9.0a ${step:--} $(free -g | awk '/Mem:/{print "used " $3 " GiB"}') $(tail -1 "$R/timeline.txt")"
+    sleep 20
+  done
+  tail -12 "$R/timeline.txt"
+  [ -f "$W/results.tar.gz" ] && cp "$W/results.tar.gz" "$OUT/results.tar.gz"
+  ls -la "$OUT"
+}
+
+case "${1:-}" in
+  start) start "$2" "$3" ;;
+  run-all) run_all ;;
+  install) shift; install "$@" ;;
+  wait) pack 2>/dev/null || true; wait_for "${2:-540}" ;;
+  *) echo "usage: $0 start SOURCES_DIR SECONDS | install WHEEL_DIR... | wait SECONDS" >&2; exit 2 ;;
+esac
