@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from pathlib import Path
 
 import nix_inputs
@@ -197,7 +198,37 @@ def test_wheel_library_fixups_cover_exactly_the_audit(nix, uv2nix_sources, stack
         ignored = [lib for lib in decisions["left_missing"].get(package, {}).get("libraries", []) if lib in missing]
         assert fixed["autoPatchelfIgnoreMissingDeps"] == driver + ignored, package
         assert set(missing) == set(ignored) | {lib for lib in missing if lib in decisions["from_nixpkgs"]}, package
-        assert fixed["appendRunpaths"] == info["origin_runpaths"] + (["/run/opengl-driver/lib"] if driver else []), package
+        # The driver's directory on every wheel with an ELF: NVIDIA's libraries dlopen it without DT_NEEDing it.
+        assert fixed["appendRunpaths"] == info["origin_runpaths"] + ["/run/opengl-driver/lib"], package
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_every_library_that_loads_the_driver_finds_it_through_its_own_runpath(nix, uv2nix_sources, stack):
+    """The loader check (benchmarks/driver-runpath/): glibc searches the RUNPATH of the object that calls dlopen.
+    libcudart, libcublasLt and libcusparseLt load libcuda.so.1 and NCCL loads libnvidia-ml.so.1 without DT_NEEDing
+    them, so each of their wheels must carry the driver's directory itself; so must every wheel whose ELF files
+    DT_NEED a driver library. Before the fix only the latter had it, and torch on the GPU found no driver."""
+    got = _library_fixups(nix, stack)
+    audit = libraries.load_audit(model.load(stack))
+    dlopen_the_driver = {"nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13"}
+    need_the_driver = {p for p, info in audit["libraries"].items() if "driver" in info["needs"].values()}
+    assert dlopen_the_driver <= set(audit["libraries"]) and "torch" in need_the_driver
+    for package in dlopen_the_driver | need_the_driver:
+        assert "/run/opengl-driver/lib" in got[package]["appendRunpaths"], package
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_pynvml_loads_nvml_from_the_driver_link(nix, uv2nix_sources, stack, pypi_file):
+    """pynvml dlopens NVML by name from the interpreter, which has no RUNPATH: the fixup writes the driver link's path
+    into its source, and the string it replaces is the locked wheel's (a new pynvml that changed it stops the build)."""
+    got = nix.eval(set_expr(stack, 'set."nvidia-ml-py".postInstall or ""', fixups=True))
+    words = got.replace("\\\n", " ").split()
+    assert words[:2] == ["substituteInPlace", '"$out/lib/python3.12/site-packages/pynvml.py"']
+    assert words[2:] == ["--replace-fail", "'CDLL(\"libnvidia-ml.so.1\")'", "'CDLL(\"/run/opengl-driver/lib/libnvidia-ml.so.1\")'"]
+    locked = model.load(stack).lock().get("nvidia-ml-py")
+    wheel = pypi_file("nvidia-ml-py", locked.version, "nvidia_ml_py-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        assert 'nvmlLib = CDLL("libnvidia-ml.so.1")' in zf.read("pynvml.py").decode()
 
 
 @pytest.mark.parametrize("stack", LOCKED)

@@ -11,15 +11,25 @@
 #     search path (e.g. torch -> nvidia-cublas, nvidia-cudnn-cu13,
 #     nvidia-nvshmem-cu13 for libnvshmem_host.so.3, ...), so the RUNPATH names
 #     the exact store paths;
-#   - from the NVIDIA driver (libcuda.so.1): never bundled; the driver
-#     directory (addDriverRunpath.driverLink) is appended to the RUNPATH and
-#     the library is not required at build time;
+#   - from the NVIDIA driver (libcuda.so.1): never bundled, and not required
+#     at build time;
 #   - from nixpkgs or left missing: as ./wheel-libraries.json says, with the
 #     reason; a missing library it does not name stops evaluation.
 # autoPatchelf replaces each RUNPATH with the directories it resolved, so the
 # wheel's own $ORIGIN-relative entries are appended again: they are how a
 # wheel finds what it dlopens beside itself (libnvrtc-builtins next to
-# libnvrtc, cuDNN's engine libraries, decord2.libs).
+# libnvrtc, cuDNN's engine libraries, decord2.libs). Then the driver's
+# directory (addDriverRunpath.driverLink), on every wheel that carries an ELF,
+# as nixpkgs gives every CUDA redistributable autoAddDriverRunpath: NVIDIA's
+# libraries dlopen the driver (libcudart.so.13, libcublasLt.so.13 and
+# libcusparseLt.so.0 load libcuda.so.1; NCCL loads libnvidia-ml.so.1) without
+# DT_NEEDing it, and glibc searches the RUNPATH of the object that calls
+# dlopen, not its dependents'. Given only to the wheels that DT_NEED the
+# driver, torch found no GPU (benchmarks/driver-runpath/).
+#
+# A pure-Python package that dlopens a driver library by name from the
+# interpreter (nvidia-ml-py's pynvml) has no RUNPATH to give: the name in its
+# source becomes the driver link's path (wheel-libraries.json driver_by_name).
 {
   lib,
   pkgs,
@@ -65,11 +75,20 @@ let
           + lib.concatMapStrings (dir: ''
             addAutoPatchelfSearchPath ${dir}
           '') searchPaths;
-        appendRunpaths =
-          (old.appendRunpaths or [ ]) ++ info.origin_runpaths ++ lib.optional (driver != [ ]) driverLibraryDir;
+        appendRunpaths = (old.appendRunpaths or [ ]) ++ info.origin_runpaths ++ [ driverLibraryDir ];
         autoPatchelfIgnoreMissingDeps = (old.autoPatchelfIgnoreMissingDeps or [ ]) ++ driver ++ allowed;
       });
 
-  hasWork = info: info.origin_runpaths != [ ] || builtins.any (need: need != "system") (builtins.attrValues info.needs);
+  # The driver by name in pure Python (pynvml): its source gets the driver link's path.
+  byName =
+    package: entry:
+    prev.${package}.overrideAttrs (old: {
+      postInstall = (old.postInstall or "") + ''
+        substituteInPlace "$out/${python.sitePackages}/${entry.file}" \
+          --replace-fail ${lib.escapeShellArg entry.replace} \
+          ${lib.escapeShellArg (builtins.replaceStrings [ entry.library ] [ "${driverLibraryDir}/${entry.library}" ] entry.replace)}
+      '';
+    });
 in
-lib.mapAttrs fixup (lib.filterAttrs (_: hasWork) audit.libraries)
+lib.mapAttrs fixup (lib.filterAttrs (_: info: info.elf_files > 0) audit.libraries)
+// lib.mapAttrs byName (lib.filterAttrs (package: _: prev ? ${package}) (decisions.driver_by_name or { }))
