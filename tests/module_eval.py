@@ -24,6 +24,8 @@ ENV_PATH = "/nix/store/0000000000000000000000000000000a-sglang-env"
 CUDA_PATH = "/nix/store/0000000000000000000000000000000b-cuda-13.0"
 CC_PATH = "/nix/store/0000000000000000000000000000000c-gcc-wrapper"
 CLI_PATH = "/nix/store/0000000000000000000000000000000e-blackwell-stack"
+# The driver's bin output (nvidia-smi), as tests/nixos/options.nix's stand-in hardware.nvidia.package has it.
+NVIDIA_BIN_PATH = "/nix/store/00000000000000000000000000000002-nvidia-x11-580.95.05-bin"
 # The flake's package of each stack's environment, as tests/nixos/eval.nix places it with flake=True.
 FLAKE_ENV_PREFIX = "/nix/store/0000000000000000000000000000000f-"
 FLAKE = (f'{{ envPath = name: "{FLAKE_ENV_PREFIX}" + (import ./lib/stacks.nix).envName name; '
@@ -49,7 +51,8 @@ def host(*settings: str, package: str | None = None, nvidia: bool = True, flake:
     bindings, each its own module so that they merge as in a real configuration).
     With flake=True the package is left to the flake's module (evaluate(..., flake=True))."""
     imports = " ".join(f"{{ {s} }}" for s in settings)
-    driver = "hardware.nvidia.datacenter.enable = lib.mkDefault true; hardware.nvidia.open = lib.mkDefault true;" if nvidia else ""
+    driver = ("hardware.nvidia.datacenter.enable = lib.mkDefault true; hardware.nvidia.open = lib.mkDefault true; "
+              "hardware.graphics.enable = lib.mkDefault true;") if nvidia else ""
     chosen = "" if flake else f"services.sglang.package = lib.mkDefault ({package or stack_package()});"
     return f"""{{ standIn, lib, ... }}:
 {{

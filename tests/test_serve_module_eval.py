@@ -19,6 +19,7 @@ from module_eval import (
     CC_PATH,
     CUDA_PATH,
     ENV_PATH,
+    NVIDIA_BIN_PATH,
     FLAKE_ENV_PREFIX,
     PROFILE,
     REPO,
@@ -145,7 +146,7 @@ def test_the_current_stack_takes_its_environment_and_first_profile(flake_hosts):
     current = flake_hosts["current"]
     assert current["failedAssertions"] == []
     assert current["final"]["profile"] == model.load("current").profiles[0] == CURRENT_PROFILE
-    assert current["unit"]["path"] == [f"{FLAKE_ENV_PREFIX}sglang-env-current", CUDA_PATH, CC_PATH]
+    assert current["unit"]["path"] == [f"{FLAKE_ENV_PREFIX}sglang-env-current", CUDA_PATH, CC_PATH, NVIDIA_BIN_PATH]
     args = current["final"]["finalArgs"]
     # SGLang 0.5.23's table: --tp-size is the primary spelling there (0.5.9: --tensor-parallel-size).
     assert args[args.index("--tp-size") + 1] == "8" and "--tensor-parallel-size" not in args
@@ -222,8 +223,9 @@ def test_environment_for_triton_flashinfer_and_the_caches(default_host):
     assert env["CUDA_HOME"] == CUDA_PATH
     for name in STATE_VARIABLES:
         assert env[name].startswith("/var/lib/sglang"), name
-    # ninja (flashinfer's JIT) comes from the env's bin/, nvcc from the CUDA tree's, the compiler from cc's.
-    assert unit["path"] == [ENV_PATH, CUDA_PATH, CC_PATH]
+    # ninja (flashinfer's JIT) comes from the env's bin/, nvcc from the CUDA tree's, the compiler from cc's,
+    # nvidia-smi (which SGLang 0.5.9 runs at start) from the driver's bin output.
+    assert unit["path"] == [ENV_PATH, CUDA_PATH, CC_PATH, NVIDIA_BIN_PATH]
     # The profile's variables are there, each with its reason in the profile.
     for name, spec in PROFILE["env"].items():
         assert env[name] == spec["value"]
@@ -256,13 +258,18 @@ def test_the_driver_is_required_with_the_open_modules(nix, nixpkgs_lib, tmp_path
         "closed": host("hardware.nvidia.open = false;"),
         "x11": host('hardware.nvidia.datacenter.enable = false; services.xserver.videoDrivers = [ "nvidia" ];'),
         "stand-in": host("services.sglang.requireNvidiaDriver = false;", nvidia=False),
+        "no-graphics": host("hardware.graphics.enable = false;"),
     }, tmp_path)
+    # The driver link /run/opengl-driver, where the environment finds libcuda.so.1, exists only with it.
+    (message,) = failed(results["no-graphics"], "driver link /run/opengl-driver")
+    assert "hardware.graphics.enable = true" in message
     (message,) = failed(results["none"], "needs the NVIDIA driver")
     assert "hardware.nvidia.datacenter.enable" in message
     (message,) = failed(results["closed"], "open kernel modules")
     assert "hardware.nvidia.open = true" in message
     assert results["x11"]["failedAssertions"] == []
     assert results["stand-in"]["failedAssertions"] == [] and results["stand-in"]["kernelModules"] == []
+    assert results["stand-in"]["unit"]["path"] == [ENV_PATH, CUDA_PATH, CC_PATH]  # no driver, no nvidia-smi
 
 
 # --- failure policy ----------------------------------------------------------------------------
@@ -475,7 +482,12 @@ def test_loopback_only_when_nothing_needs_the_network(nix, nixpkgs_lib, tmp_path
     for name in ("local", "offline"):
         service = results[name]["unit"]["serviceConfig"]
         assert (service["IPAddressDeny"], service["IPAddressAllow"]) == ("any", "localhost"), name
+        # NCCL's bootstrap and Gloo would pick the host's other interface, which the filter denies.
+        env = results[name]["unit"]["environment"]
+        assert (env["NCCL_SOCKET_IFNAME"], env["GLOO_SOCKET_IFNAME"]) == ("lo", "lo"), name
     assert "IPAddressDeny" not in results["public"]["unit"]["serviceConfig"]
+    for name in ("hub", "public"):
+        assert not {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"} & set(results[name]["unit"]["environment"]), name
     assert failed(results["forced-public"], "loopbackOnly needs a loopback host")
     assert failed(results["home"], "hidden from the service by ProtectHome")
 

@@ -158,6 +158,15 @@ in
             services.xserver.videoDrivers = [ "nvidia" ], with hardware.nvidia.open = true.'';
         }
         {
+          # The unit finds the driver's libraries through /run/opengl-driver/lib (TRITON_LIBCUDA_PATH, the
+          # RUNPATH of every CUDA library in the environment), which nixos/modules/hardware/graphics.nix
+          # makes only with hardware.graphics.enable; the NVIDIA module alone does not make it.
+          assertion = !cfg.requireNvidiaDriver || config.hardware.graphics.enable;
+          message = ''
+            services.sglang needs the driver link /run/opengl-driver, which NixOS makes only with
+            hardware.graphics.enable = true (the environment finds libcuda.so.1 there): set it.'';
+        }
+        {
           assertion = !(cfg.requireNvidiaDriver && profileIsBlackwell) || config.hardware.nvidia.open == true;
           message = ''
             services.sglang: the profile's GPUs (compute capability ${cfg.profile.hardware.compute_capability or "?"}) are

@@ -60,7 +60,9 @@ let
 
   secretsOnCommandLine = service.secretFlagsIn { inherit rendered table; };
 
-  modelIsLocal = cfg.model.path != null || (cfg.finalEnvironment.HF_HUB_OFFLINE or null) == "1";
+  # The profile's and the user's environment (rendered.env), not finalEnvironment: the run-time
+  # variables the unit adds depend on loopbackOnly, whose default this is, and none of them is this one.
+  modelIsLocal = cfg.model.path != null || (rendered.env.HF_HUB_OFFLINE or null) == "1";
 in
 {
   options.services.sglang = {
@@ -395,7 +397,8 @@ in
       default = true;
       description = ''
         Load `nvidia` and `nvidia_uvm` at boot and require the NVIDIA driver
-        (`hardware.nvidia`) with the open kernel modules on Blackwell. The unit cannot
+        (`hardware.nvidia`) with the open kernel modules on Blackwell, and the driver link
+        `/run/opengl-driver` (`hardware.graphics.enable`). The unit cannot
         load kernel modules itself (`ProtectKernelModules`; `NoNewPrivileges` keeps the
         setuid nvidia-modprobe from gaining root). Turn it off only to run a stand-in server without a GPU, as
         the VM test does.

@@ -72,6 +72,14 @@ let
     // lib.optionalAttrs (cfg.runtime.cudaHome != null) {
       # flashinfer jit/cpp_ext.py get_cuda_path(): $CUDA_HOME/bin/nvcc and its headers.
       CUDA_HOME = "${cfg.runtime.cudaHome}";
+    }
+    // lib.optionalAttrs cfg.loopbackOnly {
+      # The unit may reach loopback addresses only (IPAddressAllow=localhost), but NCCL's bootstrap and
+      # Gloo's CPU groups pick another interface first: NCCL takes "ib", then any interface but docker, lo
+      # and virbr, and lo last (ncclFindInterfaces, src/misc/socket.cc); Gloo the address the host name
+      # resolves to (torch's GlooDeviceFactory makeDefaultDevice). Told lo, both stay on 127.0.0.1.
+      NCCL_SOCKET_IFNAME = "lo";
+      GLOO_SOCKET_IFNAME = "lo";
     };
 
   removedByUser = lib.filter (k: cfg.environment.${k} == null) (lib.attrNames cfg.environment);
@@ -143,12 +151,17 @@ in
       after = [ "network-online.target" ];
 
       # ninja (flashinfer's JIT runs it from PATH), nvcc for JIT builds that look
-      # for it on PATH, and the compiler.
+      # for it on PATH, the compiler, and the driver's nvidia-smi: SGLang 0.5.9
+      # reads the GPUs' memory with it at start (server_args.py line 730,
+      # get_nvgpu_memory_capacity in srt/utils/common.py) and stops with
+      # "nvidia-smi not found" without it; 0.5.23 falls back to torch
+      # (sgl-project/sglang#18957).
       path = [
         cfg.finalPackage
       ]
       ++ lib.optional (cfg.runtime.cudaHome != null) cfg.runtime.cudaHome
-      ++ lib.optional (cfg.runtime.cc != null) cfg.runtime.cc;
+      ++ lib.optional (cfg.runtime.cc != null) cfg.runtime.cc
+      ++ lib.optional config.hardware.nvidia.enabled (lib.getBin config.hardware.nvidia.package);
       environment = cfg.finalEnvironment;
 
       # A start that fails the same way every time (a crash while loading) is

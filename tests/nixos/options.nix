@@ -183,6 +183,29 @@ in
         type = types.nullOr types.bool;
         default = null;
       };
+      # The driver package (nvidiaPackages.dc with datacenter.enable, else
+      # .stable); pkgs/os-specific/linux/nvidia-x11/generic.nix puts
+      # nvidia-smi in its `bin` output.
+      package = mkOption {
+        type = types.package;
+        default = {
+          type = "derivation";
+          name = "nvidia-x11-580.95.05";
+          outPath = "/nix/store/00000000000000000000000000000001-nvidia-x11-580.95.05";
+          outputs = [ "out" "bin" ];
+          bin = {
+            type = "derivation";
+            name = "nvidia-x11-580.95.05-bin";
+            outPath = "/nix/store/00000000000000000000000000000002-nvidia-x11-580.95.05-bin";
+          };
+        };
+      };
+    };
+    # nixos/modules/hardware/graphics.nix: /run/opengl-driver (the driver
+    # link) is made only when this is on.
+    hardware.graphics.enable = mkOption {
+      type = types.bool;
+      default = false;
     };
     # nixos/modules/services/x11/xserver.nix
     services.xserver.videoDrivers = mkOption {
