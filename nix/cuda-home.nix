@@ -19,7 +19,8 @@
 { pkgs }:
 let
   inherit (pkgs) lib;
-  cuda = pkgs.cudaPackages_13_0;
+  # With cuda_crt's headers patched for the lock's glibc (./cuda-packages.nix).
+  cuda = import ./cuda-packages.nix { inherit pkgs; };
   everyOutput = package: map (output: package.${output}) package.outputs;
   headersAndLibraries = package: map (output: lib.getOutput output package) [
     "include"

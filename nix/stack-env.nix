@@ -31,7 +31,7 @@ let
   meta = stacks.meta stack;
   collisions = lib.importJSON ./fixups/env-collisions.json;
   cudaHome = import ./cuda-home.nix { inherit pkgs; };
-  cc = pkgs.cudaPackages_13_0.backendStdenv.cc;
+  cc = (import ./cuda-packages.nix { inherit pkgs; }).backendStdenv.cc;
 
   spec =
     lib.genAttrs (stacks.rootDependencies stack) (_: [ ])

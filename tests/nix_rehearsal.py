@@ -35,13 +35,20 @@ PRELUDE = """
 let
   lib = import {nixpkgs_lib}/lib;
   data = builtins.fromJSON (builtins.readFile {data});
+  # A package's derivation attributes (c.attrs: what the nixpkgs file of the date sets, e.g. postInstall)
+  # are on it, and overrideAttrs changes them; the outputs stay the same directories (the layout applies
+  # the patches the Nix code adds: cuda_patches below).
   package = name: c:
     lib.genAttrs c.outputs (o: {{ outPath = c.dirs.${{o}}; outputName = o; outputSpecified = true; }})
-    // {{ pname = name; inherit (c) version outputs; outPath = c.dirs.out; outputName = "out"; }};
-  cudaPackages_13_0 = lib.mapAttrs package data.cuda // {{
+    // {{ pname = name; inherit (c) version outputs; outPath = c.dirs.out; outputName = "out"; }}
+    // (c.attrs or {{ }})
+    // {{ overrideAttrs = f: package name (c // {{ attrs = (c.attrs or {{ }}) // f (c.attrs or {{ }}); }}); }};
+  # lib.makeScope's overrideScope: the extension sees the final set and the one before it.
+  mkScope = base: base // {{ overrideScope = g: mkScope (lib.fix (self: base // g self base)); }};
+  cudaPackages_13_0 = mkScope (lib.mapAttrs package data.cuda // {{
     cudaMajorMinorVersion = "13.0";
     backendStdenv.mkDerivation = f: let attrs = f attrs // {{ finalPackage = attrs; }}; in attrs;
-  }};
+  }});
   notBuilt = name: {{ outPath = "/rehearsal/not-built/" + name; }};
 in
 """
@@ -70,11 +77,28 @@ class NixError(Exception):
     pass
 
 
-def cuda_data(tree: CudaTree) -> dict:
-    """Every component of the rehearsal data as the stand-in's input: its outputs' directories (not laid out yet)."""
+def cuda_data(tree: CudaTree, attrs: dict[str, dict] | None = None) -> dict:
+    """Every component of the rehearsal data as the stand-in's input: its outputs' directories (not laid out yet),
+    and for some the derivation attributes a nixpkgs file sets (`attrs`)."""
     return {name: {"version": c.version, "outputs": list(c.outputs),
-                   "dirs": {o: str(tree.output_dir(name, o)) for o in c.outputs}}
+                   "dirs": {o: str(tree.output_dir(name, o)) for o in c.outputs},
+                   **({"attrs": attrs[name]} if attrs and name in attrs else {})}
             for name, c in tree.components.items()}
+
+
+CUDA_PATCHES = """
+let
+  cuda = import ./nix/cuda-packages.nix { pkgs = { inherit lib cudaPackages_13_0; }; };
+in
+lib.mapAttrs (_: p: map toString p.patches) (lib.filterAttrs (name: p: data.cuda ? ${name} && p ? patches) cuda)
+"""
+
+
+def cuda_patches(tree: CudaTree, workdir: Path, attrs: dict[str, dict] | None = None) -> dict[str, list[Path]]:
+    """{component: [patch]}: what nix/cuda-packages.nix patches in cudaPackages_13_0, whose files (at the lock:
+    no patches, no postInstall of their own unless `attrs` says so) are the rehearsal's components."""
+    found = evaluate(CUDA_PATCHES, {"cuda": cuda_data(tree, attrs)}, workdir)
+    return {name: [Path(p) for p in patches] for name, patches in found.items()}
 
 
 def as_inputs(paths: list[str], tree: CudaTree) -> list[Input]:
@@ -123,7 +147,7 @@ let
     cmake = { outPath = data.cmake; version = data.cmakeVersion; };
     ninja = { outPath = data.ninja; };
     numactl = { outPath = data.numactl; };
-    cudaPackages = cudaPackages_13_0;
+    cudaPackages = import ./nix/cuda-packages.nix { pkgs = { inherit lib cudaPackages_13_0; }; };
   };
   f = import ./pkgs/sgl-kernel/default.nix;
   drv = f (builtins.intersectAttrs (builtins.functionArgs f) scope);
@@ -152,7 +176,7 @@ DEV_SHELL = """
 let
   pkgs = {
     inherit lib;
-    cudaPackages_13_0 = cudaPackages_13_0 // { backendStdenv.cc = { outPath = data.cc; }; };
+    cudaPackages_13_0 = mkScope (cudaPackages_13_0 // { backendStdenv.cc = { outPath = data.cc; }; });
     symlinkJoin = args: args // { outPath = data.cudaHome; };
     addDriverRunpath.driverLink = "/run/opengl-driver";
     cmake = { outPath = data.cmake; version = data.cmakeVersion; };

@@ -1,6 +1,9 @@
 """The Nix rehearsal's shared pieces for one test session (docs/nix-rehearsal.md), each built on first use.
 
-    session.tree            CUDA components laid out as nixpkgs lays them out (a fake store directory)
+    session.tree            CUDA components laid out as nixpkgs lays them out (a fake store directory), with the
+                            patches nix/cuda-packages.nix adds
+    session.backend_cc      the bin/ of the host's compiler made to compile against the lock's glibc headers
+                            (blackwell_stack.rehearsal.glibc), standing in for backendStdenv.cc
     session.cuda_home()     nix/cuda-home.nix evaluated, then joined as symlinkJoin joins it
     session.python          the stacks' Python (3.12), never downloaded
     session.torch_set       the stable stack's torch and what it loads, one site-packages per package
@@ -31,15 +34,13 @@ import pytest
 from blackwell_stack.errors import StackError, ToolchainError
 from blackwell_stack.formats import elf, fatbin
 from blackwell_stack.model import stack as model
-from blackwell_stack.rehearsal import components, layout, phases, stdenv, tools
+from blackwell_stack.rehearsal import components, glibc, layout, phases, stdenv, tools
 from blackwell_stack.rehearsal.pythonenv import PythonSet
 from blackwell_stack.stacks import lock as locking
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"
 SOURCES_TARBALL = "sgl-kernel-0.3.21-sources.tar.xz"
-# The host compiler nvcc 13.0 accepts, standing in for cudaPackages_13_0.backendStdenv.cc.
-HOST_COMPILER_BIN = Path("/usr/bin")
 
 
 def kernel_sources_dir() -> Path:
@@ -52,10 +53,23 @@ class Session:
 
     @functools.cached_property
     def tree(self) -> layout.CudaTree:
-        if shutil.which("cc") is None:
-            pytest.skip("a host C compiler (cc) is needed: scripts/setup-system installs g++")
-        return layout.CudaTree(self.root / "store", components.cuda_components(),
-                               compiler_bindir=str(HOST_COMPILER_BIN))
+        found = self.unpatched_tree(self.root / "store")
+        found.patches = nix_rehearsal.cuda_patches(found, self.root)
+        return found
+
+    def unpatched_tree(self, root: Path) -> layout.CudaTree:
+        """The components as nixpkgs' files at the lock lay them out, without the Nix code's patches."""
+        return layout.CudaTree(root, components.cuda_components(), compiler_bindir=str(self.backend_cc))
+
+    @functools.cached_property
+    def backend_cc(self) -> Path:
+        if shutil.which("g++") is None:
+            pytest.skip("a host C++ compiler (g++) is needed: scripts/setup-system installs it")
+        try:
+            include = glibc.headers(self.root / "store", components.tools()["glibc"])
+        except ToolchainError as exc:
+            pytest.skip(f"the lock's glibc headers cannot be had here: {exc.message}")
+        return glibc.compiler(self.root / "store" / "backend-cc", include)
 
     @functools.cache  # noqa: B019 (one object for the whole session: nothing to leak)
     def cuda_home(self) -> tuple[Path, dict]:
@@ -160,7 +174,7 @@ def sgl_kernel_build(session: Session, top: Path) -> tuple[subprocess.CompletedP
     tree = session.tree
     hosts = stdenv.host_closure(nix_rehearsal.as_inputs(evaluated["buildInputs"], tree), tree)
     natives = nix_rehearsal.as_inputs(evaluated["nativeBuildInputs"], tree)
-    cc_bin = phases.cc_wrapper(top / "cc-wrapper", HOST_COMPILER_BIN)
+    cc_bin = phases.cc_wrapper(top / "cc-wrapper", session.backend_cc)
     nvcc_bin = next(n.path / "bin" for n in natives if n.component == "cuda_nvcc")
     flags, flags_array, cuda_env = stdenv.setup_cuda_hook(hosts, nvcc_bin, cc_bin / "c++")
     inputs_env = stdenv.build_environment([h.path for h in hosts])

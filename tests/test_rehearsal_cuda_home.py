@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import os
 
+import nix_rehearsal
 import pytest
 import rehearsal as rh
 
-from blackwell_stack.rehearsal import diagnose
+from blackwell_stack.rehearsal import diagnose, stdenv
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
 
@@ -60,8 +61,8 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
         "PATH": f"{rehearsal.ninja}/bin:/usr/bin:/bin",
         "HOME": str(tmp_path),
         "CUDA_HOME": str(home),
-        "CC": str(rh.HOST_COMPILER_BIN / "cc"),
-        "CXX": str(rh.HOST_COMPILER_BIN / "c++"),
+        "CC": str(rehearsal.backend_cc / "cc"),
+        "CXX": str(rehearsal.backend_cc / "c++"),
         "FLASHINFER_CUDA_ARCH_LIST": "12.0a",
         "FLASHINFER_WORKSPACE_BASE": str(tmp_path),
         "PYTHONPATH": f"{jit_set.pythonpath()}:{torch_set.pythonpath()}",
@@ -82,3 +83,41 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
         assert built.returncode == 0, (diagnose.explain(built.stdout + built.stderr, rehearsal.tree, "nix/cuda-home.nix")
                                        + "\n" + built.stdout[-3000:])
         assert rh.device_code(obj) == {("cubin", "sm_120a")}, obj
+
+
+# A translation unit like any CUDA extension's: <cmath>, and a math function in device code.
+MATH_UNIT = "#include <cmath>\n__global__ void scale(float* x) { x[0] = rsqrtf(x[0]) * std::sqrt(x[1]); }\n"
+
+
+def nvcc_compile(home, flag: str, tmp_path):
+    """$CUDA_HOME/bin/nvcc on MATH_UNIT with $CUDA_HOME/include given as `flag` (-I as setuptools' CUDAExtension
+    and DeepGEMM's NVRTC pass it; -isystem as flashinfer's and torch's JIT do), for sm_120a, no GPU."""
+    source = tmp_path / "unit.cu"
+    source.write_text(MATH_UNIT)
+    return rh.run([str(home / "bin" / "nvcc"), flag, str(home / "include"), "-gencode=arch=compute_120a,code=sm_120a", "-c", str(source),
+                   "-o", str(tmp_path / "unit.o")], env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                  cwd=tmp_path, timeout=600)
+
+
+@pytest.mark.parametrize("flag", ["-I", "-isystem"])
+def test_cuda_home_compiles_cmath_against_the_lock_glibc(rehearsal, flag, tmp_path):
+    # The lock's glibc declares rsqrt noexcept; nix/cuda-packages.nix makes cuda_crt's declaration agree.
+    home, _args = rehearsal.cuda_home()
+    assert rehearsal.tree.patches.get("cuda_crt"), "nix/cuda-packages.nix patches no cuda_crt"
+    built = nvcc_compile(home, flag, tmp_path)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    assert rh.device_code(tmp_path / "unit.o") == {("cubin", "sm_120a")}
+
+
+def test_unpatched_cuda_crt_fails_on_a_user_include_path_with_the_lock_glibc(rehearsal, tmp_path):
+    """Why the patch: nixpkgs' cuda_crt of the lock, joined as nix/cuda-home.nix joins it, and the lock's glibc.
+    Through -isystem the same headers compile (EDG lets a system header redeclare it), which is why flashinfer's
+    JIT alone would not have shown it."""
+    tree = rehearsal.unpatched_tree(tmp_path / "store")
+    args = nix_rehearsal.cuda_home(tree, tmp_path)
+    home = stdenv.symlink_join(tmp_path / "store" / args["name"],
+                               [i.path for i in nix_rehearsal.as_inputs(args["paths"], tree)], args["postBuild"])
+    failed = nvcc_compile(home, "-I", tmp_path)
+    assert failed.returncode != 0
+    assert 'exception specification is incompatible with that of previous function "rsqrt"' in failed.stdout + failed.stderr
+    assert nvcc_compile(home, "-isystem", tmp_path).returncode == 0

@@ -39,10 +39,10 @@ def test_dev_shell_hook_runs_with_the_environment(rehearsal, tmp_path):
     (env_dir / "bin" / "python").chmod(0o755)
     cli = tmp_path / "blackwell-stack-cli"
     shell = nix_rehearsal.dev_shell(rehearsal.tree, tmp_path, cuda_home=home, env=env_dir, cli=cli,
-                                    cc=rh.HOST_COMPILER_BIN.parent, cmake=tools["cmake"].parent,
+                                    cc=rehearsal.backend_cc.parent, cmake=tools["cmake"].parent,
                                     cmake_version=tools["cmake_version"], ninja=tools["ninja"])
-    assert shell["environment"] == {"CUDA_HOME": str(home), "CC": str(rh.HOST_COMPILER_BIN / "cc"),
-                                    "CXX": str(rh.HOST_COMPILER_BIN / "c++"),
+    assert shell["environment"] == {"CUDA_HOME": str(home), "CC": str(rehearsal.backend_cc / "cc"),
+                                    "CXX": str(rehearsal.backend_cc / "c++"),
                                     "TRITON_LIBCUDA_PATH": "/run/opengl-driver/lib"}
     (cli / "bin").mkdir(parents=True)
     (cli / "bin" / "blackwell-stack").write_text("#!/bin/bash\n" + shell["cli"])

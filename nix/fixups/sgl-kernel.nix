@@ -4,7 +4,7 @@
 # built here against the set's own torch, with pyproject.nix's builders
 # (pkgs/sgl-kernel). A stack whose kernel is in its lock (current) gets nothing
 # here. CMake, ninja and the CUDA 13.0 toolchain come from
-# nixpkgs; `ninja` in the set is the lock's Python wheel, so the binaries are
+# nixpkgs (the toolchain as ../cuda-packages.nix patches it); `ninja` in the set is the lock's Python wheel, so the binaries are
 # passed by name.
 { pkgs, stacks, stack, ... }:
 final: _prev:
@@ -17,7 +17,7 @@ else
   {
     ${kernel.package} = final.callPackage ../../pkgs/sgl-kernel {
       inherit (pkgs) cmake ninja;
-      cudaPackages = pkgs.cudaPackages_13_0;
+      cudaPackages = import ../cuda-packages.nix { inherit pkgs; };
       version = kernel.version;
     };
   }

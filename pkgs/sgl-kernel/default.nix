@@ -195,11 +195,7 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
   sourceRoot = "source/sgl-kernel";
 
   # Sorted by number, applied with -p1 inside sourceRoot.
-  patches = map (name: ../../patches/sgl-kernel + "/${name}") (
-    builtins.sort builtins.lessThan (
-      builtins.filter (lib.hasSuffix ".patch") (builtins.attrNames (builtins.readDir ../../patches/sgl-kernel))
-    )
-  );
+  patches = import ../../lib/patch-series.nix ../../patches/sgl-kernel;
 
   # `out`: the installed package, in the stack's environment; `dist`: the
   # wheel (pyproject.nix's install hook copies it there), for pip/uv users.

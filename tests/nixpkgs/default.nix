@@ -93,13 +93,17 @@ let
 
   recorded = name: extra: mkDerivation ({ inherit name; } // extra);
 
+  # lib.makeScope's overrideScope (pkgs/top-level/cuda-packages.nix makes each
+  # cudaPackages_X_Y with lib.makeScope).
+  scope = base: base // { overrideScope = g: scope (lib.fix (self: base // g self base)); };
+
   # A CUDA package set: the parts of cudaPackages_X_Y the flake names.
   cudaPackagesFor =
     version:
     let
       redist = name: outputs: recorded "${name}-${version}" { inherit outputs; };
     in
-    {
+    scope {
       cudaMajorMinorVersion = version;
       backendStdenv = stdenv // {
         cc = recorded "gcc-wrapper-for-cuda-${version}" { };

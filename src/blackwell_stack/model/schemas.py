@@ -262,4 +262,6 @@ REHEARSAL_TOOLS = Obj({
     "cmake": Obj({"wheel": _REHEARSAL_WHEEL}),
     "python_build_system": Obj({"wheels": ListOf(_REHEARSAL_WHEEL)}, optional={"from_the_stack_lock": NAMES}),
     "numactl": Obj({"debian_packages": NAMES}),
+    "glibc": Obj({"debian": Obj({"package": Str(nonempty=True), "version": Str(nonempty=True),
+                                 "suite": Str(nonempty=True), "sha256": SHA256, "size": Int(minimum=1)})}),
 })

@@ -17,6 +17,7 @@ from typing import Any
 from blackwell_stack.errors import DataError
 from blackwell_stack.model import registry
 from blackwell_stack.pypi import ReleaseFile
+from blackwell_stack.rehearsal import glibc
 
 # buildRedist's outputs, in the order its install phase moves files into them
 # (pkgs/development/cuda-modules/buildRedist/default.nix, expectedOutputs).
@@ -116,8 +117,10 @@ def tools() -> dict[str, Any]:
         build_system = [_wheel(w, path, f"python_build_system.{w.get('name')}")
                         for w in data["python_build_system"]["wheels"]]
         debian = list(data["numactl"]["debian_packages"])
+        libc = data["glibc"]["debian"]
+        glibc_dev = glibc.Package(libc["package"], libc["version"], libc["suite"], libc["sha256"])
     except (KeyError, TypeError) as exc:
         raise DataError(path, None, None, f"is missing {exc}") from None
     return {"cmake": cmake, "python_build_system": build_system,
             "from_the_stack_lock": list(data["python_build_system"].get("from_the_stack_lock", [])),
-            "numactl": debian}
+            "numactl": debian, "glibc": glibc_dev}

@@ -16,7 +16,11 @@ For each component (nix/rehearsal/cuda-13.0.2.json) the wheel's files under
 - cuda_nvcc's postInstall: NVVM copied in as nvvm/ and nvcc.profile rewritten
   to absolute paths, exactly the substitutions cuda_nvcc.nix makes;
 - cuda_cudart's postInstall links to the driver stub, which the wheel lacks:
-  an empty library stands in for it (`_cudart_stubs`).
+  an empty library stands in for it (`_cudart_stubs`);
+- the patches the Nix code adds to a component (`patches`: nix/cuda-packages.nix
+  evaluated), applied with `patch -p1` as stdenv's patchPhase applies them to
+  the unpacked archive, before anything is split into outputs (so only
+  components with the one output `out` can be patched here).
 
 Each output is a directory `<root>/<component>-<version>-<output>`, the shape
 of a store path.
@@ -81,10 +85,12 @@ def split_outputs(component: Component, files: Iterable[str]) -> dict[str, str]:
 class CudaTree:
     """Components laid out under one root, each on first use."""
 
-    def __init__(self, root: Path, components: dict[str, Component], *, compiler_bindir: str):
+    def __init__(self, root: Path, components: dict[str, Component], *, compiler_bindir: str,
+                 patches: dict[str, list[Path]] | None = None):
         self.root = root
         self.components = components
         self.compiler_bindir = compiler_bindir
+        self.patches = dict(patches or {})
         self._done: dict[str, dict[str, Path]] = {}
 
     def output_dir(self, name: str, output: str) -> Path:
@@ -115,6 +121,11 @@ class CudaTree:
         for rel, member in fetched:
             if rel:
                 wheels.place(member.path, dirs[owner[rel]] / rel, executable=member.executable)
+        if self.patches.get(component.name):
+            if list(dirs) != ["out"]:
+                raise StackError(f"the Nix code patches {component.name}, whose outputs ({', '.join(dirs)}) the "
+                                 "rehearsal splits before it could patch", "rehearse the patch on an unsplit copy")
+            _apply_patches(dirs["out"], self.patches[component.name])
         for d in dirs.values():
             _soname_links(d)
         if component.name == "cuda_nvcc":
@@ -148,6 +159,19 @@ class CudaTree:
                  f'INCLUDES =+ $(_SPACE_) "-I{out}/nvvm/include"\n'
                  f"# Fix a compatible backend compiler\ncompiler-bindir = {self.compiler_bindir}\n")
         wheels.write_copy(profile, text)
+
+
+def _apply_patches(root: Path, patches: list[Path]) -> None:
+    """patch -p1 in root, each file it changes first made a copy of its own (the layout hard-links the cache)."""
+    for patch in patches:
+        for rel in re.findall(r"^\+\+\+ [^/\s]+/(\S+)", Path(patch).read_text(), re.MULTILINE):
+            target = root / rel
+            if target.is_file():
+                wheels.write_copy(target, target.read_bytes())
+        result = proc.run(["patch", "-p1", "--batch", "--forward", "-i", str(patch)], cwd=root, check=False,
+                          timeout=120)
+        if result.returncode != 0:
+            raise StackError(f"{Path(patch).name} does not apply to {root}:\n{result.stdout[-1500:]}")
 
 
 def _soname_links(directory: Path) -> None:

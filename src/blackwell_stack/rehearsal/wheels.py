@@ -58,9 +58,12 @@ def place(source: Path, dest: Path, *, executable: bool = False) -> None:
         dest.chmod(dest.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def write_copy(dest: Path, text: str) -> None:
-    """Replace a placed file with a new file holding text (never writing through a hard link into the cache)."""
+def write_copy(dest: Path, content: str | bytes) -> None:
+    """Replace a placed file with a new file holding content (never writing through a hard link into the cache)."""
     mode = dest.stat().st_mode if dest.exists() else 0o644
     dest.unlink(missing_ok=True)
-    dest.write_text(text)
+    if isinstance(content, bytes):
+        dest.write_bytes(content)
+    else:
+        dest.write_text(content)
     dest.chmod(stat.S_IMODE(mode))
