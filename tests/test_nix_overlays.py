@@ -37,9 +37,11 @@ def flake(tmp_path_factory) -> FlakeEval:
     return FlakeEval(tmp_path_factory.mktemp("flake-eval"))
 
 
-def host_set(flake: FlakeEval, overlays: str = "[ ]", label: str = HOST) -> str:
-    """A Nix expression: the host's package set (the stand-in nixpkgs) with `overlays` applied."""
-    return f'(import {flake.nixpkgs} {{ system = "x86_64-linux"; label = "{label}"; overlays = {overlays}; }})'
+def host_set(flake: FlakeEval, overlays: str = "[ ]", label: str = HOST, config: str = "{ cudaSupport = true; }") -> str:
+    """A Nix expression: the host's package set (the stand-in nixpkgs) with `overlays` applied, under `config`
+    (by default one that enables CUDA, as the README asks of a host)."""
+    return (f'(import {flake.nixpkgs} {{ system = "x86_64-linux"; label = "{label}"; config = {config}; '
+            f'overlays = {overlays}; }})')
 
 
 # What the tests read of an added package: its recorded path and package set,
@@ -145,9 +147,17 @@ def test_the_host_overlay_uses_the_hosts_python312(flake):
 def test_the_host_overlay_uses_the_hosts_cuda_13_0(flake):
     err = flake.eval_error("overlays", f"""o:
       let
-        pkgs = {host_set(flake, '[ (final: prev: { cudaPackages_13_0 = prev.cudaPackages_13_0 // { cudaMajorMinorVersion = "13.1"; }; }) o.host-nixpkgs ]')};
+        pkgs = {host_set(flake, '[ (final: prev: { cudaPackages_13_0 = prev.cudaPackages_13_0.overrideScope (_: _: { cudaMajorMinorVersion = "13.1"; }); }) o.host-nixpkgs ]')};
       in pkgs.sglang-env.passthru.blackwellStack.cudaHome.outPath""")
     assert "cudaPackages_13_0 is CUDA 13.1 at this nixpkgs" in err
+
+
+def test_the_host_overlay_stops_on_a_config_without_cuda_support(flake):
+    """nixpkgs would refuse cuda_nvcc as broken, naming neither the config nor the overlay."""
+    err = flake.eval_error("overlays", f"""o:
+      ({host_set(flake, "[ o.host-nixpkgs ]", config="{ }")}).sglang-env.outPath""")
+    assert "overlays.host-nixpkgs: this nixpkgs' config does not enable CUDA" in err
+    assert "nixpkgs.config.cudaSupport = true" in err and "is marked as broken" not in err
 
 
 def test_the_host_overlay_stops_on_a_nixpkgs_without_cuda_13_0(flake):

@@ -101,7 +101,15 @@ let
   cudaPackagesFor =
     version:
     let
-      redist = name: outputs: recorded "${name}-${version}" { inherit outputs; };
+      # buildRedist's brokenAssertions: without config.cudaSupport every CUDA
+      # redistributable is meta.broken, and check-meta refuses to evaluate it.
+      broken = name: throw "Package ‘cuda${version}-${name}’ in pkgs/development/cuda-modules/packages/${name}.nix is marked as broken, refusing to evaluate.";
+      redist =
+        name: outputs:
+        let
+          drv = recorded "${name}-${version}" { inherit outputs; };
+        in
+        if config.cudaSupport or false then drv else drv // { outPath = broken name; drvPath = broken name; };
     in
     scope {
       cudaMajorMinorVersion = version;
