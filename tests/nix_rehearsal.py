@@ -6,7 +6,9 @@ nixpkgs parts are stand-ins: every cudaPackages_13_0 member is a package
 whose outputs are directories laid out from NVIDIA's wheels
 (blackwell_stack.rehearsal.layout), with nixpkgs' `outputs`, `outputName`
 and `outputSpecified` so that lib.getOutput / getDev / chooseDevOutputs pick
-outputs as in nixpkgs; symlinkJoin and mkDerivation return their arguments;
+outputs as in nixpkgs, overrideAttrs on each and lib.makeScope's overrideScope
+on the set (nix/cuda-packages.nix; the patches it adds are read back by
+`cuda_patches` and applied by the layout); symlinkJoin and mkDerivation return their arguments;
 fetchFromGitHub and fetchzip return the offline sources; tools and Python
 packages are the rehearsal's directories. A component the Nix code names
 and the rehearsal data lacks fails the evaluation, naming it.

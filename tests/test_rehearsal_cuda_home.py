@@ -10,6 +10,10 @@ Linking is not rehearsed (the wheels carry no driver stub to link -lcuda with).
 
 A failure names the header or library that was missing and the CUDA
 component that has it: the one nix/cuda-home.nix lacks.
+
+Every compile uses the lock's glibc headers (rehearsal/glibc.py): with them,
+nixpkgs' cuda_crt of the lock fails any unit that includes <cmath> through a
+-I include path, and the tree nix/cuda-packages.nix patches compiles it.
 """
 
 from __future__ import annotations
