@@ -77,7 +77,8 @@ let
       # The unit may reach loopback addresses only (IPAddressAllow=localhost), but NCCL's bootstrap and
       # Gloo's CPU groups pick another interface first: NCCL takes "ib", then any interface but docker, lo
       # and virbr, and lo last (ncclFindInterfaces, src/misc/socket.cc); Gloo the address the host name
-      # resolves to (torch's GlooDeviceFactory makeDefaultDevice). Told lo, both stay on 127.0.0.1.
+      # resolves to (torch's GlooDeviceFactory makeDefaultDevice). Told lo, both stay on 127.0.0.1
+      # (benchmarks/loopback-gloo: without it Gloo's connect is refused and the other rank hangs).
       NCCL_SOCKET_IFNAME = "lo";
       GLOO_SOCKET_IFNAME = "lo";
     };
