@@ -28,14 +28,13 @@ def conditions_of(*, stage: Path, checks: list[toolchain.Check],
                   compilers: list[compilers_mod.Compiler]) -> dict[str, str | None]:
     """This build's conditions, as the reference names them (None: not found)."""
     found = {c.name: c.value for c in checks}
-    nvcc = toolchain.nvcc_path()
     tried = {c.role.name: c.describe() for c in compilers if c.path}
     return {
         "stage": str(stage),
         "c": tried.get("c"),
         "c++": tried.get("c++"),
         "cuda host c++": tried.get("cuda host c++"),
-        "nvcc": _version([nvcc, "--version"], r"\bV(\d+\.\d+\.\d+)") if nvcc else None,
+        "nvcc": found.get("nvcc"),
         "binutils": _version(["ld", "--version"], r"^GNU ld .*?(\d+\.\d+(?:\.\d+)?)\s*$"),
         "cmake": found.get("cmake"),
         "ninja": found.get("ninja"),

@@ -186,8 +186,11 @@ def check_nvcc() -> Check:
     if version is None:
         return Check("nvcc", False, f"{path} --version gave no release ({out[-200:] or code})", fix)
     ok = version.major == NVCC_MAJOR
+    # The value is nvcc's own version (13.0.88, "V13.0.88" in its banner), which the bytes depend on; the
+    # release (13.0) is what is checked.
+    full = re.search(r"\bV(\d+\.\d+\.\d+)", out)
     return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix,
-                 value=str(version))
+                 value=full.group(1) if full else str(version))
 
 
 def build_tool(name: str, python: str | None) -> str | None:

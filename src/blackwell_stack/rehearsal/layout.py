@@ -36,7 +36,7 @@ from pathlib import Path
 
 from blackwell_stack import proc
 from blackwell_stack.errors import StackError
-from blackwell_stack.rehearsal import wheels
+from blackwell_stack.rehearsal import phases, wheels
 from blackwell_stack.rehearsal.components import OUTPUT_ORDER, Component
 
 WHEEL_ROOT = "nvidia/cu13/"
@@ -162,16 +162,14 @@ class CudaTree:
 
 
 def _apply_patches(root: Path, patches: list[Path]) -> None:
-    """patch -p1 in root, each file it changes first made a copy of its own (the layout hard-links the cache)."""
+    """stdenv's patchPhase in root, each file a patch changes first made a copy of its own (the layout
+    hard-links the cache)."""
     for patch in patches:
         for rel in re.findall(r"^\+\+\+ [^/\s]+/(\S+)", Path(patch).read_text(), re.MULTILINE):
             target = root / rel
             if target.is_file():
                 wheels.write_copy(target, target.read_bytes())
-        result = proc.run(["patch", "-p1", "--batch", "--forward", "-i", str(patch)], cwd=root, check=False,
-                          timeout=120)
-        if result.returncode != 0:
-            raise StackError(f"{Path(patch).name} does not apply to {root}:\n{result.stdout[-1500:]}")
+    phases.apply_patches(root, patches)
 
 
 def _soname_links(directory: Path) -> None:
