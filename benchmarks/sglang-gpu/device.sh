@@ -16,9 +16,10 @@
 # compilers (with SGLANG_GPU_REFERENCE=1 also, at the lowest CPU priority, `kernel build --arch 12.0a` in
 # the fixed stage: the reference configuration; it slows the 9.0a build, so it wants a session of its
 # own); once the 9.0a wheel is there: `inspect`, `doctor` (SGLang's start-up imports, each in a child
-# process), then SGLang through `serve run`, one server at a time: the sound Llama (`smoke`, then `bench`
-# beside `python -m sglang.bench_serving` at 1, 8, 32 and 128 concurrent requests: bench_pair.py), the
-# all-`!` Llama (`smoke`), a tiny Qwen3.5-MoE with --load-format dummy (one completion).
+# process), then SGLang through `serve run`, each server started once the one before is ready: the sound
+# Llama (`smoke`), the all-`!` Llama (`smoke`), a tiny Qwen3.5-MoE with --load-format dummy (one
+# completion), then, alone on the GPU, `bench` beside `python -m sglang.bench_serving` at 1, 8, 32 and 128
+# concurrent requests on the sound Llama (bench_pair.py). The wheel comes back beside the results, in parts.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -130,41 +131,43 @@ run_all() {
   stamp "build 9.0a done"
   gzip -c "$W"/out90/sgl-kernel-build-*.log > "$R/build-9.0a.log.gz" || true
   wheel_record "$wheel" "9.0a"
+  mkdir -p "$W/wheel-parts" && split -b 15M -d "$wheel" "$W/wheel-parts/$(basename "$wheel").part-"
   rm -rf "$KSITE"; "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$KSITE" "$wheel" > "$R/kernel-install.txt" 2>&1
   pack
 
-  # One server at a time: SGLang sizes its memory pool as a fraction of the whole GPU less what is already in
-  # use, so a second server on the same GPU stops with "Not enough memory" (the first run started three at once).
+  # Servers start one after another, each once the one before is ready: SGLang sizes its memory pool from what
+  # was free when it started (model_runner.py: rest = free now - free at start x (1 - mem-fraction-static)), so
+  # servers started at once each count the others' memory as free and stop with "Not enough memory" (the first
+  # run). The `!` Llama and the Qwen3.5-MoE check answers, not speed: no CUDA graphs, to fit the lease.
   stamp "doctor and the sound Llama"
   ( PYTHONPATH="$(serving_path)" "$PY" -m blackwell_stack doctor --python "$PY" --json > "$R/doctor.json" 2> "$R/doctor.err";
     echo "exit code $?" >> "$R/doctor.err" ) &
   serve fluent 30000 "$MODELS/fluent" --set quantization=null --set tensor-parallel-size=1
   wait_ready 30000 400 && stamp "fluent ready" || stamp "fluent NOT ready"
+  serve bang 30001 "$MODELS/bang" --set quantization=null --set tensor-parallel-size=1 --set disable-cuda-graph=true
   cli smoke http://127.0.0.1:30000 --model "$MODELS/fluent" --timeout 600 > "$R/smoke-fluent.txt" 2>&1 || true
   stamp "smoke fluent: $(tail -1 "$R/smoke-fluent.txt" | cut -c1-80)"
+  wait_ready 30001 300 && stamp "bang ready" || stamp "bang NOT ready"
+  serve qwen 30002 "$MODELS/qwen3.5-moe" --set quantization=null --set tensor-parallel-size=1 \
+    --set moe-runner-backend=null --set load-format=dummy --set disable-cuda-graph=true
+  cli smoke http://127.0.0.1:30001 --model "$MODELS/bang" --timeout 600 > "$R/smoke-bang.txt" 2>&1 || true
+  stamp "smoke bang: $(tail -1 "$R/smoke-bang.txt" | cut -c1-80)"
+  wait_ready 30002 300 && stamp "qwen ready" || stamp "qwen NOT ready"
+  "$PY" "$HERE/http_probe.py" complete 30002 "$MODELS/qwen3.5-moe" "$R/qwen-answer.json" || true
+  stamp "qwen answer: $(head -c 80 "$R/qwen-answer.json" 2>/dev/null)"
+  stop_serve bang; stop_serve qwen
   pack
+
+  # bench beside bench_serving last, on the sound Llama alone on the GPU, in what the lease leaves.
   group_signal "$W/build120.pid" STOP
+  sleep 5
   stamp "bench pair ($(left)s left)"
-  PYTHONPATH="$(serving_path)" timeout -k 10 "$(( $(left) > 240 ? $(left) - 200 : 40 ))" "$PY" "$HERE/bench_pair.py" \
+  PYTHONPATH="$(serving_path)" timeout -k 10 "$(( $(left) > 60 ? $(left) - 30 : 30 ))" "$PY" "$HERE/bench_pair.py" \
     http://127.0.0.1:30000 "$MODELS/fluent" "$R/bench" --levels "${SGLANG_GPU_LEVELS:-1,8,32,128}" \
     > "$R/bench-pair.txt" 2>&1 || stamp "bench pair ended early"
   group_signal "$W/build120.pid" CONT
   stamp "bench pair done"
-  stop_serve fluent; wait "$!" 2>/dev/null || true
-  pack
-
-  stamp "the all-! Llama"
-  serve bang 30001 "$MODELS/bang" --set quantization=null --set tensor-parallel-size=1
-  wait_ready 30001 300 && stamp "bang ready" || stamp "bang NOT ready"
-  cli smoke http://127.0.0.1:30001 --model "$MODELS/bang" --timeout 600 > "$R/smoke-bang.txt" 2>&1 || true
-  stop_serve bang
-  pack
-  stamp "the tiny Qwen3.5-MoE"
-  serve qwen 30002 "$MODELS/qwen3.5-moe" --set quantization=null --set tensor-parallel-size=1 \
-    --set moe-runner-backend=null --set load-format=dummy
-  wait_ready 30002 300 && stamp "qwen ready" || stamp "qwen NOT ready"
-  "$PY" "$HERE/http_probe.py" complete 30002 "$MODELS/qwen3.5-moe" "$R/qwen-answer.json" || true
-  stop_serve qwen
+  stop_serve fluent
   wait || true
   pack
 
@@ -225,6 +228,7 @@ wait_for() {
   done
   tail -12 "$R/timeline.txt"
   [ -f "$W/results.tar.gz" ] && cp "$W/results.tar.gz" "$OUT/results.tar.gz"
+  [ -d "$W/wheel-parts" ] && cp "$W"/wheel-parts/* "$OUT/"
   ls -la "$OUT"
 }
 
