@@ -108,10 +108,17 @@ run_all() {
       --arch 9.0a --python "$PY" --allow-torch "$TORCH_STANDIN" "${MISMATCH[@]}" \
       --allow-source-mismatch repo-flashmla.submodules/csrc/cutlass --out "$W/dry" --dry-run ) \
       > "$R/compilers-default-env.txt" 2>&1 || echo "exit code $?" >> "$R/compilers-default-env.txt"
-  stamp "build 9.0a start"
-  setsid bash -c "$(declare -f build stamp); $(declare -p W R ROOT PY TORCH_STANDIN DIST MISMATCH); build 9.0a $W/out90 /tmp/blackwell-stack-sgl-kernel-90 ${SGLANG_GPU_MEMORY_GIB:-110} 0" \
-    > "$W/build90.log" 2>&1 < /dev/null &
-  echo $! > "$W/build90.pid"
+  if [ -n "${SGLANG_GPU_WHEEL_PARTS:-}" ]; then
+    # A wheel an earlier session built and brought back in parts: build and serve do not fit one lease.
+    local first; first="$(ls "$SGLANG_GPU_WHEEL_PARTS"/*.part-00 | head -1)"
+    mkdir -p "$W/out90"; cat "${first%-00}"-* > "$W/out90/$(basename "${first%.part-00}")"
+    stamp "9.0a wheel carried from $SGLANG_GPU_WHEEL_PARTS, not built"
+  else
+    stamp "build 9.0a start"
+    setsid bash -c "$(declare -f build stamp); $(declare -p W R ROOT PY TORCH_STANDIN DIST MISMATCH); build 9.0a $W/out90 /tmp/blackwell-stack-sgl-kernel-90 ${SGLANG_GPU_MEMORY_GIB:-110} 0" \
+      > "$W/build90.log" 2>&1 < /dev/null &
+    echo $! > "$W/build90.pid"
+  fi
   if [ "${SGLANG_GPU_REFERENCE:-0}" = 1 ]; then
     stamp "build 12.0a start (nice 19, the fixed stage)"
     setsid bash -c "$(declare -f build stamp); $(declare -p W R ROOT PY TORCH_STANDIN DIST MISMATCH); build 12.0a $W/out120 '' 40 19" \
@@ -128,10 +135,11 @@ run_all() {
   while kill -0 "$(cat "$W/build90.pid")" 2>/dev/null; do sleep 5; done
   local wheel; wheel="$(ls "$W"/out90/sgl_kernel-*.whl 2>/dev/null | head -1 || true)"
   if [ -z "$wheel" ]; then stamp "build 9.0a FAILED"; cp "$W"/out90/*.log "$R/" 2>/dev/null || true; pack; return 1; fi
-  stamp "build 9.0a done"
-  gzip -c "$W"/out90/sgl-kernel-build-*.log > "$R/build-9.0a.log.gz" || true
+  stamp "9.0a wheel: $(basename "$wheel")"
+  gzip -c "$W"/out90/sgl-kernel-build-*.log > "$R/build-9.0a.log.gz" 2>/dev/null || true
   wheel_record "$wheel" "9.0a"
-  mkdir -p "$W/wheel-parts" && split -b 15M -d "$wheel" "$W/wheel-parts/$(basename "$wheel").part-"
+  [ -z "${SGLANG_GPU_WHEEL_PARTS:-}" ] && mkdir -p "$W/wheel-parts" && split -b 15M -d "$wheel" "$W/wheel-parts/$(basename "$wheel").part-"
+  [ "${SGLANG_GPU_SERVE:-1}" = 0 ] && { stamp "build only (SGLANG_GPU_SERVE=0)"; pack; return 0; }
   rm -rf "$KSITE"; "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$KSITE" "$wheel" > "$R/kernel-install.txt" 2>&1
   pack
 
