@@ -202,19 +202,39 @@ def test_wheel_library_fixups_cover_exactly_the_audit(nix, uv2nix_sources, stack
         assert fixed["appendRunpaths"] == info["origin_runpaths"] + ["/run/opengl-driver/lib"], package
 
 
+def driver_gaps(audit: dict, fixups: dict) -> list[str]:
+    """The loader check: glibc searches the RUNPATH of the object that calls dlopen, not its dependents'. Every wheel
+    whose ELF files DT_NEED a driver library, or name one in their bytes (libcudart, libcublasLt, NCCL and more
+    dlopen libcuda.so.1 or libnvidia-ml.so.1 without DT_NEEDing it), must carry the driver's directory itself."""
+    return [f"{package}: {', '.join(sorted(loads))} without /run/opengl-driver/lib in its RUNPATH"
+            for package, info in sorted(audit["libraries"].items())
+            if (loads := set(info["driver_names"]) | {lib for lib, where in info["needs"].items() if where == "driver"})
+            and "/run/opengl-driver/lib" not in fixups[package]["appendRunpaths"]]
+
+
 @pytest.mark.parametrize("stack", LOCKED)
 def test_every_library_that_loads_the_driver_finds_it_through_its_own_runpath(nix, uv2nix_sources, stack):
-    """The loader check (benchmarks/driver-runpath/): glibc searches the RUNPATH of the object that calls dlopen.
-    libcudart, libcublasLt and libcusparseLt load libcuda.so.1 and NCCL loads libnvidia-ml.so.1 without DT_NEEDing
-    them, so each of their wheels must carry the driver's directory itself; so must every wheel whose ELF files
-    DT_NEED a driver library. Before the fix only the latter had it, and torch on the GPU found no driver."""
+    """The loader check on the fixups Nix evaluates (benchmarks/driver-runpath/: torch found no GPU without it)."""
     got = _library_fixups(nix, stack)
     audit = libraries.load_audit(model.load(stack))
-    dlopen_the_driver = {"nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13"}
-    need_the_driver = {p for p, info in audit["libraries"].items() if "driver" in info["needs"].values()}
-    assert dlopen_the_driver <= set(audit["libraries"]) and "torch" in need_the_driver
-    for package in dlopen_the_driver | need_the_driver:
-        assert "/run/opengl-driver/lib" in got[package]["appendRunpaths"], package
+    assert {"nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13"} <= {
+        p for p, info in audit["libraries"].items() if info["driver_names"]}
+    assert driver_gaps(audit, got) == []
+
+
+@pytest.mark.parametrize("stack", LOCKED)
+def test_the_loader_check_fails_the_fixups_that_gave_the_driver_only_to_wheels_that_link_it(nix, uv2nix_sources, stack):
+    """The policy before the fix, the driver's directory only where a DT_NEEDED names the driver: the check names
+    the CUDA runtime, whose libcudart.so.13 is what dlopens libcuda.so.1 for torch."""
+    got = _library_fixups(nix, stack)
+    audit = libraries.load_audit(model.load(stack))
+    before = {package: {"appendRunpaths": [entry for entry in fixed["appendRunpaths"]
+                                           if entry != "/run/opengl-driver/lib"
+                                           or "driver" in audit["libraries"][package]["needs"].values()]}
+              for package, fixed in got.items()}
+    gaps = driver_gaps(audit, before)
+    assert any(gap.startswith("nvidia-cuda-runtime: libcuda.so.1 ") for gap in gaps), gaps
+    assert not any(gap.startswith("torch:") for gap in gaps)
 
 
 @pytest.mark.parametrize("stack", LOCKED)

@@ -68,7 +68,7 @@ AUDIT = Obj({
     "kept_wheels": Map(Obj({"file": Str(nonempty=True), "hash": Opt(Str())})),
     "libraries": Map(Obj({
         "file": Str(), "elf_files": Int(minimum=0), "executables": ListOf(Str()), "dlopen_notes": ListOf(Str()),
-        "origin_runpaths": ListOf(Str()),
+        "driver_names": ListOf(Literal(("libcuda.so.1", "libnvidia-ml.so.1"))), "origin_runpaths": ListOf(Str()),
         "needs": Map(Either((Literal(("system", "driver", "missing")),
                              Obj({"from": NAMES, "dependency": Bool()})))),
     })),

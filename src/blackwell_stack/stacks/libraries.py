@@ -51,7 +51,7 @@ from blackwell_stack.stacks import pairing
 
 SCHEMA_VERSION = 1
 AUDIT_FILE = "wheels.json"
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 # glibc, libgcc and libstdc++: the part of nixpkgs' pythonManylinuxPackages
 # (pkgs/development/interpreters/python/manylinux/default.nix, the PEP 599
@@ -106,6 +106,9 @@ class ElfInfo:
     runpath: list[str]
     executable: bool
     dlopen_note: bool
+    # driver libraries whose file name is in the file's bytes: what it may dlopen (libcudart names libcuda.so.1
+    # without DT_NEEDing it); glibc searches only the caller's own RUNPATH for them
+    driver_names: list[str] = field(default_factory=list)
     # torch symbols the file leaves undefined (only for files that link torch's libraries)
     torch_undefined: list[str] = field(default_factory=list)
 
@@ -183,7 +186,8 @@ def _read_elf(zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, torch_package: bool
         tmp.flush()
         with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             e = elf.parse(mm, info.filename)
-            info_ = ElfInfo(e.needed, e.runpath, e.section(".interp") is not None, e.section(".note.dlopen") is not None)
+            info_ = ElfInfo(e.needed, e.runpath, e.section(".interp") is not None, e.section(".note.dlopen") is not None,
+                            sorted(lib for lib in DRIVER_LIBRARIES if mm.find(lib.encode() + b"\0") >= 0))
             defined: list[str] = []
             base = info.filename.rsplit("/", 1)[-1]
             if torch_package and base in linkage.TORCH_LIBRARIES:
@@ -305,6 +309,7 @@ def library_needs(lock: Lock, contents: dict[str, WheelContents]) -> dict[str, A
             "elf_files": len(c.elf),
             "executables": sorted(m for m, i in c.elf.items() if i.executable),
             "dlopen_notes": sorted(m for m, i in c.elf.items() if i.dlopen_note),
+            "driver_names": sorted({lib for i in c.elf.values() for lib in i.driver_names}),
             "origin_runpaths": sorted({_origin(entry) for i in c.elf.values() for path in i.runpath
                                        for entry in path.split(":") if "ORIGIN" in entry}),
             "needs": dict(sorted(needs.items())),
@@ -355,7 +360,8 @@ def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[
             "`libraries`: for each wheel with ELF files, every DT_NEEDED library it does not ship and where "
             "autoPatchelf finds it by file name: `system` (glibc, libstdc++), `driver` (the NVIDIA driver), "
             "`from` (other locked wheels; `dependency`: one of them is in the package's own dependency "
-            "closure) or `missing` (nix/fixups/wheel-libraries.json says why). `collisions`: install paths "
+            "closure) or `missing` (nix/fixups/wheel-libraries.json says why); `driver_names`: the driver libraries "
+            "named in its ELF files, which they may dlopen, so their own RUNPATH must reach the driver. `collisions`: install paths "
             "that two or more wheels share (nix/fixups/env-collisions.json). `torch_pairs`: each package "
             "that links torch, checked as stack.json says."
         ),
