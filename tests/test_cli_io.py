@@ -66,6 +66,16 @@ def test_a_reader_that_stops_early_does_not_change_the_code():
     assert "Traceback" not in err
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full (every write: ENOSPC)")
+def test_a_full_disk_under_stdout_fails_the_command_with_a_message():
+    """Only EPIPE means the reader has gone; a write that fails for another reason lost output someone waits for."""
+    with open("/dev/full", "w") as full:
+        result = cli("plan", stdout=full, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == ExitCode.USAGE
+    assert "the output could not be written (No space left on device)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_usage_errors_are_code_2_without_a_traceback(capsys):
     assert main(["no-such-command"]) == ExitCode.USAGE
     assert main(["serve", "check", "--profile", "no-such-profile"]) == ExitCode.USAGE

@@ -210,14 +210,17 @@ class _PipeGuard(io.TextIOBase):
     raising: the command then runs to its end and exits with its own code (a
     failing check piped into `head` still fails), and the broken descriptor is
     pointed at /dev/null so that the interpreter's final flush does not fail
-    either. A stream that was closed before the CLI started (None) is broken
-    from the start. Characters its encoding cannot write are written as
-    backslash escapes.
+    either. Any other write error (a full disk, EIO, a non-blocking descriptor
+    that would block) loses output the reader is still waiting for: it is kept
+    in `failure`, and the CLI then fails with it. A stream that was closed
+    before the CLI started (None) is broken from the start. Characters its
+    encoding cannot write are written as backslash escapes.
     """
 
     def __init__(self, stream: TextIO | None):
         self._stream = stream
         self.broken = stream is None
+        self.failure: OSError | None = None
 
     def write(self, text: str) -> int:
         if not self.broken and self._stream is not None:
@@ -229,7 +232,9 @@ class _PipeGuard(io.TextIOBase):
                     self._stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
             except BrokenPipeError:
                 self._break()
-            except (OSError, ValueError):  # a descriptor closed under us: nothing more can be written there
+            except OSError as exc:
+                self._fail(exc)
+            except ValueError:  # a descriptor closed under us: nothing more can be written there
                 self.broken = True
         return len(text)
 
@@ -239,8 +244,14 @@ class _PipeGuard(io.TextIOBase):
                 self._stream.flush()
             except BrokenPipeError:
                 self._break()
-            except (OSError, ValueError):
+            except OSError as exc:
+                self._fail(exc)
+            except ValueError:
                 self.broken = True
+
+    def _fail(self, exc: OSError) -> None:
+        self.failure = self.failure or exc
+        self._break()
 
     def _break(self) -> None:
         self.broken = True
@@ -290,11 +301,21 @@ def pipe_safe_output() -> Iterator[None]:
     """stdout and stderr that survive a reader that closed the pipe early, a stream closed from the start,
     and an encoding that cannot write every character (see _PipeGuard)."""
     saved = sys.stdout, sys.stderr
-    sys.stdout = _PipeGuard(saved[0])  # type: ignore[assignment]
-    sys.stderr = _PipeGuard(saved[1])  # type: ignore[assignment]
+    out, err = _PipeGuard(saved[0]), _PipeGuard(saved[1])
+    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
     try:
         yield
     finally:
-        for guard in (sys.stdout, sys.stderr):
+        for guard in (out, err):
             guard.flush()
         sys.stdout, sys.stderr = saved
+    if out.failure is not None:
+        raise OutputLost(out.failure)
+
+
+class OutputLost(Exception):
+    """stdout failed for a reason other than a reader that has gone: what it printed did not all arrive."""
+
+    def __init__(self, cause: OSError):
+        super().__init__(f"error: the output could not be written ({cause.strerror or cause}); what was printed is "
+                         "incomplete\n  hint: free space where stdout goes, or write to another file")

@@ -11,6 +11,7 @@ The global options (-v, --wide) are accepted before the command and after it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from blackwell_stack import __version__, output, proc
@@ -56,8 +57,13 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 def main(argv: list[str] | None = None) -> int:
     output.ensure_standard_descriptors()
-    with output.pipe_safe_output():
-        return _main(argv)
+    try:
+        with output.pipe_safe_output():
+            return _main(argv)
+    except output.OutputLost as exc:  # stderr may still reach the user where stdout did not
+        with contextlib.suppress(OSError, ValueError):
+            print(exc, file=sys.stderr)
+        return int(ExitCode.USAGE)
 
 
 def _main(argv: list[str] | None) -> int:
