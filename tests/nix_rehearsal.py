@@ -216,3 +216,39 @@ def dev_shell(tree: CudaTree, workdir: Path, *, cuda_home: Path, env: Path, cli:
     data = {"cuda": cuda_data(tree), "cudaHome": str(cuda_home), "env": str(env), "cli": str(cli), "cc": str(cc),
             "cmake": str(cmake), "cmakeVersion": cmake_version, "ninja": str(ninja)}
     return evaluate(DEV_SHELL, data, workdir)
+
+
+WHEEL_FIXUPS = """
+let
+  audit = lib.importJSON data.audit;
+  # pyproject.nix's packages as far as the fixups read them: overrideAttrs gives the attributes the fixup sets.
+  prev = lib.genAttrs (builtins.attrNames audit.libraries ++ [ "nvidia-ml-py" ]) (_: { overrideAttrs = f: f { }; })
+    // { python.sitePackages = "lib/python${data.python}/site-packages"; };
+  final = lib.genAttrs (builtins.attrNames audit.libraries)
+    (name: { outPath = data.placed.${name} or ("/rehearsal/not-placed/" + name); });
+  fixups = import ./nix/fixups/wheel-libraries.nix {
+    inherit lib audit;
+    inherit (data) stack;
+    pkgs = {
+      addDriverRunpath.driverLink = data.driverLink;
+      zlib.outPath = data.zlib;
+      python312.outPath = "/rehearsal/not-placed/python312";
+    };
+  } final prev;
+in
+lib.mapAttrs (_: d: {
+  preFixup = d.preFixup or "";
+  appendRunpaths = d.appendRunpaths or [ ];
+  ignore = d.autoPatchelfIgnoreMissingDeps or [ ];
+}) (lib.filterAttrs (name: _: audit.libraries ? ${name}) fixups)
+"""
+
+
+def wheel_fixups(stack: str, placed: dict[str, Path], python: str, *, driver_link: Path, zlib: Path,
+                 workdir: Path) -> dict[str, dict]:
+    """nix/fixups/wheel-libraries.nix evaluated for the stack's audit: {package: {preFixup, appendRunpaths, ignore}},
+    with the placed packages' prefixes as the store paths and driver_link as addDriverRunpath.driverLink."""
+    data = {"audit": str(REPO / "stacks" / stack / "wheels.json"), "stack": stack, "python": python,
+            "placed": {name: str(prefix) for name, prefix in placed.items()}, "driverLink": str(driver_link),
+            "zlib": str(zlib)}
+    return evaluate(WHEEL_FIXUPS, data, workdir)

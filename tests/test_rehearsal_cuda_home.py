@@ -56,6 +56,7 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
     jit_set = rehearsal.python_set(stack, f"flashinfer-{stack}")
     for name in packages:
         jit_set.add_locked(name)
+    rehearsal.write_runpaths(jit_set)
     site = jit_set.dirs["flashinfer-python"]
     assert site.joinpath(f"flashinfer_python-{version}.dist-info").is_dir()
     torch_set = rehearsal.torch_set
@@ -70,7 +71,6 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
         "FLASHINFER_CUDA_ARCH_LIST": "12.0a",
         "FLASHINFER_WORKSPACE_BASE": str(tmp_path),
         "PYTHONPATH": f"{jit_set.pythonpath()}:{torch_set.pythonpath()}",
-        "LD_LIBRARY_PATH": torch_set.ld_library_path(),
     }
     made = rh.run([rehearsal.python, str(rh.REPO / "tests" / "flashinfer_jit_ninja.py"), str(site)], env=env,
                   cwd=tmp_path, timeout=600)

@@ -34,7 +34,6 @@ def test_dev_shell_hook_runs_with_the_environment(rehearsal, tmp_path):
     (env_dir / "bin" / "python").write_text(
         "#!/bin/bash\n"
         f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{torch_set.pythonpath()}"\n'
-        f'export LD_LIBRARY_PATH="{torch_set.ld_library_path()}"\n'
         f'exec {rehearsal.python} "$@"\n')
     (env_dir / "bin" / "python").chmod(0o755)
     cli = tmp_path / "blackwell-stack-cli"

@@ -106,8 +106,7 @@ def test_torch_imports_as_the_build_imports_it_with_no_libcuda(rehearsal, tmp_pa
     """The review's finding 3, rehearsed: the build's `import torch` with no driver anywhere. torch's libraries
     load without libcuda.so.1 (only libcaffe2_nvrtc.so links it, and torch loads that one lazily)."""
     torch_set = rehearsal.torch_set
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": torch_set.pythonpath(),
-           "LD_LIBRARY_PATH": torch_set.ld_library_path()}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": torch_set.pythonpath()}
     result = subprocess.run([rehearsal.python, "-c", IMPORT], env=env, cwd=tmp_path, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

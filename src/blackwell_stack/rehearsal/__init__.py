@@ -15,6 +15,8 @@ them out:
               compiler wrapper's flags
   pythonenv   a Python package set as pyproject.nix builds one: one
               site-packages per package, joined by PYTHONPATH
+  autopatchelf  the RUNPATHs nixpkgs' autoPatchelf writes into them, and a
+              loader check of each file's own RUNPATH
   diagnose    for a failure, the missing file, the component that has it and
               the Nix input that should list it
 

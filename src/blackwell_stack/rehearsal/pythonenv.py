@@ -7,9 +7,10 @@ each to NIX_PYPROJECT_PYTHONPATH and the build hook runs
 nixpkgs' python312, whose own site-packages holds none of them. A locked
 wheel's ELF files reach their libraries through the RUNPATH autoPatchelf
 gave them (nix/fixups/wheel-libraries.nix: the directories of the other
-locked wheels that hold them, plus the driver's directory, which a build
-sandbox does not have); here the same directories are given as
-LD_LIBRARY_PATH.
+locked wheels that hold them, then their own $ORIGIN entries and the
+driver's directory); here the same RUNPATHs are written with patchelf
+(rehearsal/autopatchelf.py) from the fixups nix evaluates, and nothing
+sets LD_LIBRARY_PATH.
 
 Packages are placed from their locked wheel (uv's choice on the stack's
 target, the file Nix installs too): whole, or, for the CUDA library wheels,
@@ -30,7 +31,7 @@ from blackwell_stack.formats import elf
 from blackwell_stack.formats.remote_zip import RemoteWheel
 from blackwell_stack.model.lock import Lock
 from blackwell_stack.model.stack import Stack
-from blackwell_stack.rehearsal import wheels
+from blackwell_stack.rehearsal import autopatchelf, wheels
 from blackwell_stack.rehearsal.components import Wheel
 from blackwell_stack.stacks import libraries
 
@@ -62,8 +63,8 @@ class PythonSet:
     stack: Stack
     lock: Lock
     dirs: dict[str, Path] = field(default_factory=dict)  # package -> its site-packages
-    library_dirs: list[Path] = field(default_factory=list)  # where placed libraries are (the RUNPATHs)
     skipped: dict[str, str] = field(default_factory=dict)
+    patched: set[str] = field(default_factory=set)  # packages whose RUNPATHs autoPatchelf has written
 
     def _locked_wheel(self, name: str) -> Wheel:
         package, wheel = self.stack.chosen_wheels(self.lock)[name]
@@ -126,20 +127,18 @@ class PythonSet:
             done.add(lib)
             dep, member = index[lib]
             site = self.add_wheel(providers[dep], keep=lambda n, m=member: n == m or ".dist-info/" in n)
-            placed = site / member
-            if placed.parent not in self.library_dirs:
-                self.library_dirs.append(placed.parent)
-            todo.extend(needed(placed))
+            todo.extend(needed(site / member))
 
     def pythonpath(self) -> str:
         """NIX_PYPROJECT_PYTHONPATH of a build with every placed package as a build input."""
         return ":".join(str(d) for d in self.dirs.values())
 
-    def ld_library_path(self) -> str:
-        """The directories autoPatchelf would put in the placed libraries' RUNPATH."""
-        dirs = list(self.library_dirs)
-        for site in self.dirs.values():
-            for lib in site.glob("nvidia/*/lib"):
-                if lib not in dirs:
-                    dirs.append(lib)
-        return ":".join(str(d) for d in dirs)
+    def patch_runpaths(self, fixups: dict[str, dict], patchelf: str) -> None:
+        """autoPatchelf with nix/fixups/wheel-libraries.nix's settings ({package: {preFixup, appendRunpaths,
+        ignore}}) on every placed package not patched yet."""
+        for name, site in self.dirs.items():
+            if name in fixups and name not in self.patched:
+                fixed = fixups[name]
+                autopatchelf.patch(site, pre_fixup=fixed["preFixup"], append=fixed["appendRunpaths"],
+                                   ignore=fixed["ignore"], patchelf=patchelf)
+                self.patched.add(name)

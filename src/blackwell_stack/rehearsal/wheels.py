@@ -67,3 +67,12 @@ def write_copy(dest: Path, content: str | bytes) -> None:
     else:
         dest.write_text(content)
     dest.chmod(stat.S_IMODE(mode))
+
+
+def unshare(path: Path) -> None:
+    """Make a placed file a copy of its own before a tool changes it in place (patchelf rewrites the inode, which a
+    hard link shares with the cache)."""
+    if path.stat().st_nlink > 1:
+        private = path.with_name(path.name + ".unshared")
+        shutil.copy2(path, private)
+        os.replace(private, path)
