@@ -76,8 +76,9 @@ def search_roots(pre_fixup: str) -> list[Path]:
 
 def patch(site: Path, *, pre_fixup: str, append: list[str], ignore: list[str], patchelf: str) -> dict[Path, str]:
     """Write the RUNPATH autoPatchelf would write into every ELF file under site; {file: RUNPATH}."""
-    lib_dirs = sorted({p.parent for root in search_roots(pre_fixup) if root.is_dir() for p in root.rglob("*.so*")
-                       if p.is_file()})
+    # The hook's --libs: each root's directories that hold a library, roots in the order they were added.
+    lib_dirs = list(dict.fromkeys(d for root in search_roots(pre_fixup) if root.is_dir()
+                                  for d in sorted({p.parent for p in root.rglob("*.so*") if p.is_file()})))
     cache = _libraries([site], recursive=True)
     for name, where in _libraries(lib_dirs, recursive=False).items():
         cache.setdefault(name, where)
