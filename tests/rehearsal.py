@@ -111,7 +111,10 @@ class Session:
     @functools.cached_property
     def zlib(self) -> Path:
         """A prefix whose lib/ has the host's libz.so.1: the stand-in for nixpkgs' zlib."""
-        listed = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=60).stdout
+        ldconfig = shutil.which("ldconfig") or shutil.which("ldconfig", path="/usr/sbin:/sbin")
+        if ldconfig is None:
+            pytest.skip("ldconfig is needed to find the host's libz.so.1 for the zlib stand-in")
+        listed = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=60).stdout
         found = re.search(r"^\s*libz\.so\.1 \(libc6,x86-64\) => (\S+)$", listed, re.MULTILINE)
         if found is None:
             pytest.skip("the host has no libz.so.1 for the zlib stand-in")
