@@ -27,8 +27,6 @@ from blackwell_stack.rehearsal import wheels
 from blackwell_stack.stacks.libraries import DRIVER_LIBRARIES, SYSTEM_LIBRARIES
 
 _SEARCH_PATH = re.compile(r"addAutoPatchelfSearchPath (\S+)")
-# Left to the loader here (see above); glibc's own are left to it in Nix too.
-LOADER_LIBRARIES = SYSTEM_LIBRARIES
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,7 @@ def patch(site: Path, *, pre_fixup: str, append: list[str], ignore: list[str], p
             continue
         rpath: list[str] = []
         for needed in parsed.needed:
-            if needed in LOADER_LIBRARIES:
+            if needed in SYSTEM_LIBRARIES:  # left to the loader (see above)
                 continue
             if needed in cache:
                 rpath.append(str(cache[needed]))
@@ -117,7 +115,7 @@ def loader_problems(paths: Iterable[Path], driver_dir: Path, left_missing: Itera
         dirs = [Path(entry.replace("$ORIGIN", str(path.parent)).replace("${ORIGIN}", str(path.parent)))
                 for runpath in parsed.runpath for entry in runpath.split(":") if entry]
         for needed in parsed.needed:
-            if needed in LOADER_LIBRARIES:
+            if needed in SYSTEM_LIBRARIES:  # left to the loader (see above)
                 continue
             if needed in DRIVER_LIBRARIES:
                 if driver_dir not in dirs:
