@@ -52,7 +52,12 @@ def make_qwen(directory: Path) -> Path:
         "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
         "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
         "shared_expert_intermediate_size": 128, "eos_token_id": eos, "pad_token_id": eos,
-        "tie_word_embeddings": False, "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+        "tie_word_embeddings": False,
+        # The real checkpoint's RoPE block, scaled down: SGLang's attention layer hands rope_parameters to
+        # get_rope, which stops on a dict without rope_type ("Unknown RoPE scaling type", the second run);
+        # mrope_section sums to rotary_dim / 2 = head_dim * 0.25 / 2 = 8 (the real one: 256 * 0.25 / 2 = 32).
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                            "mrope_interleaved": True, "mrope_section": [3, 3, 2]},
     }
     vision = {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2, "out_hidden_size": 256,
               "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "deepstack_visual_indexes": []}
