@@ -54,8 +54,21 @@ pkgs.symlinkJoin {
       cuda.cuda_nvtx
     ];
   # flashinfer links from lib64 (the layout of NVIDIA's installers).
+  #
+  # nvcc reads the nvcc.profile beside the path it was started by (its
+  # $(_HERE_), here $out/bin), a link to cuda_nvcc's, which names only
+  # cuda_nvcc's and CCCL's include directories (cuda_nvcc.nix). The runtime's
+  # headers are cuda_cudart's, cuda_runtime.h among them, which nvcc includes
+  # in every CUDA unit. So this tree gets a profile of its own that names its
+  # include/ too, as NVIDIA's installers lay it out: tvm-ffi's load_inline
+  # (SGLang's jit_kernel: the KV-cache store, QK norm, RoPE) and a bare
+  # `nvcc x.cu` pass no CUDA include directory.
   postBuild = ''
     ln -s lib $out/lib64
+    profile=$(readlink -f $out/bin/nvcc.profile)
+    rm $out/bin/nvcc.profile
+    cat "$profile" > $out/bin/nvcc.profile
+    echo 'INCLUDES += "-I$(TOP)/include" $(_SPACE_)' >> $out/bin/nvcc.profile
   '';
   passthru = {
     inherit (cuda) cudaMajorMinorVersion;

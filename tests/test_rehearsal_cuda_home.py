@@ -89,6 +89,34 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
         assert rh.device_code(obj) == {("cubin", "sm_120a")}, obj
 
 
+
+def test_sglang_jit_kernel_builds_and_loads_with_cuda_home(rehearsal, tmp_path):
+    """SGLang's own JIT kernels go through tvm-ffi's load_inline, which gives nvcc no CUDA include directory:
+    $CUDA_HOME/bin/nvcc must find the runtime's headers by itself, as in NVIDIA's installers."""
+    home, _args = rehearsal.cuda_home()
+    jit_set = rehearsal.python_set("stable", "sglang-jit")
+    for name in ("sglang", "apache-tvm-ffi", "typing-extensions"):
+        jit_set.add_locked(name)
+    rehearsal.write_runpaths(jit_set)
+    cache = tmp_path / "tvm-ffi"
+    env = {
+        "PATH": f"{rehearsal.ninja}/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "CUDA_HOME": str(home),
+        "CC": str(rehearsal.backend_cc / "cc"),
+        "CXX": str(rehearsal.backend_cc / "c++"),
+        "TVM_FFI_CACHE_DIR": str(cache),
+        "PYTHONPATH": f"{jit_set.pythonpath()}:{rehearsal.torch_set.pythonpath()}",
+    }
+    made = rh.run([rehearsal.python, str(rh.REPO / "tests" / "sglang_jit_kernel.py"), str(jit_set.dirs["sglang"])],
+                  env=env, cwd=tmp_path, timeout=900)
+    assert made.returncode == 0, (diagnose.explain(made.stdout + made.stderr, rehearsal.tree, "nix/cuda-home.nix")
+                                  + "\n" + made.stderr[-3000:])
+    assert json.loads(made.stdout.strip().splitlines()[-1]) == {"store_cache": True}
+    built = [p for p in cache.rglob("*.so") if p.is_file()]
+    assert len(built) == 1, built
+    assert rh.device_code(built[0]) == {("cubin", "sm_120")}
+
 # A translation unit like any CUDA extension's: <cmath>, and a math function in device code.
 MATH_UNIT = "#include <cmath>\n__global__ void scale(float* x) { x[0] = rsqrtf(x[0]) * std::sqrt(x[1]); }\n"
 
