@@ -140,7 +140,42 @@ ROWS = [
     row("bench", PASS, "--concurrency", "1,x", code=USAGE, fragment="bad --concurrency '1,x'"),
     row("smoke", "http://127.0.0.1:99999", code=USAGE, fragment="bad port"),
     row("bench", PASS, "--tokenizer", "{empty}", code=USAGE, fragment="is not a tokenizer.json"),
+    # What the standard library's readers raise besides OSError: refused where ours to check (URLs, host names),
+    # and a clear error at the one boundary (cli/boundary.py) where the reader is the library's.
+    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "http://[::1",
+        code=USAGE, fragment="--index-url: 'http://[::1' is not a URL (Invalid IPv6 URL)"),
+    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "not a url",
+        code=USAGE, fragment="is not an http(s) URL"),
+    row("smoke", "http://a..b:9", code=USAGE, fragment="the host name 'a..b' is not valid"),
+    row("inspect", "{encrypted}", code=USAGE, fragment="zip archive (wheel) that cannot be read: RuntimeError: File"),
+    row("inspect", "{compress99}", code=USAGE, fragment="NotImplementedError: That compression method is not supported"),
+    row("wheel", "diff", "{encrypted}", "{compress99}", code=USAGE, fragment="zip archive (wheel) that cannot be read"),
+    row("bench", PASS, "--baseline", "{deep_json}", code=USAGE, fragment="an input is nested too deeply to read"),
+    row("serve", "check", "--profile", "{deep_json}", code=USAGE, fragment="an input is nested too deeply to read"),
+    # Lengths a server sends are checked where they enter: a chunk size of -6 once looped forever.
+    row("smoke", "{negative_chunk}", "--timeout", "5", code=CHECK, fragment="bad chunk size line b'-6'"),
+    row("bench", "{negative_chunk}", "--warmup", "0", "--concurrency", "1", "--requests", "1", "--output-len", "4",
+        code=CHECK, fragment="ProtocolError: bad chunk size line"),
+    row("smoke", "{unicode_length}", "--timeout", "5", code=CHECK, fragment="smoke failed"),
 ]
+
+
+def _zip_with_headers_changed(path: Path, local_offset: int, central_offset: int, value: bytes) -> str:
+    """A wheel whose members' local and central headers say `value` at those offsets (a flag, a method)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("pkg/__init__.py", "x = 1\n")
+        zf.writestr("pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        zf.writestr("pkg-1.0.dist-info/RECORD", "")
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", local_offset), (b"PK\x01\x02", central_offset)):
+        at = data.find(signature)
+        while at >= 0:
+            data[at + offset : at + offset + len(value)] = value
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +190,12 @@ def places(tmp_path_factory) -> dict[str, str]:
     no_sglang = tmp / "python-without-site"
     no_sglang.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # no site-packages: no sglang
     no_sglang.chmod(0o755)
-    servers = {name: FaultServer(name) for name in ("nan-text", "nan-stop", "drop", "stall")}
+    servers = {name: FaultServer(name) for name in ("nan-text", "nan-stop", "drop", "stall", "negative-chunk",
+                                                    "unicode-length")}
+    (tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    # General purpose flag bit 0 (encrypted), and compression method 99 (none zipfile knows).
+    encrypted = _zip_with_headers_changed(tmp / "enc-1.0-py3-none-any.whl", 6, 8, b"\x01")
+    compress99 = _zip_with_headers_changed(tmp / "comp-1.0-py3-none-any.whl", 8, 10, b"\x63\x00")
     fixed = {
         "not_json": serve_fixed(b"<html>not json</html>", content_type="text/html"),
         "json_list": serve_fixed(b"[1, 2, 3]"),
@@ -165,6 +205,7 @@ def places(tmp_path_factory) -> dict[str, str]:
     yield {
         "tmp": str(tmp), "fifo": str(fifo), "big": str(tmp / "big"), "huge": str(tmp / "huge"),
         "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
+        "deep_json": str(tmp / "deep.json"), "encrypted": encrypted, "compress99": compress99,
         **{name.replace("-", "_"): server.url for name, server in servers.items()},
         **{name: server.url for name, server in fixed.items()},
     }

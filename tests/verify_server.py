@@ -243,7 +243,8 @@ class Server:
         self._log_fh.close()
 
 
-FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models", "counted")
+FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models", "counted",
+          "negative-chunk", "unicode-length")
 # How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
 HUGE_EVENT_BYTES = 256 << 20
 
@@ -317,8 +318,14 @@ async def _serve_fault(fault: str, port: int) -> None:
             body = json.loads(await reader.readexactly(length)) if length else {}
             if fault == "silent" or (fault == "stall" and method == "POST"):
                 await reader.read()  # hold the connection, answer nothing, until the client hangs up
+            elif fault == "unicode-length":  # a length str.isdigit() passes and int() refuses, then the body
+                answer = models if method == "GET" else _text_answer(path, False, "Paris.", {})
+                writer.write(answer.replace(b"content-length: %d" % (len(answer) - answer.index(b"\r\n\r\n") - 4),
+                                            "content-length: ¹²".encode()))
             elif method == "GET" and path.endswith("/models"):
                 writer.write(models)
+            elif fault == "negative-chunk":  # a chunk size int(, 16) takes: -6
+                writer.write(_SSE_HEAD + b"-6\r\ndata: \r\n")
             elif fault == "counted" and path.endswith("/stats"):
                 writer.write(_json_answer(asked))
             elif fault == "counted":

@@ -1,9 +1,10 @@
-"""argparse types that refuse impossible numbers at the command line (exit 2, with the option named)."""
+"""argparse types that refuse impossible numbers and URLs at the command line (exit 2, with the option named)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from urllib.parse import urlsplit
 
 
 def positive_int(text: str) -> int:
@@ -35,3 +36,31 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def web_url(text: str) -> str:
+    """An http(s) or file URL whose host can be looked up: what urllib would otherwise refuse mid-command."""
+    try:
+        parts = urlsplit(text)
+        _ = parts.port  # a port out of range raises here
+    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range
+        raise argparse.ArgumentTypeError(f"{text!r} is not a URL ({exc})") from None
+    if parts.scheme == "file" and parts.path:
+        return text
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL (or a file: URL)")
+    problem = host_name_problem(parts.hostname)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: the host name {parts.hostname!r} is not valid ({problem})")
+    return text
+
+
+def host_name_problem(host: str) -> str | None:
+    """Why a host name cannot be looked up (IDNA refuses an empty or over-long label: a..b), or None."""
+    if ":" in host:  # an IPv6 address
+        return None
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        return str(exc).removeprefix("encoding with 'idna' codec failed ").strip("()") or "IDNA refuses it"
+    return None

@@ -54,8 +54,7 @@ def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, 
     dest = Path(dest)
     h = hashlib.sha256()
     with atomic_file(dest, suffix=".part") as out, open_url(url) as resp:
-        total = resp.headers.get("Content-Length")
-        with Progress(label or dest.name, int(total) if total else None) as bar:
+        with Progress(label or dest.name, content_length(resp.headers.get("Content-Length"))) as bar:
             while block := resp.read(1 << 20):
                 out.write(block)
                 h.update(block)
@@ -68,3 +67,11 @@ def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, 
                 "Check the source, then re-pin it on purpose if the change is expected",
             )
     return digest
+
+
+def content_length(value: str | None) -> int | None:
+    """A Content-Length a peer sent, when it is one: ASCII digits only (str.isdigit() also passes '¹²', which
+    int() refuses, and int() alone passes '-6' and ' 6'); None otherwise."""
+    if value and len(value) <= 20 and value.isascii() and value.isdigit():
+        return int(value)
+    return None

@@ -31,6 +31,8 @@ class ExitCode(enum.IntEnum):
     TOOLCHAIN = 6
     # An external build or program failed.
     BUILD_FAILED = 7
+    # Something no check foresaw: a bug of blackwell-stack (sysexits' EX_SOFTWARE).
+    INTERNAL = 70
     # Ctrl-C.
     INTERRUPTED = 130
 
@@ -45,6 +47,7 @@ EXIT_CODE_HELP = {
     ExitCode.HASH_MISMATCH: "a file does not match its pin",
     ExitCode.TOOLCHAIN: "a tool is missing or wrong (nix, cmake, nvcc, torch)",
     ExitCode.BUILD_FAILED: "an external build or program failed",
+    ExitCode.INTERNAL: "an internal error: a bug of blackwell-stack (BLACKWELL_STACK_TRACEBACK=1 shows where)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 

@@ -2,8 +2,8 @@
 
 Each area's `register(subparsers)` adds its parsers and sets `func(args) ->
 int` on them. Exit codes: errors.ExitCode,
-listed in `--help`. A StackError is printed as its message and hint, never as
-a traceback; so is an operating-system error (a full disk, a vanished file).
+listed in `--help`. Whatever escapes a command is printed as a message and a
+hint, never as a traceback (cli/boundary.py).
 The global options (-v, --wide) are accepted before the command and after it
 (`plan -v`): every parser of the tree has them.
 """
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 
 from blackwell_stack import __version__, output, proc
-from blackwell_stack.cli import areas, plan
+from blackwell_stack.cli import areas, boundary, plan
 from blackwell_stack.errors import ExitCode, StackError, exit_codes_help
 
 
@@ -71,28 +72,28 @@ def _main(argv: list[str] | None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error argparse has printed
         return exc.code if isinstance(exc.code, int) else int(ExitCode.USAGE)
-    except StackError as exc:  # a data file a command reads for its help text
-        print(f"error: {exc}", file=sys.stderr)
-        return int(exc.code)
+    except Exception as exc:  # a data file a command reads for its help text
+        return _failed(exc)
     proc.set_verbose(args.verbose)
     output.set_wide(args.wide)
     try:
         return int(args.func(args) or 0)
-    except StackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return int(exc.code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    except OSError as exc:
-        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
-        print(f"error: {exc.strerror or exc}{where}\n  hint: check that path (its permissions, and the free space of its disk)",
-              file=sys.stderr)
-        return int(ExitCode.USAGE)
+    except Exception as exc:
+        return _failed(exc)
     finally:
         proc.set_verbose(False)
         output.set_wide(False)
 
+
+def _failed(exc: Exception) -> int:
+    if os.environ.get(boundary.TRACEBACK_ENV) and not isinstance(exc, StackError):
+        raise exc
+    failure = boundary.describe(exc)
+    print(f"error: {failure.message}", file=sys.stderr)
+    return int(failure.code)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from blackwell_stack import output
-from blackwell_stack.argtypes import positive_float, positive_int
+from blackwell_stack.argtypes import positive_float, positive_int, web_url
 from blackwell_stack.errors import ExitCode, ToolchainError
 from blackwell_stack.kernel import (
     build,
@@ -102,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--all", action="store_true", help="every FetchContent source, whatever the architectures")
         p.add_argument("--with-sglang", action="store_true", help="the sglang tree too, as DIR/sglang")
         if name == "fetch":
-            p.add_argument("--github", default=sources.GITHUB,
+            p.add_argument("--github", type=web_url, default=sources.GITHUB,
                            help="a mirror of github.com: every source is read from it, the archives of a revision "
                            "(OWNER/REPO/archive/REV.tar.gz) and release downloads (json's) alike")
         p.add_argument("--json", action="store_true", help="print JSON")

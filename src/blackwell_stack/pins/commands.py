@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from blackwell_stack import output
+from blackwell_stack import argtypes, output
 from blackwell_stack import pypi as pypi_api
 from blackwell_stack.fileio import check_output_path
 from blackwell_stack.kernel import sources as kernel_sources
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     torch.add_argument("--cuda", default="cu130", help="CUDA flavour of the index (default: cu130)")
     torch.add_argument("--python", action="append", dest="pythons", metavar="X.Y", help="Python version (repeatable; default 3.12)")
     torch.add_argument("--system", action="append", dest="systems", metavar="SYSTEM", help="Nix system (repeatable; default x86_64-linux)")
-    torch.add_argument("--index-url", help="PEP 503/691 index (default: https://download.pytorch.org/whl/nightly/<cuda>)")
+    torch.add_argument("--index-url", type=argtypes.web_url, help="PEP 503/691 index (default: https://download.pytorch.org/whl/nightly/<cuda>)")
     torch.add_argument("--file", type=Path, help=f"pins file to write (default: {registry.entry('kept-wheel-pins').pattern.format(name=NIGHTLY)})")
     torch.set_defaults(func=cmd_update_torch)
 
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pypi.add_argument("--file", type=Path, required=True, help="pins file to create or update")
     pypi.add_argument("--python", action="append", dest="pythons", metavar="X.Y", help="Python version for binary wheels (default 3.12)")
     pypi.add_argument("--system", action="append", dest="systems", metavar="SYSTEM", help="Nix system (default x86_64-linux)")
-    pypi.add_argument("--index-url", default=None, help="PyPI JSON API base (default: https://pypi.org/pypi)")
+    pypi.add_argument("--index-url", type=argtypes.web_url, default=None, help="PyPI JSON API base (default: https://pypi.org/pypi)")
     pypi.set_defaults(func=cmd_update_pypi)
 
     ks = usub.add_parser("kernel-sources", help="prefetch and hash sgl-kernel's source and FetchContent pins (needs Nix and GitHub)")

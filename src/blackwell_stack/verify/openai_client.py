@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from blackwell_stack import argtypes
+from blackwell_stack.download import content_length
 from blackwell_stack.errors import CheckFailed, StackError
 from blackwell_stack.verify.wire import ChunkedDecoder, ConnectionDropped, Limits, ProtocolError, SSEParser, json_object
 
@@ -76,6 +78,10 @@ class Endpoint:
                 f"not a server URL: {url!r}",
                 "give the server's base URL, for example http://127.0.0.1:30000 (the /v1 prefix is optional)",
             )
+        problem = argtypes.host_name_problem(parts.hostname)
+        if problem:
+            raise StackError(f"not a server URL: {url!r}: the host name {parts.hostname!r} is not valid ({problem})",
+                             "give the server's base URL, for example http://127.0.0.1:30000")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as exc:
@@ -151,8 +157,7 @@ async def _iter_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> A
             if payload:
                 yield clock(), payload
         return
-    length = headers.get("content-length")
-    left = int(length) if length and length.isdigit() else None
+    left = content_length(headers.get("content-length"))
     while left is None or left > 0:
         data = await reader.read(_READ_SIZE if left is None else min(left, _READ_SIZE))
         if not data:
@@ -200,8 +205,8 @@ async def _request_json(endpoint: Endpoint, method: str, path: str, body: dict |
         writer.write(_request_bytes(endpoint, method, path, body, stream=False))
         await writer.drain()
         status, headers = await _read_head(reader)
-        length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > limit and 200 <= status < 300:
+        length = content_length(headers.get("content-length"))
+        if length is not None and length > limit and 200 <= status < 300:
             raise ProtocolError(f"the answer is {length} bytes, more than the {limit} this request can need")
         keep = limit if 200 <= status < 300 else _ERROR_BODY_LIMIT
         parts: list[bytes] = []
@@ -276,8 +281,8 @@ class _SSEProtocol(asyncio.BufferedProtocol):
             data, self._head = self._head[end + 4 :], b""
             if "chunked" in headers.get("transfer-encoding", "").lower():
                 self._chunked = ChunkedDecoder()
-            elif headers.get("content-length", "").isdigit():
-                self._left = int(headers["content-length"])
+            else:
+                self._left = content_length(headers.get("content-length"))
         if self._chunked is not None:
             payload = self._chunked.feed(data)
             body_done = self._chunked.done

@@ -8,6 +8,7 @@ SSE event, and anything that is not the wire format is a ProtocolError.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 # Answers that name no max_tokens (/v1/models): at most this much.
@@ -45,6 +46,9 @@ class ConnectionDropped(ProtocolError):
     a body cut short of its length or its last chunk, or a stream that ends without `data: [DONE]`."""
 
 
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
 class ChunkedDecoder:
     """Incremental decoder of HTTP/1.1 chunked transfer encoding."""
 
@@ -78,10 +82,10 @@ class ChunkedDecoder:
             if eol < 0:
                 break
             size_text = buf[pos:eol].split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ProtocolError(f"bad chunk size line {buf[pos:eol][:40]!r}") from None
+            # 1*HEXDIG (RFC 9112 7.1): int(, 16) alone takes "-6", which would never end the chunk.
+            if not _CHUNK_SIZE.fullmatch(size_text):
+                raise ProtocolError(f"bad chunk size line {buf[pos:eol][:40]!r}")
+            size = int(size_text, 16)
             pos = eol + 2
             if size == 0:
                 self.done = True
