@@ -178,3 +178,39 @@ def test_bench_prints_its_results_even_when_the_file_cannot_be_written(tmp_path,
     assert code == ExitCode.USAGE
     assert json.loads(captured.out)["levels"][0]["requests"] == 1
     assert "No space left on device" in captured.err
+
+
+def _special_files(tmp_path) -> list:
+    """A FIFO, and (as root) a character device node of our own, with the numbers of /dev/null: the kinds of
+    destination a rename would replace for every program on the host."""
+    made = [tmp_path / "fifo"]
+    os.mkfifo(made[0])
+    if os.geteuid() == 0:
+        made.append(tmp_path / "null")
+        os.mknod(made[1], stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    return made
+
+
+def test_an_atomic_write_never_replaces_what_is_not_a_regular_file(tmp_path):
+    for special in _special_files(tmp_path):
+        kind = stat.S_IFMT(os.lstat(special).st_mode)
+        with pytest.raises(StackError, match="not a regular file: it is not replaced"):
+            fileio.atomic_write_bytes(special, b"x")
+        assert stat.S_IFMT(os.lstat(special).st_mode) == kind
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left beside them
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", UNREACHABLE, "--timeout", "2", "--out", "{special}"],
+    ["bench", UNREACHABLE, "--timeout", "2", "--plot", "{special}"],
+    ["pins", "update", "pypi", "sglang==0.5.9", "--file", "{special}", "--index-url", UNREACHABLE],
+    ["serve", "flags", "extract", "--wheel", "{tmp}/missing.whl", "--output", "{special}"],
+], ids=lambda argv: " ".join(argv[:2]))
+def test_every_file_output_refuses_a_special_destination_first(tmp_path, capsys, argv):
+    for special in _special_files(tmp_path):
+        kind = stat.S_IFMT(os.lstat(special).st_mode)
+        code = main([a.format(special=special, tmp=tmp_path) for a in argv])
+        err = capsys.readouterr().err
+        assert code == ExitCode.USAGE and "not a regular file: it is not replaced" in err, err
+        assert stat.S_IFMT(os.lstat(special).st_mode) == kind
+        special.unlink()

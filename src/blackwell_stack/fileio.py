@@ -1,7 +1,10 @@
 """Writes that leave nothing half-written behind, with the modes a user expects.
 
 Every file the CLI writes goes through `atomic_file`: it is written beside its
-destination and renamed into place only when complete. A file that replaces
+destination and renamed into place only when complete. A destination that
+exists and is not a regular file (a device such as /dev/null, a FIFO, a
+socket) is refused: the rename would put a file in its place for every
+program on the host. A file that replaces
 another keeps that file's mode; a new one gets 0666 less the umask, as any
 program's new file does. Outputs named on the command line are checked with
 `check_output_path` before the work that produces them starts, so a sweep or a
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from blackwell_stack import inputfiles
 from blackwell_stack.errors import StackError
 
 
@@ -51,6 +55,18 @@ def write_error(path: Path, exc: OSError) -> StackError:
                       f"write to a path in a directory you can write to ({path.parent} is not usable)")
 
 
+def refuse_special(path: Path, option: str | None) -> None:
+    """A StackError when path exists and is not a regular file (through symlinks): never replaced by a rename."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # nothing there yet (or nothing the write will not report itself)
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        label = f"{option} {path}" if option else str(path)
+        raise StackError(f"{label} is {inputfiles.kind(mode)}, not a regular file: it is not replaced",
+                         "pass the path of a regular file (or of one to create)")
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[IO[bytes]]:
     """A binary file that appears at `path` only if the `with` block completes.
@@ -60,6 +76,7 @@ def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[IO[bytes]]:
     flush or rename it become a StackError naming the path.
     """
     path = Path(path)
+    refuse_special(path, None)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
@@ -105,6 +122,7 @@ def check_output_path(path: str | Path, option: str) -> Path:
     hint = f"pass {option} a file path in a directory you can write to"
     if path.is_dir():
         raise StackError(f"{option} {path} is a directory", hint)
+    refuse_special(path, option)
     parent = path.parent
     existing = parent
     while not existing.exists() and existing != existing.parent:

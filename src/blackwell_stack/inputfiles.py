@@ -34,7 +34,7 @@ _KINDS = (
 )
 
 
-def _kind(mode: int) -> str:
+def kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
@@ -43,7 +43,7 @@ def _label(what: str | None, path: str | Path) -> str:
 
 
 def _refuse_kind(path: str | Path, mode: int, what: str | None, hint: str | None) -> StackError:
-    return StackError(f"{_label(what, path)} is {_kind(mode)}, not a regular file",
+    return StackError(f"{_label(what, path)} is {kind(mode)}, not a regular file",
                       hint or "pass the path of a regular file")
 
 
