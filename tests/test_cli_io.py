@@ -76,6 +76,47 @@ def test_a_full_disk_under_stdout_fails_the_command_with_a_message():
     assert "Traceback" not in result.stderr
 
 
+
+def test_a_nonblocking_stdout_that_would_block_gets_all_of_it(monkeypatch):
+    """EAGAIN is neither a reader that has gone nor lost output: the guard waits for room and writes the rest.
+    The pipe is full before the write starts; its reader starts only once the guard waits (the real select,
+    watched), so the wait is taken whatever the machine's speed."""
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    filled = 0
+    while True:
+        try:
+            filled += os.write(write_fd, b"x" * 4096)
+        except BlockingIOError:
+            break
+    received = bytearray()
+    reader = threading.Thread(target=lambda: received.extend(_read_all(read_fd)))
+    real_select, waits = output.select.select, []
+
+    def watched_select(*args):
+        if not waits:
+            reader.start()
+        waits.append(args)
+        return real_select(*args)
+
+    monkeypatch.setattr(output.select, "select", watched_select)
+    text = "ünïcode line\n" * 20_000
+    with open(write_fd, "w", encoding="utf-8", closefd=True) as stream:
+        guard = output._PipeGuard(stream)
+        guard.write(text)
+        guard.flush()
+        assert guard.failure is None and not guard.broken
+    reader.join(timeout=120)
+    assert waits, "the pipe never filled: the EAGAIN path was not taken"
+    assert bytes(received) == b"x" * filled + text.encode()
+
+
+def _read_all(fd: int) -> bytes:
+    with open(fd, "rb") as fh:
+        return fh.read()
+
 def test_usage_errors_are_code_2_without_a_traceback(capsys):
     assert main(["no-such-command"]) == ExitCode.USAGE
     assert main(["serve", "check", "--profile", "no-such-profile"]) == ExitCode.USAGE

@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import select
 import shutil
 import sys
 import textwrap
@@ -210,8 +211,9 @@ class _PipeGuard(io.TextIOBase):
     raising: the command then runs to its end and exits with its own code (a
     failing check piped into `head` still fails), and the broken descriptor is
     pointed at /dev/null so that the interpreter's final flush does not fail
-    either. Any other write error (a full disk, EIO, a non-blocking descriptor
-    that would block) loses output the reader is still waiting for: it is kept
+    either. On a non-blocking descriptor it writes bytes itself and waits where a
+    write would block (EAGAIN) until all is written. Any other write error (a full disk, EIO)
+    loses output the reader is still waiting for: it is kept
     in `failure`, and the CLI then fails with it. A stream that was closed
     before the CLI started (None) is broken from the start. Characters its
     encoding cannot write are written as backslash escapes.
@@ -221,10 +223,14 @@ class _PipeGuard(io.TextIOBase):
         self._stream = stream
         self.broken = stream is None
         self.failure: OSError | None = None
+        self._nonblocking_fd = _nonblocking_fd(stream)
 
     def write(self, text: str) -> int:
         if not self.broken and self._stream is not None:
             try:
+                if self._nonblocking_fd is not None:
+                    self._write_all(text.encode(self.encoding, "backslashreplace"))
+                    return len(text)
                 try:
                     self._stream.write(text)
                 except UnicodeEncodeError:
@@ -248,6 +254,18 @@ class _PipeGuard(io.TextIOBase):
                 self._fail(exc)
             except ValueError:
                 self.broken = True
+
+    def _write_all(self, data: bytes) -> None:
+        """All of data to a non-blocking descriptor: where it would block (EAGAIN), wait until the reader has
+        read (a text stream over it would drop the rest, or write it twice after a partial write)."""
+        assert self._stream is not None and self._nonblocking_fd is not None
+        self._stream.flush()
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._nonblocking_fd, view):]
+            except BlockingIOError:
+                select.select([], [self._nonblocking_fd], [])
 
     def _fail(self, exc: OSError) -> None:
         self.failure = self.failure or exc
@@ -277,6 +295,15 @@ class _PipeGuard(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self._stream, "encoding", None) or "utf-8"
+
+
+def _nonblocking_fd(stream: TextIO | None) -> int | None:
+    """The descriptor under stream when it is set non-blocking (O_NONBLOCK, shared with whoever opened it)."""
+    try:
+        fd = stream.fileno() if stream is not None else None
+        return fd if fd is not None and not os.get_blocking(fd) else None
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
 
 
 def ensure_standard_descriptors() -> None:
