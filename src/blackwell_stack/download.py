@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from blackwell_stack import parallel
 from blackwell_stack.errors import HashMismatch, NetworkError
 from blackwell_stack.fileio import atomic_file
 from blackwell_stack.progress import Progress
@@ -56,6 +57,7 @@ def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, 
     with atomic_file(dest, suffix=".part") as out, open_url(url) as resp:
         with Progress(label or dest.name, content_length(resp.headers.get("Content-Length"))) as bar:
             while block := resp.read(1 << 20):
+                parallel.check()  # an interrupted audit's downloads stop here
                 out.write(block)
                 h.update(block)
                 bar.advance(len(block))

@@ -48,7 +48,7 @@ EXIT_CODE_HELP = {
     ExitCode.TOOLCHAIN: "a tool is missing or wrong (nix, cmake, nvcc, torch)",
     ExitCode.BUILD_FAILED: "an external build or program failed",
     ExitCode.INTERNAL: "an internal error: a bug of blackwell-stack (BLACKWELL_STACK_TRACEBACK=1 shows where)",
-    ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C; SIGTERM gives 143, SIGHUP 129)",
 }
 
 

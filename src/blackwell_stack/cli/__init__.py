@@ -13,7 +13,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from blackwell_stack import __version__, output, proc
 from blackwell_stack.cli import areas, boundary, plan
@@ -56,8 +60,22 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
     return found
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the command is, so that it unwinds as from Ctrl-C: the file being written
+    is removed, a lock being replaced is restored, the workers stop (parallel.py)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     output.ensure_standard_descriptors()
+    saved = _install(_terminated)
     try:
         with output.pipe_safe_output():
             return _main(argv)
@@ -65,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             print(exc, file=sys.stderr)
         return int(ExitCode.USAGE)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def _install(handler: Callable[[int, object], None]) -> dict[int, Any]:
+    """handler for SIGTERM and SIGHUP (signals reach only the main thread); the handlers it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _main(argv: list[str] | None) -> int:
@@ -78,6 +106,9 @@ def _main(argv: list[str] | None) -> int:
     output.set_wide(args.wide)
     try:
         return int(args.func(args) or 0)
+    except Terminated as exc:
+        print(f"terminated ({exc})", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)

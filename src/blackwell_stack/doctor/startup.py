@@ -13,14 +13,13 @@ crash (its signal, and the frames faulthandler printed), or a timeout.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import signal
 from dataclasses import dataclass
 from typing import Any
 
-from blackwell_stack import proc
+from blackwell_stack import parallel, proc
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import BuildError, ToolchainError
 from blackwell_stack.model import registry
@@ -134,8 +133,8 @@ def checks(python: str, sglang: str | None, *, architecture: str | None, gpu_cc:
         return [Check("startup", "sglang start-up imports", WARN, sglang,
                       f"no list of what sglang {sglang} imports at start-up (doctor/startup-imports.json)",
                       "add the version's entries, read from its wheel")]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(4, len(wanted)))) as pool:
-        outcomes = list(pool.map(lambda s: import_in_child(python, s.module, env, timeout), wanted))
+    outcomes = parallel.run_all(lambda s: import_in_child(python, s.module, env, timeout), wanted,
+                                jobs=min(4, len(wanted)))
     return [_check(s, o, gpu_cc) for s, o in zip(wanted, outcomes)]
 
 

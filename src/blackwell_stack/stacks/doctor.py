@@ -25,7 +25,6 @@ Each difference comes with the one command that repairs it.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import shlex
 from dataclasses import asdict, dataclass
@@ -35,7 +34,7 @@ from typing import Any
 from packaging.tags import parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from blackwell_stack import inputfiles, output
+from blackwell_stack import inputfiles, output, parallel
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip
@@ -182,8 +181,8 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[l
     target = stack.target()
     # The RECORDs of the files uv installs here, read in parallel (most installations match them).
     wanted = [(p, wheels.uv_choice(p, target)) for p in lock.packages.values() if p.wheels and env.get(p.name)]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda pw: locked_record(stack, pw[0], pw[1]), [pw for pw in wanted if pw[1] is not None]))
+    chosen = [(pkg, wheel) for pkg, wheel in wanted if wheel is not None]
+    parallel.run_all(lambda pw: locked_record(stack, *pw), chosen, jobs=8)
     out: list[Difference] = []
     matched = 0
     if ".".join(env.version.split(".")[:2]) != stack.python:

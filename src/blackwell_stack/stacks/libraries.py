@@ -21,7 +21,6 @@ as checked; tests derive it again from the wheels and compare.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime as dt
 import json
 import mmap
@@ -35,7 +34,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack import inputfiles
+from blackwell_stack import inputfiles, parallel
 from blackwell_stack.download import download
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
@@ -246,10 +245,9 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
 
 def read_all(stack: Stack, lock: Lock, *, jobs: int = 4) -> dict[str, WheelContents]:
     """Every package's installed wheel, read (and its sha256 checked) in parallel."""
-    chosen = stack.chosen_wheels(lock)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {name: pool.submit(read_wheel, stack, pkg, wheel) for name, (pkg, wheel) in chosen.items()}
-        return {name: f.result() for name, f in sorted(futures.items())}
+    chosen = sorted(stack.chosen_wheels(lock).items())
+    read = parallel.run_all(lambda item: read_wheel(stack, *item[1]), chosen, jobs=jobs)
+    return {name: contents for (name, _), contents in zip(chosen, read)}
 
 
 def closure(lock: Lock, name: str) -> set[str]:

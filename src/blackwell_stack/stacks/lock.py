@@ -170,6 +170,9 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
     except StackError as exc:  # it hung (or could not be started after all)
         _restore(stack, before)
         raise type(exc)(exc.message, "check the network and try again; the old uv.lock was left as it was") from None
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while uv wrote: subprocess.run has killed it mid-write
+        _restore(stack, before)
+        raise
     if result.returncode != 0:
         _restore(stack, before)
         tail = "\n".join(result.stderr.strip().splitlines()[-25:])
