@@ -157,6 +157,10 @@ ROWS = [
     row("bench", "{negative_chunk}", "--warmup", "0", "--concurrency", "1", "--requests", "1", "--output-len", "4",
         code=CHECK, fragment="ProtocolError: bad chunk size line"),
     row("smoke", "{unicode_length}", "--timeout", "5", code=CHECK, fragment="smoke failed"),
+    # A program the CLI runs is read within a bound (proc.py): one that floods is stopped, never read whole.
+    row("serve", "run", "--python", "{flood}", code=TOOLCHAIN, fragment="{flood} printed more than 64 MiB on its stdout"),
+    row("doctor", "--stack", "stable", "--python", "{flood}", code=USAGE, fragment="printed more than 64 MiB"),
+    row("doctor", "abi", "--kernel", "{elf}", "--python", "{flood}", code=USAGE, fragment="printed more than 64 MiB"),
 ]
 
 
@@ -190,6 +194,9 @@ def places(tmp_path_factory) -> dict[str, str]:
     no_sglang = tmp / "python-without-site"
     no_sglang.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # no site-packages: no sglang
     no_sglang.chmod(0o755)
+    flood = tmp / "python-that-floods"
+    flood.write_text("#!/bin/sh\nexec yes\n")  # prints forever
+    flood.chmod(0o755)
     servers = {name: FaultServer(name) for name in ("nan-text", "nan-stop", "drop", "stall", "negative-chunk",
                                                     "unicode-length")}
     (tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
@@ -205,6 +212,7 @@ def places(tmp_path_factory) -> dict[str, str]:
     yield {
         "tmp": str(tmp), "fifo": str(fifo), "big": str(tmp / "big"), "huge": str(tmp / "huge"),
         "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
+        "flood": str(flood),
         "deep_json": str(tmp / "deep.json"), "encrypted": encrypted, "compress99": compress99,
         **{name.replace("-", "_"): server.url for name, server in servers.items()},
         **{name: server.url for name, server in fixed.items()},

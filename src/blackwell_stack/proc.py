@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -44,6 +45,11 @@ def require(program: str, hint: str) -> str:
     return path
 
 
+# The most any program this project runs prints on one stream and is read: far above what each needs (uv's
+# resolver errors, a compiler's messages, a Python probe's one line); a program that floods past it is stopped.
+OUTPUT_LIMIT = 64 << 20
+
+
 def run(
     argv: Sequence[str | Path],
     *,
@@ -53,34 +59,79 @@ def run(
     check: bool = True,
     text: bool = True,
     timeout: float | None = None,
+    limit: int = OUTPUT_LIMIT,
 ) -> subprocess.CompletedProcess:
-    """Run argv and capture its output.
+    """Run argv and capture its output, at most `limit` bytes of each stream.
 
-    Raises ToolchainError when the program cannot be started, BuildError when
-    it runs past `timeout` or (with check) exits non-zero, with the tail of
-    its stderr.
+    Raises ToolchainError when the program cannot be started or prints more than `limit` (it is then
+    stopped), BuildError when it runs past `timeout` or (with check) exits non-zero, with the tail of its
+    stderr. Text is decoded as UTF-8, undecodable bytes replaced. Interrupted, it stops the program too.
     """
     args = [str(a) for a in argv]
     echo(args, cwd)
     try:
-        result = subprocess.run(
-            args,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            input=input,
-            capture_output=True,
-            text=text,
-            timeout=timeout,
-        )
+        child = subprocess.Popen(args, cwd=cwd, env=dict(env) if env is not None else None,
+                                 stdin=subprocess.PIPE if input is not None else None,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise ToolchainError(f"cannot run {args[0]}: {exc.strerror or exc}", f"install {Path(args[0]).name} and try again") from None
+    streams = {"stdout": _Capture(child, child.stdout, limit), "stderr": _Capture(child, child.stderr, limit)}
+    try:
+        if input is not None:
+            _feed(child, input.encode() if isinstance(input, str) else input)
+        returncode = child.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise BuildError(f"{shlex.join(args)} did not finish within {timeout:g} s") from None
+    finally:
+        if child.poll() is None:  # timed out, interrupted, or an error above: it does not outlive this call
+            child.kill()
+            child.wait()
+        for capture in streams.values():
+            capture.join()
+    for name, capture in streams.items():
+        if capture.overflowed:
+            raise ToolchainError(f"{args[0]} printed more than {limit >> 20} MiB on its {name}, far more than "
+                                 "this needs: it was stopped",
+                                 "check that it is the program meant (a --python, or a PATH entry, that is something else)")
+    out, err = (bytes(c.data) for c in streams.values())
+    result = subprocess.CompletedProcess(args, returncode, *((out.decode(errors="replace"), err.decode(errors="replace"))
+                                                             if text else (out, err)))
     if check and result.returncode != 0:
-        err = result.stderr if text else result.stderr.decode(errors="replace")
-        tail = "\n".join(err.strip().splitlines()[-20:])
+        tail = "\n".join(err.decode(errors="replace").strip().splitlines()[-20:])
         raise BuildError(f"{shlex.join(args)} failed with exit code {result.returncode}:\n{tail}")
     return result
+
+
+class _Capture:
+    """One output stream of a child, read in a thread: its first `limit` bytes; past them, the child is killed."""
+
+    def __init__(self, child: subprocess.Popen, stream, limit: int):
+        self.data = bytearray()
+        self.overflowed = False
+        self._thread = threading.Thread(target=self._read, args=(child, stream, limit), daemon=True)
+        self._thread.start()
+
+    def _read(self, child: subprocess.Popen, stream, limit: int) -> None:
+        with stream:
+            while block := stream.read1(1 << 16):
+                if len(self.data) + len(block) > limit:
+                    self.overflowed = True
+                    child.kill()
+                    return
+                self.data += block
+
+    def join(self) -> None:
+        # A grandchild that kept the pipe open would hold the reader: it is a daemon, left after a bound.
+        self._thread.join(timeout=30)
+
+
+def _feed(child: subprocess.Popen, data: bytes) -> None:
+    assert child.stdin is not None
+    try:
+        child.stdin.write(data)
+        child.stdin.close()
+    except BrokenPipeError:  # it exited without reading all of it: its exit code says what happened
+        pass
 
 
 def probe(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
