@@ -161,7 +161,26 @@ ROWS = [
     row("serve", "run", "--python", "{flood}", code=TOOLCHAIN, fragment="{flood} printed more than 64 MiB on its stdout"),
     row("doctor", "--stack", "stable", "--python", "{flood}", code=USAGE, fragment="printed more than 64 MiB"),
     row("doctor", "abi", "--kernel", "{elf}", "--python", "{flood}", code=USAGE, fragment="printed more than 64 MiB"),
+    # A venv's metadata files are outside bytes too: a FIFO is refused at once, a huge one is never read whole.
+    row("doctor", "--stack", "stable", "--python", "{fifo_venv}/bin/python", code=USAGE,
+        fragment="evil-1.0.dist-info/METADATA is a FIFO (named pipe), not a regular file"),
+    row("stack", "doctor", "stable", "--python", "{huge_venv}/bin/python", code=USAGE,
+        fragment="evil-1.0.dist-info/METADATA is larger than 64.0 MiB"),
 ]
+
+
+def _venv_with_metadata(path: Path, make) -> str:
+    """A real venv (no pip) with one distribution whose METADATA `make` creates."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    site = next(path.glob("lib/python3*/site-packages"))
+    (site / "evil-1.0.dist-info").mkdir()
+    make(site / "evil-1.0.dist-info" / "METADATA")
+    return str(path)
+
+
+def _sparse(path: Path) -> None:
+    with open(path, "wb") as fh:  # its size says 6 GiB; no block of it is written
+        fh.truncate(6 << 30)
 
 
 def _zip_with_headers_changed(path: Path, local_offset: int, central_offset: int, value: bytes) -> str:
@@ -197,6 +216,8 @@ def places(tmp_path_factory) -> dict[str, str]:
     flood = tmp / "python-that-floods"
     flood.write_text("#!/bin/sh\nexec yes\n")  # prints forever
     flood.chmod(0o755)
+    fifo_venv = _venv_with_metadata(tmp / "fifo-venv", os.mkfifo)
+    huge_venv = _venv_with_metadata(tmp / "huge-venv", _sparse)
     servers = {name: FaultServer(name) for name in ("nan-text", "nan-stop", "drop", "stall", "negative-chunk",
                                                     "unicode-length")}
     (tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
@@ -212,7 +233,7 @@ def places(tmp_path_factory) -> dict[str, str]:
     yield {
         "tmp": str(tmp), "fifo": str(fifo), "big": str(tmp / "big"), "huge": str(tmp / "huge"),
         "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
-        "flood": str(flood),
+        "flood": str(flood), "fifo_venv": fifo_venv, "huge_venv": huge_venv,
         "deep_json": str(tmp / "deep.json"), "encrypted": encrypted, "compress99": compress99,
         **{name.replace("-", "_"): server.url for name, server in servers.items()},
         **{name: server.url for name, server in fixed.items()},
