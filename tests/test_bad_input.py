@@ -20,6 +20,7 @@ import os
 import resource
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,9 +148,12 @@ ROWS = [
     row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "not a url",
         code=USAGE, fragment="is not an http(s) URL"),
     row("smoke", "http://a..b:9", code=USAGE, fragment="the host name 'a..b' is not valid"),
-    row("inspect", "{encrypted}", code=USAGE, fragment="zip archive (wheel) that cannot be read: RuntimeError: File"),
-    row("inspect", "{compress99}", code=USAGE, fragment="NotImplementedError: That compression method is not supported"),
-    row("wheel", "diff", "{encrypted}", "{compress99}", code=USAGE, fragment="zip archive (wheel) that cannot be read"),
+    row("inspect", "{encrypted}", code=USAGE, fragment="cannot be read (RuntimeError: File"),
+    row("inspect", "{compress99}", code=USAGE, fragment="(NotImplementedError: That compression method is not supported)"),
+    row("wheel", "diff", "{encrypted}", "{compress99}", code=USAGE, fragment="cannot be read"),
+    # A zip member is read within a bound: 65 MiB of server_args.py in a wheel of 65 KiB.
+    row("serve", "flags", "extract", "--wheel", "{bomb}", "--output", "{tmp}/table.json", code=USAGE,
+        fragment="member sglang/srt/server_args.py inflates to more than 64 MiB"),
     row("bench", PASS, "--baseline", "{deep_json}", code=USAGE, fragment="an input is nested too deeply to read"),
     row("serve", "check", "--profile", "{deep_json}", code=USAGE, fragment="an input is nested too deeply to read"),
     # Lengths a server sends are checked where they enter: a chunk size of -6 once looped forever.
@@ -185,8 +189,6 @@ def _sparse(path: Path) -> None:
 
 def _zip_with_headers_changed(path: Path, local_offset: int, central_offset: int, value: bytes) -> str:
     """A wheel whose members' local and central headers say `value` at those offsets (a flag, a method)."""
-    import zipfile
-
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("pkg/__init__.py", "x = 1\n")
         zf.writestr("pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
@@ -224,6 +226,10 @@ def places(tmp_path_factory) -> dict[str, str]:
     # General purpose flag bit 0 (encrypted), and compression method 99 (none zipfile knows).
     encrypted = _zip_with_headers_changed(tmp / "enc-1.0-py3-none-any.whl", 6, 8, b"\x01")
     compress99 = _zip_with_headers_changed(tmp / "comp-1.0-py3-none-any.whl", 8, 10, b"\x63\x00")
+    bomb = tmp / "bomb" / "sglang-0.5.9-py3-none-any.whl"
+    bomb.parent.mkdir()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("sglang/srt/server_args.py", b"#" * (65 << 20))
     fixed = {
         "not_json": serve_fixed(b"<html>not json</html>", content_type="text/html"),
         "json_list": serve_fixed(b"[1, 2, 3]"),
@@ -235,6 +241,7 @@ def places(tmp_path_factory) -> dict[str, str]:
         "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
         "flood": str(flood), "fifo_venv": fifo_venv, "huge_venv": huge_venv,
         "deep_json": str(tmp / "deep.json"), "encrypted": encrypted, "compress99": compress99,
+        "bomb": str(bomb),
         **{name.replace("-", "_"): server.url for name, server in servers.items()},
         **{name: server.url for name, server in fixed.items()},
     }

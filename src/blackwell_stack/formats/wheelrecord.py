@@ -13,14 +13,13 @@ import csv
 import hashlib
 import io
 import zipfile
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import wheelzip
+from blackwell_stack.formats import wheelzip, zipmember
 from blackwell_stack.hashes import hex_to_record
 
 # Files a wheel may hold without listing them in RECORD (the RECORD's own signatures).
@@ -114,11 +113,9 @@ def check(path: str | Path, *, known: dict[str, str] | None = None,
 
 def _read_text(zf: zipfile.ZipFile, name: str, path: Path) -> str | None:
     try:
-        return zf.read(name).decode("utf-8", errors="replace")
+        return zipmember.read_member(zf, name, path).decode("utf-8", errors="replace")
     except KeyError:
         return None
-    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise wheelzip.NotAWheelError(f"{path}: {name} cannot be read ({exc})", "the wheel is corrupt; download it again") from None
 
 
 def parse_record(text: str, where: str, *, hint: str = "the wheel is malformed",
@@ -162,7 +159,7 @@ def _compare(zf: zipfile.ZipFile, member: zipfile.ZipInfo, algorithm: str, diges
                 h.update(block)
                 if progress:
                     progress(len(block))
-    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+    except zipmember.READ_ERRORS as exc:
         return f"cannot be read ({exc})"
     actual = hex_to_record(h.hexdigest())
     if actual != digest:

@@ -15,14 +15,13 @@ import os
 import shutil
 import tempfile
 import zipfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack import inputfiles
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import elf
+from blackwell_stack.formats import elf, zipmember
 
 # Members up to this size are read into memory; bigger ones go through a temp file.
 IN_MEMORY_LIMIT = 64 << 20
@@ -93,7 +92,7 @@ class WheelSource:
             try:
                 with zf.open(info) as fh:
                     head = fh.read(4)
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+            except zipmember.READ_ERRORS as exc:
                 raise _member_error(self.path, info.filename, exc) from None
             if elf.is_elf(head):
                 out.append(info)
@@ -104,10 +103,7 @@ class WheelSource:
         if info is None:
             return None
         with open_zip(self.path) as zf:
-            try:
-                return zf.read(info).decode("utf-8", errors="replace")
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-                raise _member_error(self.path, name, exc) from None
+            return zipmember.read_member(zf, info, self.path).decode("utf-8", errors="replace")
 
     def open_elf(self, name: str, *, need_path: bool = False):
         return open_member_elf(self.kind, self.path, name, need_path=need_path)
@@ -238,7 +234,7 @@ def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path, *, n
                 return
             with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 yield mm, Path(tmp.name)
-    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+    except zipmember.READ_ERRORS as exc:
         raise _member_error(archive, info.filename, exc) from None
 
 

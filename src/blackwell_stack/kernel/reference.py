@@ -33,7 +33,7 @@ from typing import Any
 
 from blackwell_stack import inputfiles
 from blackwell_stack.errors import DataError
-from blackwell_stack.formats import wheeldiff, wheelzip
+from blackwell_stack.formats import wheeldiff, wheelzip, zipmember
 from blackwell_stack.hashes import is_hex, sha256_file
 from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sourcedir, sources, toolchain
 from blackwell_stack.kernel.conditions import CONDITIONS
@@ -406,7 +406,7 @@ def _member_difference(ref: Reference, zf: zipfile.ZipFile, info: zipfile.ZipInf
     name = info.filename
     if name == BUILD_RECORD_MEMBER:
         try:
-            theirs = json.loads(zf.read(info))
+            theirs = json.loads(zipmember.read_member(zf, info, zf.filename or "the wheel"))
         except (ValueError, UnicodeDecodeError):
             return {"name": name, "class": OTHER, "detail": "not a JSON build record"}
         diffs = [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, theirs)]

@@ -11,6 +11,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import zipmember
 
 # Nix system -> the machine part of a manylinux platform tag.
 SYSTEM_MACHINES = {"x86_64-linux": "x86_64", "aarch64-linux": "aarch64"}
@@ -58,7 +59,7 @@ def read_metadata(wheel: str | Path):
             names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(names) != 1:
                 raise StackError(f"{wheel}: expected one *.dist-info/METADATA, found {len(names)}")
-            return HeaderParser().parsestr(zf.read(names[0]).decode("utf-8", errors="replace"))
+            return HeaderParser().parsestr(zipmember.read_member(zf, names[0], wheel).decode("utf-8", errors="replace"))
     except zipfile.BadZipFile as exc:
         raise StackError(f"{wheel}: not a wheel (bad zip file: {exc})") from exc
 

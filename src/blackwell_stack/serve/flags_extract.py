@@ -19,6 +19,7 @@ from typing import Any
 
 from blackwell_stack import inputfiles
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats import zipmember
 from blackwell_stack.hashes import hex_to_sri, sha256_file
 from blackwell_stack.serve import flags_fields
 from blackwell_stack.serve.flags import GENERATOR, SCHEMA_VERSION, table_path
@@ -108,7 +109,7 @@ def extract_wheel(wheel: Path) -> dict[str, Any]:
                 )
 
             def read(path: str) -> str | None:
-                return zf.read(path).decode() if path in members else None
+                return zipmember.read_member(zf, path, wheel).decode("utf-8", errors="replace") if path in members else None
 
             table = extract_files(read, wheel.name)
     except zipfile.BadZipFile as exc:

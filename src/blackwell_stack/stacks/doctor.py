@@ -37,7 +37,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from blackwell_stack import inputfiles, output, parallel
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
-from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip
+from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip, zipmember
 from blackwell_stack.formats.installed import Environment
 from blackwell_stack.hashes import hex_to_record, sha256_file
 from blackwell_stack.model import lock as lockfile
@@ -111,7 +111,7 @@ def _read_locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> di
     if local is not None:
         with wheelzip.open_zip(local) as zf:
             name = _record_member(zf.namelist(), wheel)
-            return _record(zf.read(name).decode(), f"{local}:{name}")
+            return _record(zipmember.read_member(zf, name, local).decode("utf-8", errors="replace"), f"{local}:{name}")
     with remote_zip.RemoteWheel(libraries.remote_file(wheel)) as rw:
         name = _record_member(rw.names, wheel)
         return _record(rw.fetch_member(name).read_text(), f"{wheels.filename(wheel)}:{name}")

@@ -28,7 +28,6 @@ import re
 import shutil
 import tempfile
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
@@ -38,7 +37,7 @@ from blackwell_stack import inputfiles, parallel
 from blackwell_stack.download import download
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
-from blackwell_stack.formats import elf, linkage, remote_zip
+from blackwell_stack.formats import elf, linkage, remote_zip, zipmember
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.model import lock as lockfile
 from blackwell_stack.model import registry
@@ -197,11 +196,11 @@ def _read_elf(zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, torch_package: bool
             return info_, defined
 
 
-def _requires(zf: zipfile.ZipFile) -> list[str]:
+def _requires(zf: zipfile.ZipFile, path: Path) -> list[str]:
     names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
     if len(names) != 1:
         return []
-    meta = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8", errors="replace"))
+    meta = HeaderParser().parsestr(zipmember.read_member(zf, names[0], path).decode("utf-8", errors="replace"))
     return list(meta.get_all("Requires-Dist") or [])
 
 
@@ -226,13 +225,13 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
         with zf:
             contents = WheelContents(package.name, wheels.filename(wheel), digest, checked,
                                      {i.filename: (i.CRC, i.file_size) for i in zf.infolist() if not i.is_dir()},
-                                     _requires(zf))
+                                     _requires(zf, path))
             for name, (_crc, size) in contents.members.items():
                 if size < 64 or not _maybe_elf(name):
                     continue
                 try:
                     found = _read_elf(zf, zf.getinfo(name), torch_package=package.name == "torch")
-                except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                except zipmember.READ_ERRORS as exc:
                     raise StackError(f"{contents.filename}: member {name} cannot be read ({exc})",
                                      "the file is corrupt; download it again") from None
                 if found is not None:
