@@ -161,6 +161,11 @@ ROWS = [
     row("bench", "{negative_chunk}", "--warmup", "0", "--concurrency", "1", "--requests", "1", "--output-len", "4",
         code=CHECK, fragment="ProtocolError: bad chunk size line"),
     row("smoke", "{unicode_length}", "--timeout", "5", code=CHECK, fragment="smoke failed"),
+    # A run where 9 of 10 requests got HTTP 500 is a failed run, not figures.
+    row("bench", "{server_error}", "--warmup", "0", "--concurrency", "1", "--requests", "10", "--output-len", "4",
+        code=CHECK, fragment="bench failed: 9 request(s) got no answer"),
+    # serve render prints a rule's error as `error:`, and then fails.
+    row("serve", "render", "--set", "no-such-flag=1", code=CHECK, fragment="sglang 0.5.9 has no flag --no-such-flag"),
     # A program the CLI runs is read within a bound (proc.py): one that floods is stopped, never read whole.
     row("serve", "run", "--python", "{flood}", code=TOOLCHAIN, fragment="{flood} printed more than 64 MiB on its stdout"),
     row("doctor", "--stack", "stable", "--python", "{flood}", code=USAGE, fragment="printed more than 64 MiB"),
@@ -221,7 +226,7 @@ def places(tmp_path_factory) -> dict[str, str]:
     fifo_venv = _venv_with_metadata(tmp / "fifo-venv", os.mkfifo)
     huge_venv = _venv_with_metadata(tmp / "huge-venv", _sparse)
     servers = {name: FaultServer(name) for name in ("nan-text", "nan-stop", "drop", "stall", "negative-chunk",
-                                                    "unicode-length")}
+                                                    "unicode-length", "server-error")}
     (tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     # General purpose flag bit 0 (encrypted), and compression method 99 (none zipfile knows).
     encrypted = _zip_with_headers_changed(tmp / "enc-1.0-py3-none-any.whl", 6, 8, b"\x01")

@@ -244,7 +244,7 @@ class Server:
 
 
 FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models", "counted",
-          "negative-chunk", "unicode-length")
+          "negative-chunk", "unicode-length", "server-error")
 # How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
 HUGE_EVENT_BYTES = 256 << 20
 
@@ -324,6 +324,13 @@ async def _serve_fault(fault: str, port: int) -> None:
                                             "content-length: ¹²".encode()))
             elif method == "GET" and path.endswith("/models"):
                 writer.write(models)
+            elif fault == "server-error" and asked.setdefault("answered", 0) == 0:  # the first one answered
+                asked["answered"] = 1
+                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
+            elif fault == "server-error":  # every completion after the first an HTTP 500
+                body = b'{"error": "internal"}'
+                writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\n\r\n%s" % (len(body), body))
             elif fault == "negative-chunk":  # a chunk size int(, 16) takes: -6
                 writer.write(_SSE_HEAD + b"-6\r\ndata: \r\n")
             elif fault == "counted" and path.endswith("/stats"):

@@ -80,12 +80,14 @@ def _service(args: argparse.Namespace) -> Service:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    """The command line; exit 1 when a rule says error (it is printed as one: an error line is a failing exit)."""
     service = _service(args)
     rendered, verdicts = service.rendered, service.verdicts
+    code = int(ExitCode.CHECK_FAILED if service.fired("error") else ExitCode.OK)
     if args.json:
         dump_json({"profile": rendered.profile, "runtime": {**service.runtime.context(), "source": service.runtime.source},
                    "argv": rendered.argv, "env": rendered.env, "verdicts": [v.to_json() for v in verdicts if v.fired]})
-        return int(ExitCode.OK)
+        return code
     heading(f"SGLang command ({rendered.profile}; sglang {service.runtime.sglang}, flashinfer {service.runtime.flashinfer})")
     print(command_line(rendered))
     heading("environment")
@@ -93,7 +95,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     table(["variable", "value", "reason"],
           [(k, v, profile.data["env"].get(k, {}).get("reason", "set with --set")) for k, v in rendered.env.items()])
     _print_fired(verdicts)
-    return int(ExitCode.OK)
+    return code
 
 
 def _print_fired(verdicts: list[Verdict]) -> None:
