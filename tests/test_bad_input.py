@@ -16,6 +16,7 @@ quietly). Add a row for each bad input found.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -164,6 +165,12 @@ ROWS = [
     # A run where 9 of 10 requests got HTTP 500 is a failed run, not figures.
     row("bench", "{server_error}", "--warmup", "0", "--concurrency", "1", "--requests", "10", "--output-len", "4",
         code=CHECK, fragment="bench failed: 9 request(s) got no answer"),
+    # A user's own file that is not what it should be is a bad input (2), not the project's data (3).
+    row("serve", "check", "--profile", "/etc/passwd", code=USAGE, fragment="/etc/passwd: not valid JSON"),
+    # A baseline value NaN compared as "ok" with any figure; a concurrency "8" crashed after the sweep.
+    row("bench", PASS, "--baseline", "{nan_baseline}", code=USAGE, fragment="field 'value': nan is not a positive number"),
+    row("bench", PASS, "--baseline", "{text_concurrency}", code=USAGE,
+        fragment="field 'concurrency': '8' is not a whole number of requests"),
     # serve render prints a rule's error as `error:`, and then fails.
     row("serve", "render", "--set", "no-such-flag=1", code=CHECK, fragment="sglang 0.5.9 has no flag --no-such-flag"),
     # A program the CLI runs is read within a bound (proc.py): one that floods is stopped, never read whole.
@@ -231,6 +238,13 @@ def places(tmp_path_factory) -> dict[str, str]:
     # General purpose flag bit 0 (encrypted), and compression method 99 (none zipfile knows).
     encrypted = _zip_with_headers_changed(tmp / "enc-1.0-py3-none-any.whl", 6, 8, b"\x01")
     compress99 = _zip_with_headers_changed(tmp / "comp-1.0-py3-none-any.whl", 8, 10, b"\x63\x00")
+    from blackwell_stack.verify import baseline
+
+    shipped = json.loads(baseline.DEFAULT_BASELINE.read_text())
+    nan_baseline, text_concurrency = tmp / "nan-baseline.json", tmp / "text-concurrency.json"
+    first = {k: v for k, v in shipped["expectations"][0].items() if k not in ("concurrency", "min_concurrency")}
+    nan_baseline.write_text(json.dumps({**shipped, "expectations": [{**first, "concurrency": 1, "value": float("nan")}]}))
+    text_concurrency.write_text(json.dumps({**shipped, "expectations": [{**first, "concurrency": "8"}]}))
     bomb = tmp / "bomb" / "sglang-0.5.9-py3-none-any.whl"
     bomb.parent.mkdir()
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -246,7 +260,7 @@ def places(tmp_path_factory) -> dict[str, str]:
         "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
         "flood": str(flood), "fifo_venv": fifo_venv, "huge_venv": huge_venv,
         "deep_json": str(tmp / "deep.json"), "encrypted": encrypted, "compress99": compress99,
-        "bomb": str(bomb),
+        "bomb": str(bomb), "nan_baseline": str(nan_baseline), "text_concurrency": str(text_concurrency),
         **{name.replace("-", "_"): server.url for name, server in servers.items()},
         **{name: server.url for name, server in fixed.items()},
     }

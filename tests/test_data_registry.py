@@ -148,6 +148,8 @@ def test_each_loader_names_the_file_and_field_of_a_wrong_shape(kind, tmp_path, m
     monkeypatch.setenv("BLACKWELL_STACK_ROOT", str(root))
     place = tmp_path / "package" if kind_entry.in_package else root
     base = registry.PACKAGE_ROOT if kind_entry.in_package else REPO
+    if kind_entry.in_package:  # the copy stands for the package: its files are the project's, not a user's
+        monkeypatch.setattr(registry, "PACKAGE_ROOT", place)
     broken = _write_like(kind_entry, place / original.relative_to(base), change(copy.deepcopy(data)))
     with pytest.raises(DataError) as err:
         LOADERS[kind](broken)

@@ -16,6 +16,7 @@ the two lists equal), "nix" files are read by Nix evaluation only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tomllib
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import inputfiles
-from blackwell_stack.errors import DataError, StackError
+from blackwell_stack.errors import DataError, ExitCode, StackError
 from blackwell_stack.model import schemas, shape
 from blackwell_stack.paths import data_path
 
@@ -179,7 +180,24 @@ def load(key: str, name: str | None = None, *, file: str | Path | None = None, c
         raise missing or DataError(target, None, None, "is missing", "restore it from the repository") from None
     except IsADirectoryError:
         raise DataError(target, None, None, "is a directory, not a file", "restore it from the repository") from None
-    return parse(key, target, raw, check, hint)
+    try:
+        return parse(key, target, raw, check, hint)
+    except DataError as exc:
+        if not _project_file(target):  # a user's own file (--profile /etc/passwd): a bad input, exit 2
+            exc.code = ExitCode.USAGE
+        raise
+
+
+def _project_file(target: Path) -> bool:
+    """Whether target is one of the project's own data files (the checkout's or the package's), not a user's."""
+    roots = [PACKAGE_ROOT]
+    with contextlib.suppress(StackError):
+        roots.append(data_path())
+    try:
+        resolved = target.resolve()
+        return any(resolved.is_relative_to(root.resolve()) for root in roots)
+    except OSError:
+        return False
 
 
 def cli_files() -> list[Path]:

@@ -12,6 +12,7 @@ baselines/ beside this file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,9 +53,19 @@ def load(path: str | Path) -> Baseline:
     path = Path(path)
     data = registry.load("baseline", file=path, hint="see src/blackwell_stack/verify/baselines/ for the format",
                          missing=DataError(path, None, None, "no such baseline file",
-                                           "pass --baseline an existing file, or --baseline none"))
+                                           "pass --baseline an existing file, or --baseline none"),
+                         check=_check)
+    return _build(path, data)
+
+
+def _check(data: dict, file: Path) -> None:
+    _build(file, data)  # inside the registry's load, which knows whose file it is (exit 2 for a user's)
+
+
+def _build(path: Path, data: dict) -> Baseline:
+    """The baseline of data, every value checked (a DataError naming the entry and field otherwise)."""
     tolerance = data.get("tolerance", 0.1)
-    if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+    if not _number(tolerance) or not 0 <= tolerance < 1:
         raise DataError(path, None, "tolerance", f"{tolerance!r} is not a fraction in [0, 1)", "for example 0.1")
     expectations = []
     for i, item in enumerate(data["expectations"]):
@@ -66,10 +77,16 @@ def load(path: str | Path) -> Baseline:
                 raise DataError(path, entry, key, "missing", None)
         if item["relation"] not in RELATIONS:
             raise DataError(path, entry, "relation", f"{item['relation']!r} is not one of {', '.join(RELATIONS)}", None)
-        if not isinstance(item["value"], (int, float)) or item["value"] <= 0:
+        if not _number(item["value"]) or item["value"] <= 0:
             raise DataError(path, entry, "value", f"{item['value']!r} is not a positive number", None)
         if ("concurrency" in item) == ("min_concurrency" in item):
             raise DataError(path, entry, None, "needs exactly one of concurrency and min_concurrency", None)
+        for key in ("name", "metric"):
+            if not isinstance(item[key], str) or not item[key]:
+                raise DataError(path, entry, key, f"{item[key]!r} is not a name", None)
+        for key in ("concurrency", "min_concurrency"):
+            if key in item and (isinstance(item[key], bool) or not isinstance(item[key], int) or item[key] < 1):
+                raise DataError(path, entry, key, f"{item[key]!r} is not a whole number of requests (1 or more)", None)
         expectations.append(
             Expectation(
                 name=item["name"],
@@ -83,13 +100,18 @@ def load(path: str | Path) -> Baseline:
     return Baseline(path, data["target"], data["model"], data["source"], float(tolerance), tuple(expectations))
 
 
+def _number(value: object) -> bool:
+    """A finite JSON number (NaN compares as neither below nor above, so it would always pass; true is not 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _metric(level: dict, metric: str) -> float | None:
     value: object = level
     for part in metric.split("."):
         if not isinstance(value, dict) or part not in value:
             return None
         value = value[part]
-    return float(value) if isinstance(value, (int, float)) else None
+    return float(value) if isinstance(value, (int, float)) and _number(value) else None
 
 
 def compare(baseline: Baseline, levels: list[dict]) -> list[dict]:
