@@ -7,7 +7,9 @@ nothing is written.
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
 import zipfile
 from pathlib import Path
@@ -99,3 +101,34 @@ def test_a_distribution_that_is_not_installed_is_named(venv, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "torch is not installed in" in err and "hint:" in err
     assert "Traceback" not in err
+
+
+def test_a_record_row_that_climbs_out_of_the_venv_is_refused(venv, tmp_path, capsys):
+    """A RECORD row is a peer's path: `escape/../…/secret.txt` once packed a file from outside the venv."""
+    env, _ = venv
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the venv's\n")
+    record = next(_site(env).glob("tqdm-*.dist-info")) / "RECORD"
+    climb = "escape/" + "../" * (len(_site(env).relative_to(tmp_path).parts) + 1) + "secret.txt"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(secret.read_bytes()).digest()).rstrip(b"=").decode()
+    record.write_text(record.read_text() + f"{climb},sha256={digest},{secret.stat().st_size}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["pins", "rescue", "tqdm", "--from-venv", str(env), "--out", str(out)]) == 2
+    assert f"RECORD names {climb}, outside the venv" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+
+
+def test_a_wheel_member_that_climbs_is_refused_by_every_reader(tmp_path, capsys):
+    """pins vendor --record and inspect open wheels through one opener, which refuses a member `../../x`."""
+    wheel = tmp_path / "evil-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("evil-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        zf.writestr("evil-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+        zf.writestr("evil/../../outside.txt", "x")
+        zf.writestr("evil-1.0.dist-info/RECORD", "")
+    other = tmp_path / "evil-1.1-py3-none-any.whl"
+    other.write_bytes(wheel.read_bytes() + b"\0")  # another file, so that wheel diff opens both
+    for argv in (["inspect", str(wheel)], ["wheel", "diff", str(wheel), str(other)]):
+        assert main(argv) == 2, argv
+        assert "member 'evil/../../outside.txt' climbs out of the archive" in capsys.readouterr().err

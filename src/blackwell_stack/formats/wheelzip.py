@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import posixpath
 import shutil
 import tempfile
 import zipfile
@@ -44,6 +45,13 @@ class Member:
     size: int
 
 
+def climbs(name: str) -> bool:
+    """Whether a path read from an archive or a RECORD leaves the directory it is relative to (absolute, or
+    `..` once normalised: `escape/../../x` as much as `../x`)."""
+    normal = posixpath.normpath(name.replace("\\", "/"))
+    return normal == ".." or normal.startswith(("/", "../"))
+
+
 def open_zip(path: str | Path, *, require_wheel: bool = True) -> zipfile.ZipFile:
     """Open path as a zip; a clear StackError when it is not one or is cut short."""
     path = Path(path)
@@ -60,6 +68,11 @@ def open_zip(path: str | Path, *, require_wheel: bool = True) -> zipfile.ZipFile
         ) from None
     except OSError as exc:
         raise StackError(f"cannot read {path}: {exc.strerror or exc}") from None
+    climbing = next((n for n in zf.namelist() if climbs(n)), None)
+    if climbing is not None:
+        zf.close()
+        raise NotAWheelError(f"{path}: member {climbing!r} climbs out of the archive: an installer would write it "
+                             "outside the directory it installs into", "this is not a wheel to use: check where it came from")
     if require_wheel and not any(
         n.endswith(".dist-info/WHEEL") and n.count("/") == 1 for n in zf.namelist()
     ):

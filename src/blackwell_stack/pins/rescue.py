@@ -23,6 +23,7 @@ import csv
 import hashlib
 import io
 import os
+import posixpath
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from pathlib import Path
 from blackwell_stack import inputfiles
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.fileio import atomic_file
+from blackwell_stack.formats import wheelzip
 from blackwell_stack.formats.installed import Environment
 from blackwell_stack.formats.wheelrecord import parse_record
 from blackwell_stack.hashes import hex_to_record, sha256_file
@@ -96,8 +98,9 @@ def _archive_name(entry: Entry, site: Path, prefix: Path, data_dir: str, scripts
     """Where an installed file goes in the wheel; None when the installer made it."""
     if "__pycache__/" in entry.path and entry.path.endswith(".pyc"):
         return None
-    if not entry.path.startswith("../"):
-        return entry.path
+    if not wheelzip.climbs(entry.path):
+        return posixpath.normpath(entry.path)
+    # An installer's scripts and data climb out of site-packages (../../../bin/x): never out of the venv.
     target = (site / entry.path).resolve()
     try:
         rel = target.relative_to(prefix.resolve())
