@@ -211,3 +211,20 @@ def test_tables_and_prose_fit_80_columns(argv):
     # Commands are printed whole, to be copied: the launch command and `$ ...` lines.
     lines = [line for line in result.stdout.splitlines() if "sglang.launch_server" not in line and not line.startswith("  $ ")]
     assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80][:3]
+
+
+def test_what_a_server_names_reaches_the_terminal_as_text_not_control_sequences():
+    """A model id with ESC sequences (clear the screen, set the title) is printed escaped, as is a user's argument."""
+    from verify_server import ESCAPE_MODEL, FaultServer
+
+    server = FaultServer("escape-model")
+    try:
+        result = cli("smoke", server.url, "--timeout", "30", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        server.stop()
+    said = result.stdout + result.stderr
+    assert result.returncode == ExitCode.OK, said[-2000:]
+    assert ESCAPE_MODEL.translate(output._CONTROLS) in said
+    assert "\x1b" not in said and "\x07" not in said
+    result = cli("stack", "show", "no\x1b[2Jstack", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == ExitCode.USAGE and "\x1b" not in result.stdout + result.stderr

@@ -244,7 +244,9 @@ class Server:
 
 
 FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models", "counted",
-          "negative-chunk", "unicode-length", "server-error")
+          "negative-chunk", "unicode-length", "server-error", "escape-model")
+# The model id the `escape-model` fault lists: terminal control sequences (clear the screen, set the title).
+ESCAPE_MODEL = "evil\x1b[2J\x1b]0;owned\x07"
 # How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
 HUGE_EVENT_BYTES = 256 << 20
 
@@ -304,7 +306,8 @@ def _cut_answer(path: str, stream: bool) -> bytes:
 async def _serve_fault(fault: str, port: int) -> None:
     import asyncio
 
-    listed = [] if fault == "no-models" else [{"id": f"fault-{fault}", "object": "model"}]
+    listed = [] if fault == "no-models" else [{"id": ESCAPE_MODEL if fault == "escape-model" else f"fault-{fault}",
+                                               "object": "model"}]
     models = _json_answer({"object": "list", "data": listed})
     asked: dict[str, int] = {}  # `counted`: max_tokens -> completions asked for
 
@@ -335,6 +338,8 @@ async def _serve_fault(fault: str, port: int) -> None:
                 writer.write(_SSE_HEAD + b"-6\r\ndata: \r\n")
             elif fault == "counted" and path.endswith("/stats"):
                 writer.write(_json_answer(asked))
+            elif fault == "escape-model":
+                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
             elif fault == "counted":
                 asked[str(body.get("max_tokens"))] = asked.get(str(body.get("max_tokens")), 0) + 1
                 writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))

@@ -204,6 +204,11 @@ def dump_json(data: Any, out: TextIO | None = None) -> None:
     out.write("\n")
 
 
+# Control characters other than newline, tab and carriage return (the progress bar's), written as escapes: a
+# server's model name or a user's argument holding ESC sequences must not drive the terminal that shows it.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if chr(c) not in "\n\t\r"}
+
+
 class _PipeGuard(io.TextIOBase):
     """A text stream that never ends the CLI with a traceback.
 
@@ -216,7 +221,7 @@ class _PipeGuard(io.TextIOBase):
     loses output the reader is still waiting for: it is kept
     in `failure`, and the CLI then fails with it. A stream that was closed
     before the CLI started (None) is broken from the start. Characters its
-    encoding cannot write are written as backslash escapes.
+    encoding cannot write, and control characters (ESC, BEL, ...), are written as backslash escapes.
     """
 
     def __init__(self, stream: TextIO | None):
@@ -227,6 +232,7 @@ class _PipeGuard(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if not self.broken and self._stream is not None:
+            text = text.translate(_CONTROLS)
             try:
                 if self._nonblocking_fd is not None:
                     self._write_all(text.encode(self.encoding, "backslashreplace"))
