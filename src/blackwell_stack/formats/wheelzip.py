@@ -200,13 +200,24 @@ def open_source(path: str | Path):
 
 @contextlib.contextmanager
 def map_file(path: Path) -> Iterator[object]:
-    """The file's bytes through mmap (read-only); small or empty files as bytes."""
-    size = path.stat().st_size
-    if size < 1 << 20:
-        yield path.read_bytes()
-        return
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        yield mm
+    """The file's bytes: small files read, bigger ones copied into a private temporary file and mapped.
+
+    Never the user's file itself: a mapped file that another program shortens kills the process with SIGBUS
+    at the next read of a page it no longer has, and no handler can turn that into a message. The copy is
+    ours alone; a file that shrinks while it is copied just gives fewer bytes (a parse error, with its name).
+    """
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size < 1 << 20:
+            yield fh.read(1 << 20)
+            return
+        with tempfile.TemporaryFile(prefix="bws-map-") as tmp:
+            shutil.copyfileobj(fh, tmp, 1 << 20)
+            tmp.flush()
+            if tmp.tell() == 0:
+                yield b""
+                return
+            with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                yield mm
 
 
 @contextlib.contextmanager
