@@ -171,6 +171,8 @@ ROWS = [
     row("bench", PASS, "--baseline", "{nan_baseline}", code=USAGE, fragment="field 'value': nan is not a positive number"),
     row("bench", PASS, "--baseline", "{text_concurrency}", code=USAGE,
         fragment="field 'concurrency': '8' is not a whole number of requests"),
+    # A level's prompts are made before it starts: a huge sweep is refused at once, not after a minute.
+    row("bench", PASS, "--requests", "100000000", code=USAGE, fragment="words of prompts before it starts"),
     # serve render prints a rule's error as `error:`, and then fails.
     row("serve", "render", "--set", "no-such-flag=1", code=CHECK, fragment="sglang 0.5.9 has no flag --no-such-flag"),
     # A program the CLI runs is read within a bound (proc.py): one that floods is stopped, never read whole.

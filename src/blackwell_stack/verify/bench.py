@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -73,6 +74,10 @@ class BenchConfig:
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_level or max(8, 4 * concurrency)
+
+    def planned_for(self, concurrency: int) -> int:
+        """How many prompts a level makes before its clock starts (plan_requests)."""
+        return max(64, concurrency * 8) if self.duration_s else self.requests_for(concurrency)
 
 
 @dataclass
@@ -139,7 +144,7 @@ def plan_requests(config: BenchConfig, concurrency: int) -> list[tuple[str, int]
     In duration mode the list is cycled through.
     """
     rng = random.Random(f"{config.seed}-{concurrency}")
-    count = max(64, concurrency * 8) if config.duration_s else config.requests_for(concurrency)
+    count = config.planned_for(concurrency)
     return [
         (make_prompt(rng, _length(rng, config.input_len, config)), _length(rng, config.output_len, config))
         for _ in range(count)
@@ -335,6 +340,10 @@ async def warm_up(endpoint: Endpoint, model: str, config: BenchConfig, concurren
             )
 
 
+# The prompt words one level may make up front: about 300 MB of text, far above any real sweep (128 x 8 x 4,096).
+PROMPT_WORDS_LIMIT = 50_000_000
+
+
 def validate(config: BenchConfig) -> None:
     if not config.concurrencies or any(c < 1 for c in config.concurrencies):
         raise StackError(f"bad concurrency levels {config.concurrencies}", "give positive integers: --concurrency 1,8,32")
@@ -352,3 +361,14 @@ def validate(config: BenchConfig) -> None:
         raise StackError("--timeout must be a positive number of seconds", "for example --timeout 600")
     if config.warmup_requests < 0:
         raise StackError("--warmup must be 0 or more", "for example --warmup 1")
+    # A level's prompts are all made before its clock starts, and each concurrent request holds a connection:
+    # refused here, not after a minute of making prompts, or in the middle of a level.
+    open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    most = max(config.concurrencies)
+    if open_files != resource.RLIM_INFINITY and most > open_files - 64:
+        raise StackError(f"--concurrency {most} needs more connections than this process may open ({open_files} files)",
+                         f"raise the limit (ulimit -n {most + 64}), or use fewer concurrent requests")
+    words = max(config.planned_for(c) for c in config.concurrencies) * config.input_len
+    if words > PROMPT_WORDS_LIMIT:
+        raise StackError(f"one level would make {words:,} words of prompts before it starts, more than bench holds "
+                         f"({PROMPT_WORDS_LIMIT:,})", "use fewer --requests, a shorter --input-len, or a lower --concurrency")
