@@ -72,14 +72,16 @@ def test_invalid_json_names_line_and_column(tmp_path):
         load_pins(path)
 
 
-def test_cli_reports_bad_data_with_exit_code_3(tmp_path, torch_pins, capsys):
+def test_cli_reports_a_malformed_pins_file_of_the_users_with_exit_code_2(tmp_path, torch_pins, capsys):
+    """A --file of the user's, outside the project's data, is a bad input (2); the project's own files are 3
+    (tests/test_data_registry.py)."""
     data = copy.deepcopy(torch_pins)
     data["packages"]["torch"]["wheels"]["x86_64-linux-312"]["hash"] = "sha256-notbase64"
     path = write(tmp_path, data)
     wheel = tmp_path / "x.whl"
     wheel.write_bytes(b"not a wheel")
     code = main(["pins", "vendor", str(wheel), "--file", str(path)])
-    assert code == ExitCode.BAD_DATA
+    assert code == ExitCode.USAGE
     err = capsys.readouterr().err
     assert "entry 'torch/x86_64-linux-312', field 'hash'" in err
     assert "Traceback" not in err

@@ -151,7 +151,9 @@ class DirSource:
 
     def read_text(self, name: str) -> str | None:
         p = self.path / name
-        return p.read_text(errors="replace") if p.is_file() else None
+        if not p.is_file():
+            return None
+        return inputfiles.read_text(p, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace")
 
     def open_elf(self, name: str, *, need_path: bool = False):
         return open_member_elf(self.kind, self.path, name, need_path=need_path)
