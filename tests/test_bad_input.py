@@ -173,6 +173,10 @@ ROWS = [
         fragment="field 'concurrency': '8' is not a whole number of requests"),
     # A level's prompts are made before it starts: a huge sweep is refused at once, not after a minute.
     row("bench", PASS, "--requests", "100000000", code=USAGE, fragment="words of prompts before it starts"),
+    # An empty string is not "the default": `inspect ""` inspected the working directory.
+    row("inspect", "", code=USAGE, fragment="an empty value as argument 2"),
+    row("bench", PASS, "--model", "", code=USAGE, fragment="an empty value for --model"),
+    row("serve", "check", "--profile=", code=USAGE, fragment="an empty value for --profile"),
     # serve render prints a rule's error as `error:`, and then fails.
     row("serve", "render", "--set", "no-such-flag=1", code=CHECK, fragment="sglang 0.5.9 has no flag --no-such-flag"),
     # A program the CLI runs is read within a bound (proc.py): one that floods is stopped, never read whole.

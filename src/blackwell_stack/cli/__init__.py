@@ -96,6 +96,11 @@ def _install(handler: Callable[[int, object], None]) -> dict[int, Any]:
 
 
 def _main(argv: list[str] | None) -> int:
+    empty = _empty_value(sys.argv[1:] if argv is None else argv)
+    if empty is not None:
+        print(f"error: an empty value {empty}: an empty string is not taken to mean the default\n"
+              "  hint: leave the option out for its default, or give it a value", file=sys.stderr)
+        return int(ExitCode.USAGE)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error argparse has printed
@@ -117,6 +122,19 @@ def _main(argv: list[str] | None) -> int:
     finally:
         proc.set_verbose(False)
         output.set_wide(False)
+
+
+def _empty_value(argv: list[str]) -> str | None:
+    """Where argv has an empty value (`--model ""`, `--out=`, `inspect ""`), up to a `--` (what follows is
+    SGLang's); None when it has none."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return None
+        if arg == "":
+            return f"for {argv[i - 1]}" if i and argv[i - 1].startswith("-") else f"as argument {i + 1}"
+        if arg.startswith("--") and arg.endswith("=") and "=" not in arg[:-1]:
+            return f"for {arg[:-1]}"
+    return None
 
 
 def _failed(exc: Exception) -> int:
