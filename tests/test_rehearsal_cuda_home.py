@@ -49,6 +49,20 @@ def test_cuda_home_is_what_cuda_home_nix_joins(rehearsal):
     assert not list(home.glob("lib/libcublas*_static.a"))
 
 
+def jit_env(rehearsal, home, jit_set, tmp_path, **extra: str) -> dict[str, str]:
+    """The environment nix/stack-env.nix gives the service (CUDA_HOME, CC and CXX: the backend compiler), its
+    bin/ (the ninja the JIT compilers run) before the host's, and PYTHONPATH over the set and torch."""
+    return {
+        "PATH": f"{rehearsal.ninja}/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "CUDA_HOME": str(home),
+        "CC": str(rehearsal.backend_cc / "cc"),
+        "CXX": str(rehearsal.backend_cc / "c++"),
+        "PYTHONPATH": f"{jit_set.pythonpath()}:{rehearsal.torch_set.pythonpath()}",
+        **extra,
+    }
+
+
 @pytest.mark.parametrize("stack", sorted(FLASHINFER))
 def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, stack, tmp_path):
     home, _args = rehearsal.cuda_home()
@@ -59,19 +73,8 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
     rehearsal.write_runpaths(jit_set)
     site = jit_set.dirs["flashinfer-python"]
     assert site.joinpath(f"flashinfer_python-{version}.dist-info").is_dir()
-    torch_set = rehearsal.torch_set
-    # The environment nix/stack-env.nix gives the service: CUDA_HOME, CC and CXX (the backend compiler).
-    env = {
-        # The environment's bin/ (its ninja, which flashinfer runs), then the host's.
-        "PATH": f"{rehearsal.ninja}/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "CUDA_HOME": str(home),
-        "CC": str(rehearsal.backend_cc / "cc"),
-        "CXX": str(rehearsal.backend_cc / "c++"),
-        "FLASHINFER_CUDA_ARCH_LIST": "12.0a",
-        "FLASHINFER_WORKSPACE_BASE": str(tmp_path),
-        "PYTHONPATH": f"{jit_set.pythonpath()}:{torch_set.pythonpath()}",
-    }
+    env = jit_env(rehearsal, home, jit_set, tmp_path, FLASHINFER_CUDA_ARCH_LIST="12.0a",
+                  FLASHINFER_WORKSPACE_BASE=str(tmp_path))
     made = rh.run([rehearsal.python, str(rh.REPO / "tests" / "flashinfer_jit_ninja.py"), str(site)], env=env,
                   cwd=tmp_path, timeout=600)
     assert made.returncode == 0, made.stderr[-3000:]
@@ -99,15 +102,7 @@ def test_sglang_jit_kernel_builds_and_loads_with_cuda_home(rehearsal, tmp_path):
         jit_set.add_locked(name)
     rehearsal.write_runpaths(jit_set)
     cache = tmp_path / "tvm-ffi"
-    env = {
-        "PATH": f"{rehearsal.ninja}/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "CUDA_HOME": str(home),
-        "CC": str(rehearsal.backend_cc / "cc"),
-        "CXX": str(rehearsal.backend_cc / "c++"),
-        "TVM_FFI_CACHE_DIR": str(cache),
-        "PYTHONPATH": f"{jit_set.pythonpath()}:{rehearsal.torch_set.pythonpath()}",
-    }
+    env = jit_env(rehearsal, home, jit_set, tmp_path, TVM_FFI_CACHE_DIR=str(cache))
     made = rh.run([rehearsal.python, str(rh.REPO / "tests" / "sglang_jit_kernel.py"), str(jit_set.dirs["sglang"])],
                   env=env, cwd=tmp_path, timeout=900)
     assert made.returncode == 0, (diagnose.explain(made.stdout + made.stderr, rehearsal.tree, "nix/cuda-home.nix")
