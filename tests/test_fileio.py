@@ -186,8 +186,11 @@ def _special_files(tmp_path) -> list:
     made = [tmp_path / "fifo"]
     os.mkfifo(made[0])
     if os.geteuid() == 0:
-        made.append(tmp_path / "null")
-        os.mknod(made[1], stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        try:
+            os.mknod(tmp_path / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+            made.append(tmp_path / "null")
+        except PermissionError:  # a container without CAP_MKNOD: the FIFO stands for the class alone
+            pass
     return made
 
 
