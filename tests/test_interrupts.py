@@ -26,14 +26,14 @@ def test_an_interrupt_cancels_the_queue_and_stops_the_running_jobs():
     def job(item: int) -> int:
         started.append(item)
         if item == 0:
-            raise KeyboardInterrupt  # the Ctrl-C, as the first result to arrive
+            raise KeyboardInterrupt  # the Ctrl-C, in the first result waited for
         while not release.is_set():  # a long download: it checks between blocks
             parallel.check()
             time.sleep(0.01)
         return item
 
     with pytest.raises(KeyboardInterrupt):
-        parallel.run_all(job, range(100), jobs=4, on_result=lambda _: None)
+        parallel.run_all(job, range(100), jobs=4)
     release.set()
     # The four workers, and the next item the one that raised may have taken before the queue was cancelled.
     assert len(started) <= 5, started

@@ -29,15 +29,11 @@ def check() -> None:
         raise Stopped("interrupted")
 
 
-def run_all(func: Callable[[T], R], items: Iterable[T], *, jobs: int,
-            on_result: Callable[[R], None] | None = None) -> list[R]:
-    """func over items in `jobs` threads, the results in the order of items (on_result: each as it comes)."""
+def run_all(func: Callable[[T], R], items: Iterable[T], *, jobs: int) -> list[R]:
+    """func over items in `jobs` threads, the results in the order of items."""
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         futures = [pool.submit(func, item) for item in items]
-        if on_result is not None:
-            for future in concurrent.futures.as_completed(futures):
-                on_result(future.result())
         return [future.result() for future in futures]
     except BaseException:
         _stopping.set()
