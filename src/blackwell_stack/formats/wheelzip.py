@@ -106,7 +106,7 @@ class WheelSource:
                 with zf.open(info) as fh:
                     head = fh.read(4)
             except zipmember.READ_ERRORS as exc:
-                raise _member_error(self.path, info.filename, exc) from None
+                raise zipmember.member_error(self.path, info.filename, exc) from None
             if elf.is_elf(head):
                 out.append(info)
         return out
@@ -261,11 +261,4 @@ def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path, *, n
             with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 yield mm, Path(tmp.name)
     except zipmember.READ_ERRORS as exc:
-        raise _member_error(archive, info.filename, exc) from None
-
-
-def _member_error(archive: Path, name: str, exc: Exception) -> StackError:
-    return NotAWheelError(
-        f"{archive}: member {name} cannot be read ({exc.__class__.__name__}: {exc})",
-        "the wheel is truncated or corrupt; download it again and compare its sha256 with the index",
-    )
+        raise zipmember.member_error(archive, info.filename, exc) from None
