@@ -191,6 +191,8 @@ run_all() {
 
 start() {
   local sources="$1" seconds="$2"
+  # run-all works from $W: a carried wheel's directory, named from the checkout, must not depend on that.
+  [ -n "${SGLANG_GPU_WHEEL_PARTS:-}" ] && export SGLANG_GPU_WHEEL_PARTS="$(cd "$SGLANG_GPU_WHEEL_PARTS" && pwd)"
   rm -rf "$W"; mkdir -p "$W" "$R" "$SITE"
   date +%s > "$W/t0"; echo $(( $(date +%s) + seconds )) > "$W/deadline"
   {
