@@ -53,6 +53,10 @@ def make_qwen(directory: Path) -> Path:
         "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
         "shared_expert_intermediate_size": 128, "eos_token_id": eos, "pad_token_id": eos,
         "tie_word_embeddings": False,
+        # SGLang takes the dtype from the text config (model_config.py _get_and_verify_dtype(hf_text_config)):
+        # without it, "auto" gives float16 against bfloat16 conv states, and causal_conv1d_fwd stops
+        # (the fourth run: "Expected conv_states_.scalar_type() == input_type").
+        "dtype": "bfloat16",
         # The real checkpoint's RoPE block, scaled down: SGLang's attention layer hands rope_parameters to
         # get_rope, which stops on a dict without rope_type ("Unknown RoPE scaling type", the second run);
         # mrope_section sums to rotary_dim / 2 = head_dim * 0.25 / 2 = 8 (the real one: 256 * 0.25 / 2 = 32).
