@@ -6,7 +6,9 @@
 For each concurrency level: `blackwell-stack bench` (warmed up at that level), then
 `python -m sglang.bench_serving --backend sglang-oai` on the same prompts' length in tokens (the
 mean prompt_tokens the server reported to bench), the same output length, ignore_eos on both,
-the same number of requests, warmed up with as many requests as the level's concurrency. Each
+the same number of requests, warmed up with as many requests as the level's concurrency. SGLang's
+radix cache is emptied before each client's run, and bench_serving's dataset is shuffled with the
+level's own seed, so that neither client is served from prefills made for the other. Each
 client runs as its own process; its CPU time (user + system, from the kernel's rusage of the
 child) is what the client spent. Writes OUT_DIR/pair.json (both clients' figures per level) and
 each client's own output files.
@@ -21,6 +23,7 @@ import random
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -63,6 +66,17 @@ def run_measured(argv: list[str], log: Path, timeout: float, start_marker: str |
             "window_cpu_s": round(window, 3) if window is not None else None}
 
 
+def flush_cache(url: str) -> str:
+    """Empty SGLang's radix cache (its /flush_cache endpoint), so that no client's prompts are served from
+    another's prefills: bench_serving shuffles its dataset with the same seed at every level, so without this
+    each level's first requests were the level before's, already cached (the fourth session)."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url + "/flush_cache", method="POST"), timeout=60) as r:
+            return f"{r.status}"
+    except OSError as exc:
+        return f"failed: {exc}"
+
+
 def sharegpt_file(path: Path, count: int, words: int) -> None:
     """Prompts in ShareGPT's shape for bench_serving's `random` dataset (it repeats and cuts their tokens to the
     asked length), made of bench's own prompt words; no download."""
@@ -100,7 +114,7 @@ def theirs(url: str, model: str, out: Path, c: int, n: int, input_tokens: int, o
             "--model", model, "--tokenizer", model, "--dataset-name", "random", "--dataset-path", str(dataset),
             "--random-input-len", str(input_tokens), "--random-output-len", str(output_len),
             "--random-range-ratio", "1.0", "--num-prompts", str(n), "--max-concurrency", str(c),
-            "--warmup-requests", str(c), "--output-file", str(result_file), "--disable-tqdm",
+            "--warmup-requests", str(c), "--seed", str(c), "--output-file", str(result_file), "--disable-tqdm",
             *([] if ignore_eos else ["--disable-ignore-eos"])]
     measured = run_measured(argv, out / f"bench_serving-c{c}.log", timeout=900,
                             start_marker="Starting main benchmark run", end_marker="Serving Benchmark Result")
@@ -130,10 +144,13 @@ def main() -> int:
     results = []
     for c in (int(x) for x in args.levels.split(",")):
         n = max(16, args.requests_per_stream * c)
+        flushed = [flush_cache(url)]
         mine = ours(url + "/v1", args.model, args.out, c, n, args.input_len, args.output_len, not args.no_ignore_eos)
         tokens = mine["mean_prompt_tokens"] or args.input_len
+        flushed.append(flush_cache(url))
         other = theirs(url, args.model, args.out, c, n, tokens, args.output_len, dataset, not args.no_ignore_eos)
-        row = {"concurrency": c, "requests": n, "prompt_tokens": tokens, "bench": mine, "bench_serving": other}
+        row = {"concurrency": c, "requests": n, "prompt_tokens": tokens, "cache_flushed": flushed, "bench": mine,
+               "bench_serving": other}
         if mine["output_tok_s"] and other["output_tok_s"]:
             row["throughput_ratio"] = round(mine["output_tok_s"] / other["output_tok_s"], 3)
         for side in ("bench", "bench_serving"):
