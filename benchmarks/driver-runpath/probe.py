@@ -33,7 +33,7 @@ try:
     ref = (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).to(torch.bfloat16)
     err = (out.float() - ref.float()).abs().max().item()
     say(step="flashinfer rmsnorm (JIT)", ok=err < 0.1, max_abs_error=err, flashinfer=flashinfer.__version__,
-        cuda_home=os.environ.get("CUDA_HOME"), jit_modules=loaded("norm"))
+        cuda_home=os.environ.get("CUDA_HOME"), jit_modules=loaded("norm"), libcudart=loaded("libcudart.so"))
 except Exception as exc:  # reported, not raised: the next step still runs
     say(step="flashinfer rmsnorm (JIT)", ok=False, error=f"{type(exc).__name__}: {exc}"[:800])
 try:
