@@ -4,7 +4,7 @@ nix/cuda-home.nix and pkgs/sgl-kernel/default.nix are imported as they are,
 with the locked nixpkgs lib (tests/nix_inputs.py) and a `pkgs` in which the
 nixpkgs parts are stand-ins: every cudaPackages_13_0 member is a package
 whose outputs are directories laid out from NVIDIA's wheels
-(blackwell_stack.rehearsal.layout), with nixpkgs' `outputs`, `outputName`
+(support/rehearsal/layout.py), with nixpkgs' `outputs`, `outputName`
 and `outputSpecified` so that lib.getOutput / getDev / chooseDevOutputs pick
 outputs as in nixpkgs, overrideAttrs on each and lib.makeScope's overrideScope
 on the set (nix/cuda-packages.nix; the patches it adds are read back by
@@ -27,11 +27,9 @@ from pathlib import Path
 
 import nix_inputs
 import pytest
-
-from blackwell_stack.rehearsal.layout import CudaTree
-from blackwell_stack.rehearsal.stdenv import Input
-
-REPO = Path(__file__).resolve().parent.parent
+from support import REPO
+from support.rehearsal.layout import CudaTree
+from support.rehearsal.stdenv import Input
 
 PRELUDE = """
 let

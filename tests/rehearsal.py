@@ -3,7 +3,7 @@
     session.tree            CUDA components laid out as nixpkgs lays them out (a fake store directory), with the
                             patches nix/cuda-packages.nix adds
     session.backend_cc      the bin/ of the host's compiler made to compile against the lock's glibc headers
-                            (blackwell_stack.rehearsal.glibc), standing in for backendStdenv.cc
+                            (support/rehearsal/glibc.py), standing in for backendStdenv.cc
     session.cuda_home()     nix/cuda-home.nix evaluated, then joined as symlinkJoin joins it
     session.python          the stacks' Python (3.12), never downloaded
     session.torch_set       the stable stack's torch and what it loads, one site-packages per package, with the
@@ -34,15 +34,15 @@ from pathlib import Path
 import nix_inputs
 import nix_rehearsal
 import pytest
+from support import REPO
+from support.rehearsal import components, glibc, layout, phases, stdenv, tools
+from support.rehearsal.pythonenv import PythonSet
 
 from blackwell_stack.errors import StackError, ToolchainError
 from blackwell_stack.formats import elf, fatbin
 from blackwell_stack.model import stack as model
-from blackwell_stack.rehearsal import components, glibc, layout, phases, stdenv, tools
-from blackwell_stack.rehearsal.pythonenv import PythonSet
 from blackwell_stack.stacks import lock as locking
 
-REPO = Path(__file__).resolve().parent.parent
 SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"
 SOURCES_TARBALL = "sgl-kernel-0.3.21-sources.tar.xz"
 

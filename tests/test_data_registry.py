@@ -25,7 +25,6 @@ from blackwell_stack.errors import DataError, ExitCode
 from blackwell_stack.kernel import compile_work, patchcheck, recipe, reference, testplan
 from blackwell_stack.kernel import sources as kernel_sources
 from blackwell_stack.model import lock, pins, profile, registry, stack
-from blackwell_stack.rehearsal import components
 from blackwell_stack.serve import flags
 from blackwell_stack.stacks import libraries
 from blackwell_stack.verify import baseline, failure_text
@@ -55,8 +54,6 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "baseline": baseline.load,
     "failure-text": failure_text.load,
     "startup-imports": lambda p: registry.load("startup-imports", file=p),
-    "rehearsal-cuda": lambda p: components.cuda_components(),
-    "rehearsal-tools": lambda p: components.tools(),
 }
 
 # Each kind, broken: (what is changed, the field the error must name). Valid JSON or TOML of the wrong shape.
@@ -83,9 +80,6 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "failure-text": (lambda d: {**d, "failures": [{**d["failures"][0], "pattern": 7}]}, "pattern"),
     "startup-imports": (lambda d: {**d, "sglang": {"0.5.9": [{**d["sglang"]["0.5.9"][0], "source": "x.py"}]}},
                         "source"),
-    "rehearsal-cuda": (lambda d: {**d, "components": {"cuda_nvcc": {**d["components"]["cuda_nvcc"], "outputs": "out"}}},
-                       "outputs"),
-    "rehearsal-tools": (lambda d: {**d, "numactl": {"debian_packages": "libnuma1"}}, "debian_packages"),
 }
 TEXT_KINDS = {"patch", "kernel-check"}
 
@@ -180,6 +174,7 @@ CLI_CASES = [
 ]
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("rel,change,argv,named", CLI_CASES, ids=lambda v: v if isinstance(v, str) else None)
 def test_the_cli_refuses_a_wrong_shape_with_exit_3_naming_file_and_field(rel, change, argv, named, tmp_path):
     root = copy_data_root(tmp_path / "root")

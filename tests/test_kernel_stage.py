@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from support.rehearsal import stdenv
 
 from blackwell_stack.formats import cxxruntime, elf
-from blackwell_stack.rehearsal import stdenv
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.network, pytest.mark.slow]
 

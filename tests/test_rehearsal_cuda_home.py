@@ -24,8 +24,7 @@ import os
 import nix_rehearsal
 import pytest
 import rehearsal as rh
-
-from blackwell_stack.rehearsal import diagnose, stdenv
+from support.rehearsal import diagnose, stdenv
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
 

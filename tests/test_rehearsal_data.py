@@ -1,6 +1,6 @@
 """The rehearsal's data and its nixpkgs model (docs/nix-rehearsal.md).
 
-nix/rehearsal/cuda-13.0.2.json: every wheel is PyPI's file with PyPI's sha256
+tests/support/rehearsal/cuda-13.0.2.json: every wheel is PyPI's file with PyPI's sha256
 and size, at the component's CUDA 13.0.2 version; tools.json: the Python build
 system is what build-system-pkgs' lock (at the flake's revision) gives the
 stack's set. The layout and stdenv models on their own: buildRedist's output
@@ -9,14 +9,16 @@ split, the package files' moves, setup.sh's propagation order.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
 import nix_inputs
 import pytest
+from support.rehearsal import components, layout, stdenv
 
 from blackwell_stack import pypi
-from blackwell_stack.rehearsal import components, layout, stdenv
+from blackwell_stack.errors import DataError
 
 COMPONENTS = components.cuda_components()
 
@@ -44,6 +46,22 @@ def test_tool_wheels_are_pypis_files():
         assert (found.url, found.sha256, found.size) == (wheel.url, wheel.sha256, wheel.size), wheel.name
 
 
+@pytest.mark.parametrize(("name", "broken", "field"), [
+    ("cuda-13.0.2.json", lambda d: {**d, "components": {"cuda_nvcc": {**d["components"]["cuda_nvcc"], "outputs": "out"}}},
+     "outputs"),
+    ("tools.json", lambda d: {**d, "numactl": {"debian_packages": "libnuma1"}}, "debian_packages"),
+])
+def test_a_data_file_of_the_wrong_shape_is_refused_naming_the_field(name, broken, field, tmp_path):
+    for other in components.SHAPES:
+        (tmp_path / other).write_text((components.HERE / other).read_text())
+    (tmp_path / name).write_text(json.dumps(broken(json.loads((components.HERE / name).read_text()))))
+    load = components.cuda_components if name.startswith("cuda") else components.tools
+    with pytest.raises(DataError) as caught:
+        load(tmp_path)
+    assert caught.value.field == field and caught.value.path == tmp_path / name
+
+
+@pytest.mark.proc
 def test_python_build_system_is_build_system_pkgs_lock():
     lock = tomllib.loads((nix_inputs.source("build-system-pkgs") / "uv.lock").read_text())
     locked = {p["name"]: p for p in lock["package"]}
@@ -109,6 +127,7 @@ def test_build_environment_of_inputs(tmp_path):
                    "NIX_LDFLAGS": f"-L{tmp_path / 'a' / 'lib'}"}
 
 
+@pytest.mark.proc
 def test_symlink_join_keeps_the_first_and_runs_post_build(tmp_path):
     for name, text in (("one", "first"), ("two", "second")):
         (tmp_path / name / "include").mkdir(parents=True)

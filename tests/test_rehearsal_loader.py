@@ -12,8 +12,7 @@ import shutil
 import subprocess
 
 import pytest
-
-from blackwell_stack.rehearsal import autopatchelf
+from support.rehearsal import autopatchelf
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
 

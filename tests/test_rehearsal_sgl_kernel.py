@@ -22,8 +22,7 @@ import subprocess
 
 import pytest
 import rehearsal as rh
-
-from blackwell_stack.rehearsal import diagnose
+from support.rehearsal import diagnose
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
 

@@ -110,11 +110,6 @@ FILES: tuple[DataFile, ...] = (
              ("nix",), schemas.WHEEL_LIBRARIES),
     DataFile("env-collisions", "nix/fixups/env-collisions.json", "files two wheels share", ("nix",),
              schemas.ENV_COLLISIONS),
-    DataFile("rehearsal-cuda", "nix/rehearsal/cuda-13.0.2.json", "the CUDA components the Nix code uses, each "
-             "with NVIDIA's PyPI wheel of the same version (rehearsal/components.py)", ("rehearsal",),
-             schemas.REHEARSAL_CUDA),
-    DataFile("rehearsal-tools", "nix/rehearsal/tools.json", "what the Nix rehearsal runs in place of nixpkgs' "
-             "tools (rehearsal/components.py)", ("rehearsal",), schemas.REHEARSAL_TOOLS),
     DataFile("baseline", "verify/baselines/{name}.json", "figures a bench result is compared with "
              "(verify/baseline.py)", ("cli",), schemas.BASELINE, in_package=True),
     DataFile("startup-imports", "doctor/startup-imports.json", "what SGLang imports while it starts, per version "

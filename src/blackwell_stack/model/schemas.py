@@ -246,22 +246,3 @@ FAILURE_TEXT = Obj({
     "failures": ListOf(Obj({"name": Str(nonempty=True), "pattern": Str(nonempty=True), "what": Str(nonempty=True),
                             "source": Str(nonempty=True)})),
 })
-
-
-# The Nix rehearsal's data (rehearsal/components.py checks what the values mean).
-_REHEARSAL_WHEEL = Obj({"name": Str(nonempty=True), "version": Str(nonempty=True), "filename": Str(nonempty=True),
-                        "url": Str(pattern=r"https://\S+"), "sha256": SHA256,
-                        "size": Int(minimum=1)})
-REHEARSAL_CUDA = Obj({
-    "schema_version": Literal((1,)),
-    "components": Map(Obj({"version": Str(nonempty=True), "outputs": ListOf(Str(nonempty=True)),
-                           "wheel": _REHEARSAL_WHEEL})),
-})
-REHEARSAL_TOOLS = Obj({
-    "schema_version": Literal((1,)),
-    "cmake": Obj({"wheel": _REHEARSAL_WHEEL}),
-    "python_build_system": Obj({"wheels": ListOf(_REHEARSAL_WHEEL)}, optional={"from_the_stack_lock": NAMES}),
-    "numactl": Obj({"debian_packages": NAMES}),
-    "glibc": Obj({"debian": Obj({"package": Str(nonempty=True), "version": Str(nonempty=True),
-                                 "suite": Str(nonempty=True), "sha256": SHA256, "size": Int(minimum=1)})}),
-})

@@ -7,7 +7,7 @@ nvcc and CMake need no GPU. So each step is rehearsed with exactly the inputs
 its Nix code lists (evaluated with the real `nix`), laid out as nixpkgs lays
 them out:
 
-  components  the CUDA components and tool stand-ins, as data (nix/rehearsal/)
+  components  the CUDA components and tool stand-ins, as data (cuda-13.0.2.json, tools.json beside them)
   wheels      members of PyPI wheels, range-read into the user cache
   layout      a component's outputs in nixpkgs' layout, from its wheel
   stdenv      what stdenv and its setup hooks make of a derivation's inputs:
@@ -23,5 +23,3 @@ them out:
 docs/nix-rehearsal.md says what each rehearsal shows and what only a real
 Nix build can.
 """
-
-__all__: list[str] = []  # used by the tests, not by another area

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from blackwell_stack.rehearsal.layout import CudaTree
+from support.rehearsal.layout import CudaTree
 
 _HEADER = re.compile(r"fatal error: ([^\s:]+): No such file or directory")
 _LIBRARY = re.compile(r"cannot find -l(\S+?)(?::|\s|$)")

@@ -4,7 +4,7 @@ nixpkgs' gcc is built with glibc's headers as its system headers
 (--with-native-system-header-dir), so in a Nix build every compile, nvcc's
 host passes included, sees the lock's glibc (2.42) where a host compile sees
 the host's (2.36 on Debian 12, which has no C23 `rsqrt` at all). Debian has
-no 2.42: nix/rehearsal/tools.json names the nearest newer libc6-dev, from
+no 2.42: tests/support/rehearsal/tools.json names the nearest newer libc6-dev, from
 Debian's development suite, and why its declarations are the same.
 
 - `headers`: that package's usr/include, fetched with apt-get through a
@@ -37,7 +37,7 @@ _HOST_GLIBC_DIRS = ("/usr/include/x86_64-linux-gnu", "/usr/include")
 
 @dataclass(frozen=True)
 class Package:
-    """A Debian package pinned by version and sha256 (nix/rehearsal/tools.json glibc.debian)."""
+    """A Debian package pinned by version and sha256 (tests/support/rehearsal/tools.json glibc.debian)."""
 
     name: str
     version: str
@@ -85,10 +85,10 @@ def fetch(package: Package) -> Path:
     if indexed is None:
         raise ToolchainError(f"Debian {package.suite} no longer has {package.name} {package.version}",
                              "pick the suite's current version (apt-cache show) and record its version and sha256 "
-                             "in nix/rehearsal/tools.json, checked to declare the same functions")
+                             "in tests/support/rehearsal/tools.json, checked to declare the same functions")
     if indexed != package.sha256:
         raise ToolchainError(f"Debian's index gives {package.name} {package.version} the sha256 {indexed}, "
-                             f"nix/rehearsal/tools.json {package.sha256}", "find out which is right before using it")
+                             f"tests/support/rehearsal/tools.json {package.sha256}", "find out which is right before using it")
     work = state / "download"
     work.mkdir(exist_ok=True)
     for old in work.glob("*.deb"):

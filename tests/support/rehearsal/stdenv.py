@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack import proc
-from blackwell_stack.rehearsal.components import Component
-from blackwell_stack.rehearsal.layout import CudaTree
+from support.rehearsal.components import Component
+from support.rehearsal.layout import CudaTree
 
 
 def symlink_join(out: Path, paths: Iterable[Path], post_build: str = "") -> Path:

@@ -1,23 +1,48 @@
 """The rehearsal's data: nixpkgs' CUDA components with their PyPI wheels, and the tool stand-ins.
 
-nix/rehearsal/cuda-13.0.2.json maps each cudaPackages_13_0 component the Nix
+tests/support/rehearsal/cuda-13.0.2.json maps each cudaPackages_13_0 component the Nix
 code uses to the wheel of the same version, with the outputs and fixups of
-nixpkgs' package; nix/rehearsal/tools.json names the CMake and Python build
+nixpkgs' package; tests/support/rehearsal/tools.json names the CMake and Python build
 system wheels at the versions the flake's inputs pin. Both are checked against
 PyPI and the locked inputs by tests/test_rehearsal_data.py.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.model import registry
+from blackwell_stack.model import shape
+from blackwell_stack.model.schemas import NAMES, SHA256
+from blackwell_stack.model.shape import Int, ListOf, Literal, Map, Obj, Str
 from blackwell_stack.pypi import ReleaseFile
-from blackwell_stack.rehearsal import glibc
+from support.rehearsal import glibc
+
+HERE = Path(__file__).resolve().parent
+_WHEEL = Obj({"name": Str(nonempty=True), "version": Str(nonempty=True), "filename": Str(nonempty=True),
+              "url": Str(pattern=r"https://\S+"), "sha256": SHA256, "size": Int(minimum=1)})
+# The files' shapes; the loaders below check what the values mean.
+SHAPES = {
+    "cuda-13.0.2.json": Obj({
+        "schema_version": Literal((1,)),
+        "components": Map(Obj({"version": Str(nonempty=True), "outputs": ListOf(Str(nonempty=True)),
+                               "wheel": _WHEEL})),
+    }),
+    "tools.json": Obj({
+        "schema_version": Literal((1,)),
+        "cmake": Obj({"wheel": _WHEEL}),
+        "python_build_system": Obj({"wheels": ListOf(_WHEEL)},
+                                   optional={"from_the_stack_lock": NAMES}),
+        "numactl": Obj({"debian_packages": NAMES}),
+        "glibc": Obj({"debian": Obj({"package": Str(nonempty=True), "version": Str(nonempty=True),
+                                     "suite": Str(nonempty=True), "sha256": SHA256,
+                                     "size": Int(minimum=1)})}),
+    }),
+}
 
 # buildRedist's outputs, in the order its install phase moves files into them
 # (pkgs/development/cuda-modules/buildRedist/default.nix, expectedOutputs).
@@ -64,9 +89,15 @@ def _wheel(raw: Any, where: Path, entry: str) -> Wheel:
                  int(raw["size"]), "bdist_wheel")
 
 
-def _read(key: str) -> tuple[Path, dict[str, Any]]:
-    """The rehearsal's data file `key`, through the registry (its shape checked there)."""
-    return registry.path(key), registry.load(key)
+def _read(name: str, root: Path = HERE) -> tuple[Path, dict[str, Any]]:
+    """The rehearsal's data file `name`, its shape checked."""
+    path = root / name
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(path, None, None, f"cannot be read: {exc}") from None
+    shape.check(SHAPES[name], data, path)
+    return path, data
 
 
 def _pairs(raw: Any, where: Path, entry: str, key: str) -> tuple[tuple[Any, Any], ...]:
@@ -75,9 +106,9 @@ def _pairs(raw: Any, where: Path, entry: str, key: str) -> tuple[tuple[Any, Any]
     return tuple((p[0], p[1]) for p in raw)
 
 
-def cuda_components() -> dict[str, Component]:
-    """Every component of nix/rehearsal/cuda-13.0.2.json, by nixpkgs attribute name."""
-    path, data = _read("rehearsal-cuda")
+def cuda_components(root: Path = HERE) -> dict[str, Component]:
+    """Every component of cuda-13.0.2.json, by nixpkgs attribute name."""
+    path, data = _read("cuda-13.0.2.json", root)
     raw = data.get("components")
     if not isinstance(raw, dict) or not raw:
         raise DataError(path, None, "components", "must be a non-empty object")
@@ -109,9 +140,9 @@ def cuda_components() -> dict[str, Component]:
     return found
 
 
-def tools() -> dict[str, Any]:
-    """nix/rehearsal/tools.json, with its wheels as Wheel objects."""
-    path, data = _read("rehearsal-tools")
+def tools(root: Path = HERE) -> dict[str, Any]:
+    """tools.json, with its wheels as Wheel objects."""
+    path, data = _read("tools.json", root)
     try:
         cmake = _wheel(data["cmake"]["wheel"], path, "cmake")
         build_system = [_wheel(w, path, f"python_build_system.{w.get('name')}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack.formats.remote_zip import RemoteFile, RemoteWheel
-from blackwell_stack.rehearsal.components import Wheel
+from support.rehearsal.components import Wheel
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """CUDA components laid out as nixpkgs lays them out, from NVIDIA's PyPI wheels.
 
-For each component (nix/rehearsal/cuda-13.0.2.json) the wheel's files under
+For each component (tests/support/rehearsal/cuda-13.0.2.json) the wheel's files under
 `nvidia/cu13/` are placed as nixpkgs' package would place its archive's:
 
 - the package file's prePatch renames and drops (`moves`, `drop`: CCCL's
@@ -36,8 +36,8 @@ from pathlib import Path
 
 from blackwell_stack import proc
 from blackwell_stack.errors import StackError
-from blackwell_stack.rehearsal import phases, wheels
-from blackwell_stack.rehearsal.components import OUTPUT_ORDER, Component
+from support.rehearsal import phases, wheels
+from support.rehearsal.components import OUTPUT_ORDER, Component
 
 WHEEL_ROOT = "nvidia/cu13/"
 # buildRedist's outputToPatterns.
@@ -99,7 +99,7 @@ class CudaTree:
 
     def component(self, name: str) -> Component:
         if name not in self.components:
-            raise StackError(f"cudaPackages_13_0.{name} is used by the Nix code but is not in nix/rehearsal/cuda-13.0.2.json",
+            raise StackError(f"cudaPackages_13_0.{name} is used by the Nix code but is not in tests/support/rehearsal/cuda-13.0.2.json",
                              "add the component with its wheel (docs/nix-rehearsal.md)")
         return self.components[name]
 

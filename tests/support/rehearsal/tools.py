@@ -1,7 +1,7 @@
 """Stand-ins for the nixpkgs tools a derivation lists that no PyPI wheel of nixpkgs' CUDA set covers.
 
 - CMake: Kitware's build of nixpkgs' release, from its PyPI wheel
-  (nix/rehearsal/tools.json), placed as `<root>/cmake-<version>/bin`.
+  (tests/support/rehearsal/tools.json), placed as `<root>/cmake-<version>/bin`.
 - numactl: Debian's libnuma-dev and libnuma1, fetched with `apt-get download`
   (apt checks them against the signed archive index) into the user cache and
   unpacked with `dpkg -x`; the prefix is `<root>/numactl-debian/usr`.
@@ -17,8 +17,8 @@ from pathlib import Path
 from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, ToolchainError
 from blackwell_stack.paths import cache_dir
-from blackwell_stack.rehearsal import wheels
-from blackwell_stack.rehearsal.components import Wheel
+from support.rehearsal import wheels
+from support.rehearsal.components import Wheel
 
 _CMAKE_DATA = "cmake/data/"
 

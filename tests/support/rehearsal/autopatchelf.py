@@ -23,8 +23,8 @@ from pathlib import Path
 from blackwell_stack import proc
 from blackwell_stack.errors import BuildError
 from blackwell_stack.formats import elf
-from blackwell_stack.rehearsal import wheels
 from blackwell_stack.stacks.libraries import DRIVER_LIBRARIES, SYSTEM_LIBRARIES
+from support.rehearsal import wheels
 
 _SEARCH_PATH = re.compile(r"addAutoPatchelfSearchPath (\S+)")
 

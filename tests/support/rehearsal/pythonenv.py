@@ -31,9 +31,9 @@ from blackwell_stack.formats import elf
 from blackwell_stack.formats.remote_zip import RemoteWheel
 from blackwell_stack.model.lock import Lock
 from blackwell_stack.model.stack import Stack
-from blackwell_stack.rehearsal import autopatchelf, wheels
-from blackwell_stack.rehearsal.components import Wheel
 from blackwell_stack.stacks import libraries
+from support.rehearsal import autopatchelf, wheels
+from support.rehearsal.components import Wheel
 
 # A wheel's .data/<scheme>/ members (PEP 427): scripts go to bin/, purelib and platlib to site-packages.
 _DATA = re.compile(r"^[^/]+\.data/(scripts|purelib|platlib)/(.+)$")
