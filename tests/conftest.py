@@ -9,8 +9,47 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
+# A test with none of these markers is `fast` (`pytest -m fast`: the parsers, the registry, render, rules,
+# the plan, in-process CLI calls): it starts no process, downloads nothing and needs no toolchain. The guard
+# below holds the mark to the truth: a fast test that starts a process fails, naming the marker it lacks.
+HEAVY_MARKERS = ("network", "nix", "cuda", "slow", "rehearsal", "proc")
+_SPAWNERS = ((subprocess.Popen, "_execute_child"), (os, "fork"), (os, "posix_spawn"), (os, "posix_spawnp"),
+             (os, "system"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in HEAVY_MARKERS):
+            item.add_marker(pytest.mark.fast)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.get_closest_marker("fast") is None:
+        yield
+        return
+    record = os.environ.get("BLACKWELL_STACK_RECORD_SPAWNS")
+    saved = [(owner, name, getattr(owner, name)) for owner, name in _SPAWNERS if hasattr(owner, name)]
+
+    def guard(original, name):
+        def spawn(*args, **kwargs):
+            if record:
+                with open(record, "a") as out:
+                    out.write(item.nodeid + "\n")
+                return original(*args, **kwargs)
+            pytest.fail(f"{item.nodeid} starts a process ({name}); mark it @pytest.mark.proc, or keep it in process",
+                        pytrace=False)
+        return spawn
+
+    for owner, name, original in saved:
+        setattr(owner, name, guard(original, name))
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 def copy_data_root(dest: Path) -> Path:
     """The data files the CLI reads (model/registry.py: exactly what its Nix package carries), copied under

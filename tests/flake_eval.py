@@ -28,8 +28,8 @@ import subprocess
 from pathlib import Path
 
 import nix_inputs
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 # What the flake reads of its own tree: its Nix code and data, and the CLI's sources.
 FLAKE_PARTS = ("flake.nix", "flake.lock", "pyproject.toml", "README.md", "lib", "nix", "overlays", "pkgs",
                "modules", "patches", "stacks", "src")

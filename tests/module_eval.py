@@ -15,8 +15,8 @@ from pathlib import Path
 
 import nix_inputs
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PROFILE = json.loads((REPO / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())
 
 # Stand-in store paths: the module only interpolates them.

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 ENV = "BLACKWELL_STACK_NIX_INPUTS"
 # flake.lock input name -> the bundle of its repository
 BUNDLES = {

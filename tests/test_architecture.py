@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "src" / "blackwell_stack"
 LAYERS = ("base", "formats", "model", "area", "cli")
-AREAS = ("pins", "stacks", "kernel", "serve", "doctor", "verify", "rehearsal")
+AREAS = ("pins", "stacks", "kernel", "serve", "doctor", "verify")
 MAX_FUNCTION_IMPORTS = 5
 MAX_LINES = 450
 

@@ -31,6 +31,8 @@ from verify_server import FaultServer
 
 from blackwell_stack.errors import ExitCode
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 BOUND_S = 120  # far above what any row needs (the slowest waits one 1 s timeout)
 MEMORY_BOUND = 8 << 30  # address space: torch's libraries mapped by `doctor abi` fit; /dev/zero read whole does not

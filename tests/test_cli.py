@@ -4,11 +4,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+from support.cli import run as run_cli
+
 from blackwell_stack.cli import main
 
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True)
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 
 def test_help_lists_main_job():

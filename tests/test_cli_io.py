@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import run as cli
 
 from blackwell_stack import output
 from blackwell_stack.cli import main
@@ -16,12 +17,6 @@ from blackwell_stack.errors import ExitCode
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 # A command that fails a check (exit 1) after printing a table: an FP8 KV cache is refused by the rules.
 FAILING = ["serve", "check", "--set", "kv-cache-dtype=fp8_e4m3"]
-
-
-def cli(*argv: str, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.update(kwargs.pop("env", {}))
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", *argv], env=env, **kwargs)
 
 
 def closed_pipe_run(*argv: str) -> subprocess.CompletedProcess:
@@ -34,6 +29,7 @@ def closed_pipe_run(*argv: str) -> subprocess.CompletedProcess:
         os.close(write_end)
 
 
+@pytest.mark.proc
 def test_help_documents_every_exit_code():
     result = cli("--help", capture_output=True, text=True)
     assert result.returncode == 0
@@ -41,6 +37,7 @@ def test_help_documents_every_exit_code():
         assert f"\n  {int(code)} " in result.stdout
 
 
+@pytest.mark.proc
 def test_a_failing_command_keeps_its_exit_code_on_a_closed_pipe():
     assert cli(*FAILING, capture_output=True).returncode == ExitCode.CHECK_FAILED
     result = closed_pipe_run(*FAILING)
@@ -48,12 +45,14 @@ def test_a_failing_command_keeps_its_exit_code_on_a_closed_pipe():
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
 
 
+@pytest.mark.proc
 def test_a_passing_command_on_a_closed_pipe_exits_0_quietly():
     result = closed_pipe_run("plan")
     assert result.returncode == 0
     assert result.stderr == ""
 
 
+@pytest.mark.proc
 def test_a_reader_that_stops_early_does_not_change_the_code():
     env = {**os.environ, "PYTHONPATH": SRC}
     child = subprocess.Popen([sys.executable, "-m", "blackwell_stack", *FAILING], stdout=subprocess.PIPE,
@@ -66,6 +65,7 @@ def test_a_reader_that_stops_early_does_not_change_the_code():
     assert "Traceback" not in err
 
 
+@pytest.mark.proc
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full (every write: ENOSPC)")
 def test_a_full_disk_under_stdout_fails_the_command_with_a_message():
     """Only EPIPE means the reader has gone; a write that fails for another reason lost output someone waits for."""
@@ -124,6 +124,7 @@ def test_usage_errors_are_code_2_without_a_traceback(capsys):
     assert "no such profile" in err and "hint:" in err and "Traceback" not in err
 
 
+@pytest.mark.proc
 def test_verbose_echoes_the_commands_it_runs(tmp_path, capsys):
     python = sys.executable
     assert main(["-v", "doctor", "--python", python, "--json"]) in (0, 1)
@@ -134,11 +135,12 @@ def test_verbose_echoes_the_commands_it_runs(tmp_path, capsys):
 
 
 def _plan_lines(columns: str, *extra: str) -> list[str]:
-    result = cli("plan", *extra, capture_output=True, text=True, env={"COLUMNS": columns})
+    result = cli("plan", *extra, capture_output=True, text=True, env={**os.environ, "COLUMNS": columns})
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
 
+@pytest.mark.proc
 def test_plan_fits_the_terminal_and_wide_prints_rows_whole():
     for columns in ("80", "120"):
         for extra in ((), ("pins",), ("doctor",), ("stack",), ("unverified",)):
@@ -204,15 +206,17 @@ def test_pins_vendor_with_a_missing_pins_file_says_so(tmp_path, capsys):
     assert "no such pins file" in err and "nonexistent.json" in err
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("argv", [["kernel", "recipe"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
 def test_tables_and_prose_fit_80_columns(argv):
-    result = cli(*argv, capture_output=True, text=True, env={"COLUMNS": "80"})
+    result = cli(*argv, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
     assert result.returncode in (0, 1), result.stderr
     # Commands are printed whole, to be copied: the launch command and `$ ...` lines.
     lines = [line for line in result.stdout.splitlines() if "sglang.launch_server" not in line and not line.startswith("  $ ")]
     assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80][:3]
 
 
+@pytest.mark.proc
 def test_what_a_server_names_reaches_the_terminal_as_text_not_control_sequences():
     """A model id with ESC sequences (clear the screen, set the title) is printed escaped, as is a user's argument."""
     from verify_server import ESCAPE_MODEL, FaultServer

@@ -8,6 +8,7 @@ flags". A plain `g++ -shared` is the fixed link.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -16,10 +17,13 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from support.cli import run
 
 from blackwell_stack.errors import BuildError
 from blackwell_stack.formats import cxxruntime, elf, wheelzip
 from blackwell_stack.kernel import execute
+
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 THROWS = """#include <stdexcept>
 #include <string>
@@ -75,9 +79,7 @@ def test_pypi_sgl_kernel_shares_the_runtime_in_every_library(pypi_file):
         [(n, v.verdict) for n, v in found if v.verdict != cxxruntime.SHARED]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True,
-                          timeout=300, cwd=REPO)
+cli = functools.partial(run, cwd=REPO)
 
 
 def test_inspect_fails_a_library_with_its_own_runtime(tmp_path):

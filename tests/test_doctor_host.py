@@ -95,6 +95,7 @@ def test_kernel_library_follows_load_utils():
     assert envcheck.kernel_library_for("12.0", names) == ["sgl_kernel/sm100/common_ops.abi3.so"]
 
 
+@pytest.mark.proc
 def test_doctor_runs_without_a_driver():
     """On this host (no NVIDIA driver) doctor runs, says so, and prints JSON."""
     r = subprocess.run([sys.executable, "-m", "blackwell_stack", "doctor", "--json"], capture_output=True, text=True,
@@ -111,6 +112,7 @@ def test_doctor_runs_without_a_driver():
         assert c["status"] in (OK, WARN, FAIL) and (c["status"] == OK or c["fix"]), c
 
 
+@pytest.mark.proc
 def test_doctor_with_a_missing_interpreter():
     r = subprocess.run([sys.executable, "-m", "blackwell_stack", "doctor", "--python", "/nonexistent/python"],
                        capture_output=True, text=True, timeout=120)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 # Two real ELF libraries: extension modules of this Python's standard library (DESTSHARED: the base
 # installation's lib-dynload, also from a venv).
 _LIBRARIES = sorted(Path(sysconfig.get_config_var("DESTSHARED") or "/nonexistent").glob("*.so"))[:2]

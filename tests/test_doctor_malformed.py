@@ -15,15 +15,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.cli import run as cli
 
 from blackwell_stack.formats import remote_zip
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 TORCH_ARM = "torch-2.9.1-cp312-cp312-manylinux_2_28_aarch64.whl"
 TORCH_X86 = "torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True, timeout=600)
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess, code: int, *phrases: str) -> str:

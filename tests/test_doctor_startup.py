@@ -50,6 +50,7 @@ def test_the_list_follows_the_gpu_the_model_and_the_profiles_environment():
     assert startup.imports_for("0.4.0", architecture=qwen, gpu_cc="12.0", env={}) is None
 
 
+@pytest.mark.proc
 def test_a_crash_is_named_with_its_signal_and_a_missing_module_by_its_name(tmp_path):
     (tmp_path / "crashes_on_import.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     (tmp_path / "needs_decord.py").write_text("from decord import VideoReader\n")

@@ -15,15 +15,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import REPO
+from support.cli import run as cli
 
 from blackwell_stack.formats import wheeldiff
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 EPOCH = "1772542754"  # the nixpkgs pin's lastModified; any fixed value does
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -140,6 +140,7 @@ def test_an_unusable_cache_is_a_clear_error(tmp_path, monkeypatch, kind):
     assert "BLACKWELL_STACK_CACHE" in err.value.hint
 
 
+@pytest.mark.proc
 def test_an_unusable_cache_through_the_cli(tmp_path, repo, monkeypatch, capsys):
     """`pins update` against a real index on loopback, with the cache under a regular file."""
     from index_server import Index, build_wheel, serve
@@ -161,6 +162,7 @@ def test_an_unusable_cache_through_the_cli(tmp_path, repo, monkeypatch, capsys):
     assert pins.read_bytes() == (repo / "stacks/nightly/pins.json").read_bytes()
 
 
+@pytest.mark.proc
 def test_bench_prints_its_results_even_when_the_file_cannot_be_written(tmp_path, capsys, monkeypatch):
     """A disk that fills during the sweep: the results still reach stdout, then the error and exit 2."""
     from verify_server import FaultServer

@@ -74,6 +74,7 @@ def _partial_files(directory: Path) -> list[Path]:
     return [p for p in directory.rglob("*.part") if p.is_file() and p.stat().st_size > 0]
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_a_download_removes_the_partial_file(tmp_path, stalling_server, signum):
     sources = tmp_path / "sources"

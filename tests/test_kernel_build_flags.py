@@ -24,8 +24,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from support import REPO
 
 DERIVATION = """
 let

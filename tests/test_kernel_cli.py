@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from kernel_probe import probe_plan, probe_project
+from support.cli import run
 
 from blackwell_stack.kernel import compile_work, patchcheck, recipe
 from blackwell_stack.kernel.plan import plan_section
@@ -19,10 +21,7 @@ from blackwell_stack.kernel.plan import plan_section
 SERIES = patchcheck.load_series()
 
 
-def run_cli(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "blackwell_stack", "kernel", *args], capture_output=True, text=True, env=env, timeout=300, check=False
-    )
+run_cli = functools.partial(run, "kernel")
 
 
 def synthesize_base(patches) -> dict[str, str]:
@@ -309,6 +308,8 @@ def test_cmake_beside_the_venv_python_wins_over_path(tmp_path):
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 
 @st.composite

@@ -21,6 +21,8 @@ from kernel_probe import minimal_checkout
 
 from blackwell_stack.kernel import compilers
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 
 @pytest.fixture
 def static_gxx(tmp_path) -> Path:

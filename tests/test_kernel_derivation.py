@@ -14,11 +14,10 @@ import base64
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "pkgs" / "sgl-kernel"
 SOURCES = PKG / "sources.json"
 DERIVATION = PKG / "default.nix"
@@ -64,6 +63,7 @@ def all_pins(data: dict):
 # ---------------------------------------------------------------- parse
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("path", ["pkgs/sgl-kernel/default.nix", "lib/kernel-sources.nix"])
 def test_nix_files_parse(nix, path):
     result = subprocess.run(
@@ -139,6 +139,7 @@ def kernel_sources(nix, body: str, data: dict | None = None):
     return nix.eval(f"let k = (import ./lib).kernelSources; s = {sources_expr(data)}; in {body}")
 
 
+@pytest.mark.proc
 def test_every_dependency_is_passed_as_the_variable_fetchcontent_reads(nix):
     data = load()
     passed = kernel_sources(nix, "map (n: (k.dependency s n).variable) (k.neededNames s [ ])")
@@ -146,6 +147,7 @@ def test_every_dependency_is_passed_as_the_variable_fetchcontent_reads(nix):
     assert passed == [f"FETCHCONTENT_SOURCE_DIR_{name.upper()}" for name in sorted(data["fetchcontent"])]
 
 
+@pytest.mark.proc
 def test_sm120_build_needs_everything_but_flashmla(nix):
     needed = kernel_sources(nix, 'k.neededNames s (k.cudaArchsFromFlags [ "-DSGL_KERNEL_ENABLE_FP4=ON" "-DSGL_KERNEL_CUDA_ARCHS=12.0a" ])')
     assert needed == sorted(DECLARED_AT_V0_5_9 - {"repo-flashmla"})
@@ -153,6 +155,7 @@ def test_sm120_build_needs_everything_but_flashmla(nix):
     assert "repo-flashmla" in hopper
 
 
+@pytest.mark.proc
 def test_cuda_archs_from_flags(nix):
     got = kernel_sources(
         nix,
@@ -162,6 +165,7 @@ def test_cuda_archs_from_flags(nix):
     assert got == [[], ["9.0a", "12.0a"], ["12.0a"]]
 
 
+@pytest.mark.proc
 def test_dependency_arguments_match_the_json(nix):
     data = load()
     deps = kernel_sources(nix, "map (k.dependency s) (k.neededNames s [ ])")
@@ -177,10 +181,12 @@ def test_dependency_arguments_match_the_json(nix):
     assert flashmla["submodules"][0]["args"]["rev"] == "e94e888df3551224738bfa505787b515eae8352f"
 
 
+@pytest.mark.proc
 def test_all_pins_verified_today(nix):
     assert kernel_sources(nix, "k.unverified s") == []
 
 
+@pytest.mark.proc
 def test_unverified_pin_throws_naming_the_update_command(nix):
     data = load()
     data["fetchcontent"]["repo-triton"].update(hash=None, verified=False, reason="snapshot too large to hash here")
@@ -201,6 +207,7 @@ def test_unverified_pin_throws_naming_the_update_command(nix):
     assert "FETCHCONTENT_SOURCE_DIR_REPO-FLASHMLA" not in ok
 
 
+@pytest.mark.proc
 def test_unknown_dependency_is_named(nix):
     err = nix.eval_error('let k = (import ./lib).kernelSources; in (k.dependency (builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/sources.json)) "repo-fast-hadamard-transform").variable')
     assert "has no FetchContent dependency repo-fast-hadamard-transform" in err
@@ -233,6 +240,7 @@ def test_derivation_wires_every_dependency_through_lib_kernel_sources():
     assert "fake" + "Hash" not in text and "A" * 8 not in text
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("series", ["sgl-kernel", "cuda_crt-13.0"])
 def test_a_patch_series_is_every_patch_of_its_directory_in_order(nix, series):
     got = nix.eval(f"map baseNameOf (import ./lib/patch-series.nix ./patches/{series})")
@@ -247,6 +255,7 @@ def test_derivation_applies_the_whole_series_in_order():
     assert 'requiredSystemFeatures = [ "cuda" ]' in text
 
 
+@pytest.mark.proc
 def test_the_recipe_flags_drive_the_dependency_set(nix):
     """What default.nix computes from ./recipe.json through lib.kernelRecipe: the
     SM120 recipe configures no FlashMLA, so its sources are neither fetched nor passed."""

@@ -223,6 +223,7 @@ def _shell_values(stdout: str) -> tuple[dict[str, str], list[str]]:
     return values, flags
 
 
+@pytest.mark.proc
 def test_script_prints_the_plan_for_the_derivation(repo):
     # An explicit memory figure, so that the test does not depend on this host's free memory.
     result = _script(repo, "--cores", "16", "--memory-gib", "64")
@@ -236,6 +237,7 @@ def test_script_prints_the_plan_for_the_derivation(repo):
     assert as_json["plan"]["planned_peak_mib"] + as_json["plan"]["reserve_mib"] <= as_json["plan"]["available_mib"]
 
 
+@pytest.mark.proc
 def test_script_pools_with_a_new_enough_cmake(repo, tmp_path):
     """With the real cmake on PATH: pools when it is 4.2 or newer, none otherwise."""
     import shutil
@@ -254,6 +256,7 @@ def test_script_pools_with_a_new_enough_cmake(repo, tmp_path):
         assert values["MAX_JOBS"] == "4" and flags == ["-DSGL_KERNEL_COMPILE_THREADS=1"]
 
 
+@pytest.mark.proc
 def test_script_refuses_with_exit_6_when_nothing_fits(repo):
     result = _script(repo, "--memory-gib", "8")
     assert result.returncode == 6
@@ -261,6 +264,7 @@ def test_script_refuses_with_exit_6_when_nothing_fits(repo):
     assert result.stdout == ""
 
 
+@pytest.mark.proc
 def test_script_refuses_a_bad_memory_section(repo, tmp_path):
     bad = json.loads((repo / "pkgs/sgl-kernel/recipe.json").read_text())
     bad["memory"]["unit_peaks_mib"]["csrc/x.cu"] = -1

@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 PATCH_DIR = REPO / "patches" / "sgl-kernel"
 PATCH_NAME = re.compile(r"^(\d{4})-[a-z0-9][a-z0-9._-]*\.patch$", re.IGNORECASE)
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

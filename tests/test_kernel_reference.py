@@ -20,18 +20,14 @@ from pathlib import Path
 import pytest
 from conftest import REPO, copy_data_root
 from kernel_probe import probe_plan, probe_project
+from support.cli import run as cli
 
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.kernel import buildinfo, execute, reference
 from blackwell_stack.kernel.conditions import CONDITIONS
 from blackwell_stack.model import registry
 
-
-def cli(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **({"BLACKWELL_STACK_ROOT": str(root)} if root else {})}
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
-
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 # -- the file: no current reference, the withdrawn one, how to record the next ---------------------
 

@@ -19,6 +19,8 @@ import pytest
 
 from blackwell_stack.kernel import build, recipe
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 CUDA_CANDIDATES = ("/usr/local/cuda-13.0/bin/nvcc", "/usr/local/cuda/bin/nvcc")
 
 CXX_PROJECT = """cmake_minimum_required(VERSION 3.20)

@@ -23,6 +23,8 @@ from kernel_probe import minimal_checkout
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.kernel import nar, sourcedir, sources, staging
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 NIX_HASH = ["nix", "--extra-experimental-features", "nix-command", "hash", "path"]
 
 

@@ -9,14 +9,13 @@ import json
 import shutil
 import subprocess
 import tarfile
-from pathlib import Path
 
 import pytest
+from support import REPO
 
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.kernel import sources
 
-REPO = Path(__file__).resolve().parent.parent
 SOURCES = REPO / "pkgs" / "sgl-kernel" / "sources.json"
 
 
@@ -30,6 +29,7 @@ def nix_view(nix, data: dict, archs: list[str]):
     )
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("archs", [[], ["12.0a"], ["9.0a", "12.0a"], ["10.3a"]])
 def test_python_and_nix_agree(nix, archs):
     data = sources.load(SOURCES)
@@ -68,6 +68,7 @@ def test_bad_data_names_entry_and_field(tmp_path, mutate, entry, field):
     assert entry in message and field in message and str(path) in message
 
 
+@pytest.mark.proc
 def test_nix32_matches_real_nix(tmp_path):
     binary = shutil.which("nix")
     if binary is None:
@@ -82,6 +83,7 @@ def test_nix32_matches_real_nix(tmp_path):
         sources.nix32_to_sri("e" * 51)
 
 
+@pytest.mark.proc
 def test_update_fills_an_unverified_pin_with_the_real_prefetched_hash(tmp_path):
     if shutil.which("nix-prefetch-url") is None or shutil.which("nix") is None:
         pytest.skip("nix-prefetch-url is not installed (apt-get install nix-bin)")

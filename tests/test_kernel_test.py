@@ -9,6 +9,7 @@ choose for, as it does on a build host.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -19,9 +20,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.cli import run
 
 from blackwell_stack.errors import DataError
 from blackwell_stack.kernel import testplan, testrun
+
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 FILES = {
     "conftest.py": "",
@@ -73,9 +77,7 @@ def make_wheel(path: Path, archs: tuple[str, ...], libraries=("sm90/common_ops",
     return path
 
 
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", "kernel", "test", *args],
-                          capture_output=True, text=True, timeout=600, env=env)
+cli = functools.partial(run, "kernel", "test")
 
 
 def target_for(tests_dir: Path, tmp_path: Path, archs: tuple[str, ...], gpu: str, libraries=("sm90/common_ops",)):

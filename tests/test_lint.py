@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+import pytest
+from support import REPO
+
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 
 def test_ruff_is_clean():

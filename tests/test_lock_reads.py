@@ -11,11 +11,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 COUNTING = r"""
 import collections, json, os, sys

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 CHILD = """

@@ -7,13 +7,12 @@ as a record or a list); license records are those of nixpkgs at the pinned rev
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from support import REPO
 
 pytestmark = pytest.mark.nix
 
-REPO = Path(__file__).resolve().parent.parent
 DATA = json.loads((REPO / "nix" / "nixpkgs-config.json").read_text())
 
 NVIDIA_CUDA_REDIST = '{ shortName = "CUDA EULA"; fullName = "CUDA Toolkit End User License Agreement (EULA)"; free = false; redistributable = true; }'

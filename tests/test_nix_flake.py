@@ -20,8 +20,8 @@ from pathlib import Path
 
 import nix_inputs
 import pytest
+from support import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 LOCK = json.loads((REPO / "flake.lock").read_text())
 PROVENANCE = json.loads((REPO / "nix" / "flake-inputs.json").read_text())
 FLAKES = ["--extra-experimental-features", "nix-command flakes"]

@@ -21,10 +21,10 @@ from pathlib import Path
 import nix_inputs
 import pytest
 from flake_eval import NIX, FlakeEval
+from support import REPO
 
 pytestmark = pytest.mark.nix
 
-REPO = Path(__file__).resolve().parent.parent
 GUARDED = ["apps", "checks", "devShells", "formatter", "legacyPackages", "overlays", "packages"]
 
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from support import REPO
 
 
 def project_nix_files() -> list[str]:

@@ -5,10 +5,10 @@ same pins, same unverified list, same refusal naming the same fill command."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
+from support import REPO
 
 from blackwell_stack import pypi
 from blackwell_stack.download import download
@@ -19,7 +19,6 @@ from blackwell_stack.paths import cache_dir
 
 pytestmark = pytest.mark.nix
 
-REPO = Path(__file__).resolve().parent.parent
 TORCH_PINS = "stacks/nightly/pins.json"
 PINS = f"(builtins.fromJSON (builtins.readFile ./{TORCH_PINS}))"
 WHEEL = f'(import ./lib/pins.nix).wheel {{ pins = {PINS}; file = "{TORCH_PINS}"; }}'

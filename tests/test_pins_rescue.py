@@ -21,7 +21,6 @@ from blackwell_stack.cli import main
 
 pytestmark = pytest.mark.network
 
-REPO = Path(__file__).resolve().parent.parent
 # tqdm: a console script made from entry_points.txt (left out of the repack) beside its modules.
 WHEEL = ("tqdm", "4.67.1", "tqdm-4.67.1-py3-none-any.whl")
 

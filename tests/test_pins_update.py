@@ -14,6 +14,8 @@ from blackwell_stack.hashes import hex_to_sri
 from blackwell_stack.model.pins import load_pins, wheel_pin
 from blackwell_stack.pins.update import update_pypi, update_torch
 
+pytestmark = pytest.mark.proc  # the index's wheels are built by pip
+
 TRITON = "3.6.0+git1a2b3c4d"
 
 

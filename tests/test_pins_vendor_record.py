@@ -17,6 +17,8 @@ from blackwell_stack.cli import main
 from blackwell_stack.errors import ExitCode, HashMismatch
 from blackwell_stack.pins.vendor import check_record_candidate
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 VERSION = "2.12.0.dev20260307+cu130"
 FILENAME = f"torch-{VERSION}-cp312-cp312-manylinux_2_28_x86_64.whl"
 

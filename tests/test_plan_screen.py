@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 # What a person keeps whole: git revisions and sha256 digests (hex), SRI hashes.
 IDENTIFIER = re.compile(r"\b[0-9a-f]{40}\b|\b[0-9a-f]{64}\b|sha256-[A-Za-z0-9+/]{43}=")

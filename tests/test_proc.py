@@ -10,6 +10,8 @@ import pytest
 from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, ToolchainError
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 FLOOD = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
 
 

@@ -11,6 +11,8 @@ import zipfile
 import pytest
 from index_server import build_wheel
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 

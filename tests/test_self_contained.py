@@ -8,9 +8,9 @@ project or a path of a particular machine.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from support import REPO
+
 SKIP_DIRS = {".git", ".pytest_cache", ".hypothesis", ".mypy_cache", "__pycache__", ".venv", ".dev", "result", "dist", "build"}
 # Built from pieces so that this file does not match itself.
 OUTSIDE = re.compile("|".join([r"\bFA" + r"CTS\b", r"\.\./sha" + "red", "/wo" + "rk/", r"\.mir" + r"ror\b"]))

@@ -9,8 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import run as cli
 
 from blackwell_stack.serve.plan import plan_section
+
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 WORKING = [
     "--quantization", "modelopt_fp4",
@@ -21,10 +24,6 @@ WORKING = [
     "--kv-cache-dtype", "bf16",
     "--tensor-parallel-size", "8",
 ]
-
-
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "blackwell_stack", *args], capture_output=True, text=True, env=env)
 
 
 def test_render_prints_the_working_command():

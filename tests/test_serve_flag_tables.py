@@ -47,6 +47,7 @@ def test_a_misfiled_table_is_refused(tmp_path):
         flags.load_table("0.5.23", path)
 
 
+@pytest.mark.proc
 def test_cli_flags_show_by_version_and_the_missing_table():
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "blackwell_stack", "serve", "flags", "show", *args], capture_output=True, text=True)

@@ -15,6 +15,8 @@ import sys
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 FP4_RULES = {"sm120-fp4-gemm-cutlass-before-flashinfer-fix", "sm120-fp4-gemm-flashinfer-trtllm"}
 
 

@@ -12,12 +12,13 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from support import REPO
 from verify_server import free_port
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 READINESS = REPO / "src" / "blackwell_stack" / "serve" / "readiness.py"
 LAUNCHER = REPO / "src" / "blackwell_stack" / "serve" / "launcher.py"
 KEY = "sk-gates-0123456789"

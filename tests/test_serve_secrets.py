@@ -31,6 +31,8 @@ from blackwell_stack.serve import flags, launcher
 from blackwell_stack.serve.render import render
 from blackwell_stack.serve.secrets import SECRET_FLAGS, secret_flags_in
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 TABLE = flags.load_table()
 RULES = load_rules()
 PROFILE = load_profile()

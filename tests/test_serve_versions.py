@@ -51,6 +51,7 @@ def test_nix_orders_the_edge_cases_the_same(nix, tmp_path):
     assert nix_compare(nix, tmp_path, pairs) == [versions.compare(a, b) for a, b in pairs]
 
 
+@pytest.mark.proc
 def test_builtins_compare_versions_would_not_do(nix):
     # Why lib/versions.nix exists: Nix's own order puts a release before its release candidate.
     assert nix.eval('builtins.compareVersions "1.0" "1.0rc1"') == -1

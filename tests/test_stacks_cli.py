@@ -31,6 +31,7 @@ def test_stack_show_json(capsys):
     assert "Make it with: blackwell-stack stack lock nightly --wheels DIR" in stacks["nightly"]["missing"]
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("name", ["stable", "current"])
 def test_plan_for_a_locked_stack_has_every_pin_verified_with_its_source(capsys, name):
     assert main(["plan", "--stack", name, "--json"]) == 0
@@ -62,6 +63,7 @@ def test_the_current_stacks_kernel_is_the_locked_wheel_checked_against_the_locke
     assert items["sglang-kernel 0.4.10"]["value"] == "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl"
 
 
+@pytest.mark.proc
 def test_plan_for_the_nightly_says_what_is_missing_and_what_fills_it(capsys):
     assert main(["plan", "--stack", "nightly", "--json"]) == 0
     section = json.loads(capsys.readouterr().out)["sections"]["stack-nightly"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from pathlib import Path
 
 import pytest
+from support import REPO
 
 from blackwell_stack.errors import StackError
 from blackwell_stack.model import lock as lockfile
@@ -19,7 +19,6 @@ from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.model.profile import load_profile
 from blackwell_stack.stacks import lock as locking
 
-REPO = Path(__file__).resolve().parent.parent
 LOCKED = [n for n in model.names() if model.load(n).locked]
 
 # What the project runs (docs/stacks.md): the seed's versions on PyPI's torch

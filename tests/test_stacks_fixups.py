@@ -8,9 +8,9 @@ the others check the committed data against the fixups' decisions."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from support import REPO
 
 from blackwell_stack.formats import remote_zip
 from blackwell_stack.model import lock as lockfile
@@ -19,7 +19,6 @@ from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.stacks import libraries, pairing
 from blackwell_stack.stacks.commands import differences
 
-REPO = Path(__file__).resolve().parent.parent
 LOCKED = [n for n in model.names() if model.load(n).locked]
 DECISIONS = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())
 COLLISIONS = json.loads((REPO / "nix" / "fixups" / "env-collisions.json").read_text())

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import REPO
 from uv_venv import NO_DOWNLOADS, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
@@ -26,7 +27,7 @@ from blackwell_stack.model import stack as model
 from blackwell_stack.stacks import libraries
 from blackwell_stack.stacks import lock as locking
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 
 def _uv_or_skip(stack: model.Stack) -> str:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from pathlib import Path
 
 import nix_inputs
 import pytest
+from support import REPO
 
 from blackwell_stack.model import stack as model
 from blackwell_stack.model import wheel_choice as wheels
@@ -33,7 +33,6 @@ from blackwell_stack.stacks import libraries
 
 pytestmark = pytest.mark.nix
 
-REPO = Path(__file__).resolve().parent.parent
 LOCKED = [n for n in model.names() if model.load(n).locked]
 
 # The set as uv2nix builds it, with nixpkgs' part recorded (see the module docstring).

@@ -20,6 +20,8 @@ from verify_server import HUGE_EVENT_BYTES, FaultServer, free_port
 from blackwell_stack.errors import ExitCode
 from blackwell_stack.verify import bench
 
+pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
+
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 BOUND_S = 120  # a hang fails the test here; the commands below need a few seconds
 # Runs the CLI and reports the process's peak resident memory (KiB) on stderr's last line: VmHWM

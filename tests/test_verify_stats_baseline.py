@@ -86,6 +86,7 @@ def test_plan_section_names_the_default_target():
     assert model.endswith("Qwen3.5-397B-A17B-NVFP4")
 
 
+@pytest.mark.proc
 def test_smoke_module_parses(nix, repo):
     import subprocess
 
