@@ -40,7 +40,7 @@ def test_plan_json_schema():
     for section in plan["sections"].values():
         assert set(section) == {"title", "items", "commands"}
         for item in section["items"]:
-            assert set(item) == {"name", "value", "source", "verified", "note", "checked_by", "detail"}
+            assert set(item) == {"name", "value", "source", "verified", "note", "checked_by", "detail", "needs"}
             assert isinstance(item["verified"], bool)
             if not item["verified"]:
                 assert item["note"], f"unverified item {item['name']} must say why and how to fill it"
@@ -56,6 +56,7 @@ def test_plan_says_what_was_not_checked_here():
     # The eight GPUs and their driver are never checked on the machine that runs `plan`.
     for name in ("GPUs", "compute capability", "NVIDIA driver", "interconnect"):
         assert items[("doctor", name)]["checked_by"].startswith("not checked here"), name
+        assert items[("doctor", name)]["needs"] == "gpu-host", name  # typed: nothing reads the wording
     # A pin whose own source says its hash was not computed here is not shown as checked.
     nixpkgs = items[("pins", "flake input nixpkgs")]
     assert "not computed here" in nixpkgs["source"] and nixpkgs["checked_by"].startswith("not checked here")

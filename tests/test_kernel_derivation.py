@@ -22,7 +22,7 @@ PKG = REPO / "pkgs" / "sgl-kernel"
 SOURCES = PKG / "sources.json"
 DERIVATION = PKG / "default.nix"
 
-PIN_FIELDS = {"hash", "hash_source", "verified", "reason"}
+PIN_FIELDS = {"hash", "hash_source", "hash_checked", "verified", "reason"}
 REPO_FIELDS = {"owner", "repo", "rev"}
 SRI = re.compile(r"^sha256-[A-Za-z0-9+/]{43}=$")
 FULL_REV = re.compile(r"^[0-9a-f]{40}$")

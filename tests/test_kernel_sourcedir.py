@@ -119,7 +119,7 @@ def pinned_sources(tmp_path: Path, deps: dict[str, dict]) -> dict:
 
 
 def pin(owner: str, repo: str, rev: str, hash_: str) -> dict:
-    return {"owner": owner, "repo": repo, "rev": rev, "hash": hash_, "hash_source": "computed by the test with nix hash path",
+    return {"owner": owner, "repo": repo, "rev": rev, "hash": hash_, "hash_source": "computed by the test with nix hash path", "hash_checked": "computed",
             "verified": True, "reason": None, "needed_for_archs": None}
 
 
@@ -158,7 +158,7 @@ def test_fetchzip_pins_are_fetched_from_file_urls(tmp_path):
     tarball.parent.mkdir()
     with tarfile.open(tarball, "w:xz") as tf:
         tf.add(tree, arcname="json")
-    entry = {"fetcher": "fetchzip", "url": tarball.as_uri(), "hash": nix_hash(tree), "hash_source": "test",
+    entry = {"fetcher": "fetchzip", "url": tarball.as_uri(), "hash": nix_hash(tree), "hash_source": "test", "hash_checked": "computed",
              "verified": True, "reason": None}
     data = pinned_sources(tmp_path, {"json": entry})
     states = sourcedir.fetch(tmp_path / "src", sourcedir.entries(data, []))
@@ -287,7 +287,7 @@ def with_submodule(tmp_path: Path, parent_hash: str, sub_hash: str) -> dict:
     parent = pin("acme", "mla", "0123456789abcdef0123456789abcdef01234567", parent_hash)
     parent.update(needed_for_archs=["9.0a"], writable=True, submodules={
         "csrc/cutlass": {"owner": "acme", "repo": "cutlass", "rev": "v3.9.0", "hash": sub_hash,
-                         "hash_source": "computed by the test with nix hash path", "verified": True, "reason": None}})
+                         "hash_source": "computed by the test with nix hash path", "hash_checked": "computed", "verified": True, "reason": None}})
     return pinned_sources(tmp_path, {"repo-mla": parent, "repo-fmt": pin("acme", "fmt", "v1.0", parent_hash)})
 
 

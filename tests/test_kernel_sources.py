@@ -113,7 +113,7 @@ def test_update_fills_an_unverified_pin_with_the_real_prefetched_hash(tmp_path):
     assert done == [("fetchcontent.repo-fmt", expected)]
     entry = sources.load(path)["fetchcontent"]["repo-fmt"]
     assert entry["hash"] == expected and entry["verified"] is True and entry["reason"] is None
-    assert "nix-prefetch-url --unpack" in entry["hash_source"]
+    assert "nix-prefetch-url --unpack" in entry["hash_source"] and entry["hash_checked"] == "computed"
     # nothing left unverified: a second run prefetches nothing and leaves the file as it is
     before = path.read_text()
     assert sources.update(path, github=f"file://{tmp_path / 'mirror'}") == []

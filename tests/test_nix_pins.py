@@ -79,7 +79,7 @@ def test_verified_pin_gives_the_same_fetchurl_arguments(nix, tmp_path):
         "update_command": f"blackwell-stack pins update {name} --version {version}",
         "packages": {name: {"version": version, "wheels": {"x86_64-linux-312": {
             "filename": release.filename, "url": url, "hash": sri,
-            "hash_source": "computed here from the PyPI download", "verified": True, "reason": None,
+            "hash_source": "computed here from the PyPI download", "hash_checked": "computed", "verified": True, "reason": None,
         }}}},
     }
     path = tmp_path / "pins.json"
@@ -104,7 +104,7 @@ def test_pure_python_wheels_resolve_through_the_any_key_on_both_sides(nix, tmp_p
         "update_command": f"blackwell-stack pins update pypi {name}=={version} --file pins.json",
         "packages": {name: {"version": version, "wheels": {"any": {
             "filename": release.filename, "url": url, "hash": hex_to_sri(release.sha256),
-            "hash_source": "PyPI's registry sha256", "verified": True, "reason": None}}}},
+            "hash_source": "PyPI's registry sha256", "hash_checked": "registry", "verified": True, "reason": None}}}},
     }
     path = tmp_path / "pins.json"
     validate(data, path)

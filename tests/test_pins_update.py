@@ -73,6 +73,7 @@ def test_update_torch_pins_the_dated_wheel_and_its_triton(index, wheels, repo, t
     assert pins.update_command == "blackwell-stack pins update torch --date 20260307 --cuda cu130 --python 3.12"
     entry = pins.packages["torch"]["wheels"]["x86_64-linux-312"]
     assert entry["verified"] and "computed by `blackwell-stack pins update`" in entry["hash_source"]
+    assert entry["hash_checked"] == "computed"
 
 
 def test_published_hashes_are_checked_and_recorded(index, repo, tmp_path):
@@ -144,7 +145,7 @@ def test_update_pypi_pins_a_real_release(tmp_path, monkeypatch):
     assert entry["hash"] == hex_to_sri(registry.sha256)
     assert entry["filename"] == "six-1.16.0-py2.py3-none-any.whl"
     assert data["update_command"].startswith("blackwell-stack pins update pypi six==1.16.0 --file")
-    assert "PyPI's registry sha256" in entry["hash_source"]
+    assert "PyPI's registry sha256" in entry["hash_source"] and entry["hash_checked"] == "registry"
 
 
 @pytest.mark.network

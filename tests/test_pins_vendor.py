@@ -37,7 +37,7 @@ def pins_for(tmp_path, wheel, *, hash_value, verified):
             "filename": wheel.name,
             "url": "https://download-r2.pytorch.org/whl/nightly/cu130/" + wheel.name.replace("+", "%2B"),
             "hash": hash_value,
-            "hash_source": "test" if hash_value else None,
+            "hash_source": "test" if hash_value else None, "hash_checked": "computed" if hash_value else "none",
             "verified": verified,
             "reason": None if verified else "not downloaded yet",
         }}}},

@@ -31,7 +31,7 @@ def unverified_pins(tmp_path):
         "packages": {"torch": {"version": VERSION, "wheels": {"x86_64-linux-312": {
             "filename": FILENAME,
             "url": "https://download-r2.pytorch.org/whl/nightly/cu130/" + FILENAME.replace("+", "%2B"),
-            "hash": None, "hash_source": None, "verified": False, "reason": "not downloaded yet",
+            "hash": None, "hash_source": None, "hash_checked": "none", "verified": False, "reason": "not downloaded yet",
         }}}},
     }
     path = tmp_path / "pins.json"

@@ -42,7 +42,7 @@ def sections(stacks: list[Stack] | None = None) -> list[PlanSection]:
 
 
 def _count(secs: list[dict]) -> dict[str, int]:
-    counts = Counter(standing(i["verified"], i["checked_by"]) for s in secs for i in s["items"])
+    counts = Counter(standing(i) for s in secs for i in s["items"])
     return {name: counts.get(name, 0) for name in STANDINGS}
 
 

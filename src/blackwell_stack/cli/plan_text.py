@@ -58,7 +58,7 @@ def _stacks(plan: dict, width: int | None) -> None:
 def _section_counts(section: dict) -> str:
     counts = {UNVERIFIED: 0, NEEDS_GPU_HOST: 0, NOT_CHECKABLE: 0}
     for item in section["items"]:
-        kind = standing(item["verified"], item["checked_by"])
+        kind = standing(item)
         if kind in counts:
             counts[kind] += 1
     rows = [i for i in section["items"] if not i["detail"]]

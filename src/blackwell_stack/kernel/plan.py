@@ -28,13 +28,13 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
     sec.items.append(PlanItem(
         "sglang source (sourceRoot sgl-kernel)",
         f"{sg['owner']}/{sg['repo']} {sg['tag']} ({sg['rev'][:12]}), sgl-kernel {sg['sgl_kernel_version']}",
-        sg.get("hash_source"), bool(sg.get("verified")), sg.get("reason"), hash_checked_by(sg.get("hash_source")),
+        sg.get("hash_source"), bool(sg.get("verified")), sg.get("reason"), hash_checked_by(sg["hash_checked"]),
     ))
     for name, dep in sources.get("fetchcontent", {}).items():
         where = f"{dep.get('owner')}/{dep.get('repo')}@{str(dep.get('rev'))[:12]}"
         sec.items.append(PlanItem(f"FetchContent {name}", where, dep.get("hash_source"), bool(dep.get("verified")),
                                   dep.get("reason") if not dep.get("verified") else None,
-                                  hash_checked_by(dep.get("hash_source"))))
+                                  hash_checked_by(dep["hash_checked"])))
     for patch in patchcheck.load_series():
         sec.items.append(PlanItem(f"patch {patch.name[:4]}", _first_line(patch.description), str(patch.path.name)))
     rec = recipe.load()

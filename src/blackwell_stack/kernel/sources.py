@@ -23,13 +23,14 @@ from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri, is_sri
 from blackwell_stack.model import registry
+from blackwell_stack.model.plan import HASH_CHECKS
 
 UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
 UPDATE_FETCH_HINT = "blackwell-stack kernel sources fetch --dir DIR fetches and checks them"
 GITHUB = "https://github.com"
 _NIX_BASE32 = "0123456789abcdfghijklmnpqrsvwxyz"
 _REV = re.compile(r"^([0-9a-f]{40}|v\d+(\.\d+)+)$")
-_PIN_FIELDS = ("hash", "hash_source", "verified", "reason")
+_PIN_FIELDS = ("hash", "hash_source", "hash_checked", "verified", "reason")
 
 
 def sources_path() -> Path:
@@ -94,6 +95,9 @@ def _check_pin(path: Path, pin: Pin) -> None:
                         "pin a 40-hex commit (or a release tag)")
     if e["hash"] is not None and not is_sri(e["hash"]):
         raise DataError(path, pin.where, "hash", f"{e['hash']!r} is not an SRI sha256", f"run {UPDATE_COMMAND}")
+    if e["hash_checked"] not in HASH_CHECKS:
+        raise DataError(path, pin.where, "hash_checked", f"must be one of {', '.join(HASH_CHECKS)}, found "
+                        f"{e['hash_checked']!r}", "say what checked the hash (computed here, or only a public source)")
     if e["verified"] and (e["hash"] is None or not e["hash_source"]):
         raise DataError(path, pin.where, "verified", "verified without a hash and its source",
                         f"set verified to false with a reason, or run {UPDATE_COMMAND}")
@@ -227,6 +231,7 @@ def update(
         pin.entry.update(
             hash=sri,
             hash_source=f"computed with `nix-prefetch-url --unpack {url}` ({UPDATE_COMMAND}, {day})",
+            hash_checked="computed",
             verified=True,
             reason=None,
         )

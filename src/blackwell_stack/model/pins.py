@@ -12,7 +12,8 @@ The schema (version 1), shared with lib/pins.nix:
           "version": "<version>" | null,
           "wheels": {
             "<system>-<pyVerNoDot>" | "any": {
-              "filename", "url", "hash" (SRI or null), "hash_source",
+              "filename", "url", "hash" (SRI or null), "hash_source" (prose),
+              "hash_checked" (computed, registry, public or none: model.plan.HASH_CHECKS),
               "verified" (bool), "reason" (why unverified, or null)
             }
           }
@@ -33,9 +34,10 @@ from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import is_sri
 from blackwell_stack.model import registry
+from blackwell_stack.model.plan import HASH_CHECKS
 
 SCHEMA_VERSION = 1
-ENTRY_FIELDS = ("filename", "url", "hash", "hash_source", "verified", "reason")
+ENTRY_FIELDS = ("filename", "url", "hash", "hash_source", "hash_checked", "verified", "reason")
 ANY_KEY = "any"  # a pure-Python wheel, the same for every system and Python
 
 
@@ -104,6 +106,10 @@ def _validate_entry(path, where: str, entry: Any, version: str | None) -> None:
             raise DataError(path, where, field, "is missing", f"every wheel pin has: {', '.join(ENTRY_FIELDS)}")
     if not isinstance(entry["verified"], bool):
         raise DataError(path, where, "verified", f"must be true or false, found {entry['verified']!r}")
+    if entry["hash_checked"] not in HASH_CHECKS:
+        raise DataError(path, where, "hash_checked", f"must be one of {', '.join(HASH_CHECKS)}, found "
+                        f"{entry['hash_checked']!r}", "say what checked the hash: computed here, the registry's "
+                        "sha256, only a public source, or nothing")
     h = entry["hash"]
     if h is not None and not (isinstance(h, str) and is_sri(h)):
         raise DataError(path, where, "hash", f"must be a sha256 SRI hash (sha256-<base64>) or null, found {h!r}")
@@ -166,6 +172,7 @@ class PinRow:
     url: str | None
     hash: str | None
     hash_source: str | None
+    hash_checked: str  # model.plan.HASH_CHECKS
     verified: bool
     reason: str | None
     file: str

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 NOT_CHECKED_HERE = "not checked here"
-# A "not checked here" reason that names this is something only the GPU host can check (doctor, smoke, bench there).
-GPU_HOST = "GPU host"
+# What an item needs before it can be checked (PlanItem.needs): the GPU host (doctor, smoke, bench there).
+NEEDS = ("gpu-host",)
 
 UNVERIFIED = "unverified"
 NEEDS_GPU_HOST = "needs the GPU host"
@@ -37,6 +37,7 @@ class PlanItem:
     note: str | None = None  # why unverified, or how to fill it in
     checked_by: str | None = None  # what checked it here, or "not checked here (why)"; None: no claim
     detail: bool = False  # one of many like rows (a locked file): in --json and --wide, summed up otherwise
+    needs: str | None = None  # one of NEEDS: where it can be checked, when not here
 
 
 @dataclass
@@ -54,32 +55,29 @@ def not_checked_here(why: str) -> str:
     return f"{NOT_CHECKED_HERE} ({why})"
 
 
-def standing(verified: bool, checked_by: str | None) -> str:
-    """One of STANDINGS for an item (PlanItem fields, or the same keys of its JSON)."""
-    text = checked_by or ""
-    if not verified:
+def standing(item: dict) -> str:
+    """One of STANDINGS for an item (the keys of its JSON)."""
+    if not item["verified"]:
         return UNVERIFIED
-    if text.startswith(NOT_CHECKED_HERE):
-        return NEEDS_GPU_HOST if GPU_HOST in text else NOT_CHECKABLE
+    if item.get("needs") == "gpu-host":
+        return NEEDS_GPU_HOST
+    if (item["checked_by"] or "").startswith(NOT_CHECKED_HERE):  # only not_checked_here() writes it
+        return NOT_CHECKABLE
     return CHECKED
 
 
-def hash_checked_by(hash_source: str | None) -> str:
-    """What a pin's hash_source says checked the hash.
+# What checked a pin's hash, as its data says (`hash_checked`; its `hash_source` is the prose): only two
+# kinds count as checked, a hash the project computed from the file itself and the registry's own digest
+# of the file (PyPI's sha256). A hash only a public source names is not checked here, whatever the pin's
+# `verified` says.
+HASH_CHECKED_BY = {
+    "computed": "hash computed here",
+    "registry": "PyPI's sha256",
+    "public": not_checked_here("named by a public source"),
+    "none": not_checked_here("no hash source"),
+}
+HASH_CHECKS = tuple(HASH_CHECKED_BY)
 
-    Only two kinds count as checked: a hash computed by the project from the
-    file itself, and the registry's own digest of the file (PyPI's sha256).
-    Everything else (public lock files, a hash named by another project) is
-    shown as not checked here, whatever the pin's `verified` says.
-    """
-    text = (hash_source or "").strip()
-    lowered = text.lower()
-    if "not computed here" in lowered:
-        return not_checked_here("taken from public sources")
-    if lowered.startswith("computed here") or "computed by `blackwell-stack" in lowered:
-        return "hash computed here"
-    if "registry sha256" in lowered or lowered.startswith("pypi's sha256"):
-        return "PyPI's sha256"
-    if not text:
-        return not_checked_here("no hash source")
-    return not_checked_here("named by a public source")
+
+def hash_checked_by(kind: str) -> str:
+    return HASH_CHECKED_BY[kind]

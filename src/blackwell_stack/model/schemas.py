@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack.errors import DataError
+from blackwell_stack.model.plan import HASH_CHECKS
 from blackwell_stack.model.shape import (
     AnyValue,
     Bool,
@@ -197,7 +198,7 @@ def check_flake_lock(data: dict[str, Any], path: Path) -> None:
 FLAKE_INPUTS = Obj({
     "schema_version": Literal((1,)),
     "update_command": Str(nonempty=True),
-    "inputs": Map(Obj({"narHash": Str(nonempty=True), "verified": Bool()},
+    "inputs": Map(Obj({"narHash": Str(nonempty=True), "verified": Bool(), "hash_checked": Literal(HASH_CHECKS)},
                       optional={"hash_source": Opt(Str()), "reason": Opt(Str()), "rev": Str(), "url": Str()})),
 })
 

@@ -38,7 +38,7 @@ def _source_rows() -> list[PinRow]:
     entries += [(f"{name} (FetchContent)", src) for name, src in data["fetchcontent"].items()]
     file = registry.entry("kernel-sources").pattern
     return [PinRow(what, src.get("tag") or src.get("rev"), _github_url(src), src.get("hash"), src.get("hash_source"),
-                   bool(src.get("verified")), src.get("reason"), file, data.get("update_command"))
+                   src["hash_checked"], bool(src.get("verified")), src.get("reason"), file, data.get("update_command"))
             for what, src in entries]
 
 
@@ -60,7 +60,7 @@ def _flake_rows() -> list[PinRow]:
         verified = bool(locked.get("narHash")) and bool(prov.get("verified")) and prov.get("narHash") == locked.get("narHash")
         reason = prov.get("reason") or (None if verified else f"{provenance_file} does not vouch for this narHash")
         rows.append(PinRow(f"flake input {name}", locked.get("rev"), url, locked.get("narHash"), prov.get("hash_source"),
-                           verified, None if verified else reason, registry.entry("flake-lock").pattern,
+                           prov.get("hash_checked", "none"), verified, None if verified else reason, registry.entry("flake-lock").pattern,
                            provenance["update_command"] if provenance else None))
     return rows
 

@@ -20,7 +20,7 @@ def plan_section() -> PlanSection:
         value = r.version or "-"
         note = None if r.verified else f"{r.reason}. Fill it in with: {r.update_command or 'see ' + r.file}"
         items.append(PlanItem(r.what, value, source=r.hash_source if r.verified else r.file, verified=r.verified, note=note,
-                              checked_by=hash_checked_by(r.hash_source)))
+                              checked_by=hash_checked_by(r.hash_checked)))
     items.insert(0, PlanItem("CUDA toolkit", "cudaPackages_13_0 (13.0.x at the locked nixpkgs)",
                              source="nix/cuda-home.nix and pkgs/sgl-kernel (asserted to be 13.0 at evaluation)"))
     return PlanSection(

@@ -52,6 +52,7 @@ def _fetch_and_hash(res: Resolved, *, source: str) -> dict:
         "url": res.url,
         "hash": hex_to_sri(digest),
         "hash_source": how,
+        "hash_checked": "computed",
         "verified": True,
         "reason": None,
         "_path": str(dest),
@@ -199,6 +200,7 @@ def update_pypi(
             f = pure[0]
             entry = _fetch_and_hash(Resolved(f.filename, f.url, f.sha256), source=f.url)
             entry["hash_source"] = f"PyPI's registry sha256 for {f.filename}, checked by downloading it on {_today()}"
+            entry["hash_checked"] = "registry"
             entries[ANY_KEY] = _strip_private(entry)
         else:
             for system in systems:
@@ -209,6 +211,7 @@ def update_pypi(
                     f = cands[0]
                     entry = _fetch_and_hash(Resolved(f.filename, f.url, f.sha256), source=f.url)
                     entry["hash_source"] = f"PyPI's registry sha256 for {f.filename}, checked by downloading it on {_today()}"
+                    entry["hash_checked"] = "registry"
                     entries[wheel_key(system, py)] = _strip_private(entry)
         new_packages[name] = {"version": version, "wheels": entries}
 

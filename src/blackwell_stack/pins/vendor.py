@@ -188,6 +188,7 @@ def vendor(file: Path, pins_paths: list[Path], *, record: bool = False, locks: l
                 "hash": hex_to_sri(digest),
                 "hash_source": f"computed by `blackwell-stack pins vendor` from a local copy ({filename}) on {dt.date.today().isoformat()}, "
                 "a wheel whose METADATA names this package and version and whose RECORD matches its files; not checked against the index",
+                "hash_checked": "computed",
                 "verified": True,
                 "reason": None,
             }

@@ -64,7 +64,7 @@ def _locked_files_by_package(stack: Stack) -> dict[str, PinRow]:
         rows[name] = PinRow(
             what=f"{name} ({stack.name} stack)", version=pkg.version,
             url=wheel.get("url") or wheel.get("path"), hash=f"sha256:{digest}" if digest else None,
-            hash_source=source, verified=ok,
+            hash_source=source, hash_checked="registry", verified=ok,
             reason=None if ok else (problem or f"{name}'s file is not in {stack.relpath}/wheels.json"),
             file=f"{stack.relpath}/uv.lock", update_command=fill,
         )
@@ -78,8 +78,8 @@ def kept_wheel_pins(stack: Stack) -> list[PinRow]:
         return []
     pins = load_pins(data_path(kept["pins"]))
     return [
-        PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["verified"], e["reason"],
-               kept["pins"], pins.update_command)
+        PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["hash_checked"],
+               e["verified"], e["reason"], kept["pins"], pins.update_command)
         for name, pkg in pins.packages.items() for key, e in pkg["wheels"].items()
     ]
 
@@ -87,7 +87,7 @@ def kept_wheel_pins(stack: Stack) -> list[PinRow]:
 def summary_row(stack: Stack) -> PinRow:
     """One row for `pins show`: the stack's lock as a whole."""
     if not stack.locked:
-        return PinRow(f"stack {stack.name} (uv.lock)", None, None, None, None, False,
+        return PinRow(f"stack {stack.name} (uv.lock)", None, None, None, None, "none", False,
                       stack.missing_lock_message(), f"{stack.relpath}/uv.lock", stack.lock_command)
     rows = locked_files(stack)
     bad = [r for r in rows if not r.verified]
@@ -95,7 +95,7 @@ def summary_row(stack: Stack) -> PinRow:
     return PinRow(
         f"stack {stack.name} (uv.lock)", ", ".join(f"{k} {v}" for k, v in versions.items()), None,
         f"{len(rows)} files", f"every file's sha256 is in uv.lock; {len(rows) - len(bad)} checked by `stack audit`",
-        not bad, f"{len(bad)} file(s) not checked: {bad[0].reason}" if bad else None,
+        "registry", not bad, f"{len(bad)} file(s) not checked: {bad[0].reason}" if bad else None,
         f"{stack.relpath}/uv.lock", f"blackwell-stack stack audit {stack.name} --write",
     )
 
@@ -112,7 +112,7 @@ def plan_section(stack: Stack) -> PlanSection:
     for row in kept_wheel_pins(stack):
         sec.items.append(PlanItem(row.what, row.version or "-", row.hash_source if row.verified else row.file,
                                   row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
-                                  checked_by=hash_checked_by(row.hash_source) if row.verified else None))
+                                  checked_by=hash_checked_by(row.hash_checked) if row.verified else None))
     if not stack.locked:
         sec.items.insert(0, PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False,
                                      stack.missing_lock_message()))

@@ -51,7 +51,7 @@ def plan_section() -> PlanSection:
                 f"baseline: {exp.name}",
                 f"{exp.metric} {exp.relation.replace('_', ' ')} {exp.value:g} at {where} (tolerance {base.tolerance:.0%})",
                 f"src/blackwell_stack/verify/baselines/{base.path.name} (docs/reference-deployment.md#results)",
-                checked_by=not_checked_here("reported figures; needs the GPU host"),
+                checked_by=not_checked_here("reported figures; needs the GPU host"), needs="gpu-host",
             )
         )
     return PlanSection(
