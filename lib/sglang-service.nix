@@ -27,6 +27,9 @@ let
   # Same pattern as render.py's _INT_RE: no leading zeros, so fromJSON accepts it.
   intPattern = "-?(0|[1-9][0-9]*)";
   isIntString = v: isString v && match intPattern v != null;
+  # A JSON number (render.py's _NUMBER_RE): what fromJSON reads, as json.loads does there; no nan or inf.
+  numberPattern = "-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?";
+  isNumberString = v: isString v && match numberPattern v != null;
   min = a: b: if a < b then a else b;
   max = a: b: if a > b then a else b;
   abs = a: if a < 0 then -a else a;
@@ -99,7 +102,9 @@ let
     else [ (toString v) ];
 
   typed = entry: value:
-    if entry.type or null == "int" && isIntString value then fromJSON value else value;
+    if entry.type or null == "int" && isIntString value then fromJSON value
+    else if entry.type or null == "float" && isNumberString value then fromJSON value
+    else value;
 
   normalizeKey = k: if hasPrefix "--" k then k else "--${k}";
 

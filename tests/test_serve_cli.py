@@ -264,3 +264,19 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     runtime = {i.name: i for i in nightly.items}["runtime"]
     assert runtime.value == "sglang 0.5.9, flashinfer 0.6.5" and "blackwell-stack stack lock nightly --wheels DIR" in runtime.source
     assert [s.key for s in plan_sections([load("current")])] == ["service"]
+
+
+@pytest.mark.parametrize(("setting", "refused_by"), [
+    ("mem-fraction-static=1.5", "mem-fraction-static-out-of-range"),
+    ("mem-fraction-static=nan", "mem-fraction-static-out-of-range"),
+    ("mem-fraction-static=0", "mem-fraction-static-out-of-range"),
+    ("mem-fraction-static=0.25", None),
+    ("context-length=-1", "context-length-not-positive"),
+    ("model-path=", "model-path-empty"),
+])
+def test_values_sglang_would_take_and_fail_on_later_are_refused(setting, refused_by):
+    result = cli("serve", "check", "--set", setting, "--json")
+    verdicts = {v["id"]: v for v in json.loads(result.stdout)["verdicts"]}
+    fired = sorted(i for i, v in verdicts.items() if v["fired"] and v["severity"] == "error")
+    assert fired == ([refused_by] if refused_by else []), (setting, fired)
+    assert result.returncode == (1 if refused_by else 0), result.stderr

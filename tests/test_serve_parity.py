@@ -221,6 +221,18 @@ RULE_CASES = {
         now(extra_args=["--tp-size", "0"]),
         case(extra_args=["--tp", "1"]),
     ),
+    "mem-fraction-static-out-of-range": (
+        case(extra_args=["--mem-fraction-static", "1.5"]),
+        now(extra_args=["--mem-fraction-static", "0.85"]),
+    ),
+    "context-length-not-positive": (
+        now(overrides={"context-length": -1}),
+        case(extra_args=["--context-length", "4096"]),
+    ),
+    "model-path-empty": (
+        case(overrides={"model-path": ""}),
+        now(),
+    ),
     "port-out-of-range": (
         case(overrides={"port": 70000}),
         now(extra_args=["--nccl-port", "65535"]),

@@ -22,6 +22,7 @@ tests compare the two on the default profile and on generated ones:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ from blackwell_stack.serve.flags import FlagTable, canonical, negated
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
 _INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
+# A JSON number, read by json.loads as Nix's fromJSON reads it (lib/sglang-service.nix numberPattern): no nan, no inf.
+_NUMBER_RE = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 FIRST = ("--model-path", "--revision")
 
 
@@ -99,6 +102,8 @@ class ParsedArgs:
 def _typed(value: str, entry: dict[str, Any]) -> Any:
     if entry.get("type") == "int" and _INT_RE.match(value):
         return int(value)
+    if entry.get("type") == "float" and _NUMBER_RE.match(value):
+        return json.loads(value)
     return value
 
 
@@ -235,7 +240,7 @@ def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:
             if raw not in ("true", "false"):
                 raise StackError(f"--set {key}={raw}: {primary} is a switch", f"write --set {key.lstrip('-')}=true or =false")
             value = raw == "true"
-        elif entry is not None and entry.get("type") == "int" and _INT_RE.match(raw):
-            value = int(raw)
+        elif entry is not None and entry.get("type") in ("int", "float"):
+            value = _typed(raw, entry)
         out[key] = value
     return out
