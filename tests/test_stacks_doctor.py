@@ -1,4 +1,4 @@
-"""`doctor --stack stable --python PY` on a small real venv: a few packages
+"""`stack doctor stable --python PY` on a small real venv: a few packages
 installed by uv exactly as the stable lock names them, one deliberately at
 another version, one that the lock does not have. The doctor names each
 difference with the command that repairs it; running that command repairs it.
@@ -41,7 +41,7 @@ def venv(tmp_path):
 
 
 def _doctor(python: Path, capsys, *extra: str) -> tuple[int, dict]:
-    code = main(["doctor", "--stack", "stable", "--python", str(python), "--json", *extra])
+    code = main(["stack", "doctor", "stable", "--python", str(python), "--json", *extra])
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -103,11 +103,11 @@ def test_a_rewritten_record_is_another_file_hash(venv, capsys):
 
 
 def test_an_unknown_stack_and_a_broken_python_are_errors_with_hints(tmp_path, capsys):
-    assert main(["doctor", "--stack", "nope", "--python", sys.executable]) == 2
+    assert main(["stack", "doctor", "nope", "--python", sys.executable]) == 2
     assert "hint: pick one of:" in capsys.readouterr().err
-    assert main(["doctor", "--stack", "nightly", "--python", sys.executable]) == 2
+    assert main(["stack", "doctor", "nightly", "--python", sys.executable]) == 2
     err = capsys.readouterr().err
     assert "nightly stack has no lock" in err and "blackwell-stack stack lock nightly --wheels DIR" in err
-    assert main(["doctor", "--stack", "stable", "--python", str(tmp_path / "no-python")]) == 2
+    assert main(["stack", "doctor", "stable", "--python", str(tmp_path / "no-python")]) == 2
     err = capsys.readouterr().err
     assert "cannot run" in err and "hint:" in err and "Traceback" not in err

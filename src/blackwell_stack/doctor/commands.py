@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from blackwell_stack import inputfiles, output
@@ -12,9 +11,7 @@ from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, star
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.formats import wheeldiff
 from blackwell_stack.kernel import reference
-from blackwell_stack.model import stack as model
 from blackwell_stack.model.profile import Profile, available_profiles, load_profile
-from blackwell_stack.stacks import doctor as stack_doctor
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,10 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print JSON instead of tables")
     d.add_argument("--python", help="check the environment of this interpreter (a venv's bin/python)")
     d.add_argument("--target-cc", default=host.TARGET_CC, help="compute capability the stack targets (12.0)")
-    d.add_argument("--stack", metavar="NAME",
-                   help="instead: list every distribution in --python's environment that differs from the stack's lock "
-                   "(the same as `stack doctor NAME`)")
-    d.add_argument("--verify-files", action="store_true", help="with --stack: also hash the installed files against RECORD")
+    # The earlier spelling of `stack doctor NAME`: one command has one name now, and this one says which.
+    d.add_argument("--stack", metavar="NAME", help=argparse.SUPPRESS)
     d.add_argument("--profile", default=None,
                    help="the profile whose model and environment SGLang's start-up imports are checked for (default: "
                    "the profile made for the environment's sglang)")
@@ -134,12 +129,9 @@ def print_inspect(report: dict) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    if args.stack:  # the same as `stack doctor NAME`
-        return stack_doctor.run(model.load(args.stack), args.python or sys.executable,
-                                verify_files=args.verify_files, as_json=args.json)
-    if args.verify_files:
-        raise StackError("--verify-files compares a venv with a stack's lock: it needs --stack NAME",
-                         "run `blackwell-stack doctor --stack NAME --python VENV/bin/python --verify-files`")
+    if args.stack is not None:
+        raise StackError("`doctor --stack` is now `stack doctor`: the environment against the stack's lock",
+                         f"run `blackwell-stack stack doctor {args.stack} --python VENV/bin/python`")
     facts = host.gather()
     results = host.checks(facts, target_cc=args.target_cc)
     gpu_cc = facts.gpus[0].compute_cap if facts.gpus else None

@@ -202,5 +202,5 @@ def _sglang_check(env: Environment) -> Check:
     if notes:
         return Check("python", "sglang", WARN, sg.version, "; ".join(notes),
                      "expected where a stack overrides sglang's pins on purpose (stable, nightly: each override's reason is in "
-                     "stacks/NAME/pyproject.toml); `doctor --stack NAME` checks the venv against that stack's lock")
+                     "stacks/NAME/pyproject.toml); `stack doctor NAME` checks the venv against that stack's lock")
     return Check("python", "sglang", OK, sg.version, "its pinned dependencies match")

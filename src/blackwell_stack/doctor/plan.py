@@ -78,7 +78,7 @@ def plan_section(stack: Stack | None = None, *, key: str = "doctor") -> PlanSect
             source=f"pkgs/sgl-kernel/recipe.json memory (measured); kernel/jobs.py; {DOCS}#build-memory",
             checked_by="measured on a GPU machine (benchmarks/kernel-compile-memory/)"))
     s.commands = [
-        f"blackwell-stack doctor --stack {stack.name} --python /path/to/venv/bin/python",
+        f"blackwell-stack stack doctor {stack.name} --python /path/to/venv/bin/python",
         "blackwell-stack doctor abi --kernel env --torch env",
     ]
     if stack.kernel["from"] == "source":

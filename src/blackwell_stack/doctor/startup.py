@@ -150,7 +150,7 @@ def _check(startup: Startup, outcome: Outcome, gpu_cc: str | None) -> Check:
     if outcome.outcome == MISSING:
         return Check("startup", name, FAIL, MISSING, detail,
                      "install the stack's lock into this environment (`uv sync --frozen` of stacks/NAME, or "
-                     "`blackwell-stack doctor --stack NAME` for what differs)")
+                     "`blackwell-stack stack doctor NAME` for what differs)")
     # An exception without a GPU may be the GPU's absence: SGLang's kernels ask for one while they load.
     status = WARN if gpu_cc is None else FAIL
     more = "; no GPU on this host, which such an import may need" if gpu_cc is None else ""

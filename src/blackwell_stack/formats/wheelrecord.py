@@ -122,8 +122,8 @@ def parse_record(text: str, where: str, *, hint: str = "the wheel is malformed",
                  strict: bool = True) -> dict[str, tuple[str | None, str | None, int | None]]:
     """RECORD rows: name -> (hash algorithm, urlsafe-base64 digest, size); (None, None, None) when unhashed.
 
-    The one reader of RECORD files: a wheel's (inspect, pins vendor --record, doctor --stack) and an
-    installation's (pins rescue, doctor --stack). A malformed row is a StackError naming `where`, its
+    The one reader of RECORD files: a wheel's (inspect, pins vendor --record, stack doctor) and an
+    installation's (pins rescue, stack doctor). A malformed row is a StackError naming `where`, its
     line and `hint`; with strict=False it is read as far as it goes (doctor compares what it can).
     """
     rows: dict[str, tuple[str | None, str | None, int | None]] = {}

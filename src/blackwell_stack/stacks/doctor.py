@@ -1,4 +1,4 @@
-"""`doctor --stack NAME --python PY`: every installed distribution that differs from the stack's lock.
+"""`stack doctor NAME --python PY`: every installed distribution that differs from the stack's lock.
 
 What is compared, and what can be:
 - name and version: the venv's installed metadata against the lock;
