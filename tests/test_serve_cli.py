@@ -280,3 +280,11 @@ def test_values_sglang_would_take_and_fail_on_later_are_refused(setting, refused
     fired = sorted(i for i, v in verdicts.items() if v["fired"] and v["severity"] == "error")
     assert fired == ([refused_by] if refused_by else []), (setting, fired)
     assert result.returncode == (1 if refused_by else 0), result.stderr
+
+
+def test_a_module_config_of_another_shape_is_refused_saying_whose_file_it_takes(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"overrides": {}, "extraArgs": "--tp 8", "env": {}, "ignoredRules": [], "argv": []}')
+    result = cli("serve", "check", "--module-config", str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "extraArgs" in result.stderr and "pass the file services.sglang writes" in result.stderr

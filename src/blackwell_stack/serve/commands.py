@@ -14,7 +14,7 @@ from blackwell_stack.model import stack as model
 from blackwell_stack.model.profile import DEFAULT_PROFILE
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve import flags_decisions, flags_extract
+from blackwell_stack.serve import flags_decisions, flags_extract, module_check
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, command_line, configure
 
@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = serve_sub.add_parser("check", help="evaluate every rule; exit 1 on errors")
     common(p)
+    p.add_argument("--module-config", type=Path, metavar="FILE",
+                   help="what services.sglang rendered (its build-time check): its settings, extraArgs, environment, "
+                   "ignored rules and argv, checked with --profile")
     p.set_defaults(func=cmd_check)
 
     p = serve_sub.add_parser("run", help="check, then exec python -m sglang.launch_server with the rendered argv")
@@ -105,6 +108,8 @@ def _print_fired(verdicts: list[Verdict]) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.module_config is not None:
+        return _check_module(args)
     service = _service(args)
     rendered, verdicts = service.rendered, service.verdicts
     errors = service.fired("error")
@@ -129,6 +134,26 @@ def cmd_check(args: argparse.Namespace) -> int:
             table(["flag or variable", "why"], unverified)
         print(f"\n{len(errors)} error(s), {len(service.fired('warning'))} warning(s), {len(unverified)} unverified profile entries")
     return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
+
+
+def _check_module(args: argparse.Namespace) -> int:
+    """services.sglang's build-time check: every refusal on stderr, one line each, naming its option."""
+    if args.settings or args.extra_args or args.stack:
+        raise StackError("--module-config carries the settings, extraArgs and runtime itself",
+                         "pass only --profile with it")
+    config = module_check.load(args.module_config)
+    service = configure(args.profile, overrides=config.overrides, extra_args=config.extra_args,
+                        env_overrides=config.env, table_path=args.flags_table)
+    errors, warnings = module_check.report(service, config)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    if args.json:
+        dump_json({"profile": service.rendered.profile, "ok": not errors, "errors": errors, "warnings": warnings})
+    else:
+        print(f"services.sglang ({service.rendered.profile}): {len(errors)} error(s), {len(warnings)} warning(s)")
+    return module_check.exit_code(errors)
 
 
 # Prints the version of the sglang the interpreter would import, or nothing (without importing it: that takes long).

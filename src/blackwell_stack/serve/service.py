@@ -82,6 +82,7 @@ def configure(
     stack: Stack | None = None,
     runtime: Runtime | None = None,
     settings: list[str] | None = None,
+    overrides: dict[str, Any] | None = None,
     extra_args: list[str] | None = None,
     env_overrides: dict[str, str | None] | None = None,
     table_path: Path | None = None,
@@ -101,7 +102,8 @@ def configure(
     rt = runtime or prof.runtime()
     table = load_table(path=table_path) if table_path else load_table(rt.sglang)
     rules = load_rules()
-    rendered = render(prof, table, rules, parse_set(settings or [], table), extra_args, env_overrides, runtime=rt)
+    chosen = {**parse_set(settings or [], table), **(overrides or {})}  # overrides: values as Nix gives them
+    rendered = render(prof, table, rules, chosen, extra_args, env_overrides, runtime=rt)
     verdicts = [*evaluate(rendered, rules, table.data), secrets.verdict(rendered, table.data)]
     return Service(prof, rt, table, rules, rendered, verdicts)
 
