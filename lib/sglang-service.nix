@@ -1,12 +1,11 @@
-# The SGLang service as pure functions over JSON data (builtins only): the
-# profile (modules/profiles/*.json), the rules (modules/rules.json) and the
-# flag table of the runtime's SGLang version (modules/sglang-flags/<version>.json,
-# extracted from that sglang wheel). `render` gives the argv, the environment
-# and every rule's verdict for a runtime (the SGLang and flashinfer versions:
-# the profile's runtime block unless a stack passes its own); modules/sglang.nix
-# uses it for ExecStart and assertions, and tests compare it with
-# blackwell_stack.serve (render.py, rules.py), which implements the same steps
-# in the same order.
+# The SGLang service's command line as pure functions over JSON data (builtins
+# only): the profile (modules/profiles/*.json) and the flag table of the
+# runtime's SGLang version (modules/sglang-flags/<version>.json, extracted
+# from that sglang wheel). `render` gives the argv and the environment;
+# modules/sglang.nix uses it for ExecStart. Whether a configuration is sound
+# (the rules of modules/rules.json, the flag table's verdicts, the versions)
+# is decided by blackwell_stack.serve alone, which the module runs at build
+# time (modules/sglang/check.nix) and which renders the same argv itself.
 let
   inherit (builtins)
     all any attrNames concatMap concatStringsSep elem elemAt filter foldl'
@@ -14,25 +13,9 @@ let
     listToAttrs mapAttrs match readDir readFile removeAttrs replaceStrings sort split
     stringLength substring;
 
-  versions = import ./versions.nix;
-
   readJSON = path: fromJSON (readFile path);
 
   hasPrefix = prefix: s: substring 0 (stringLength prefix) s == prefix;
-  stripDashes = s: head (match "-*(.*)" s);
-  splitDots = s: filter isString (split "\\." s);
-  firstOr = default: list: if list == [ ] then default else head list;
-  firstNonNull = list: firstOr null (filter (x: x != null) list);
-  isNumber = v: isInt v || isFloat v;
-  # Same pattern as render.py's _INT_RE: no leading zeros, so fromJSON accepts it.
-  intPattern = "-?(0|[1-9][0-9]*)";
-  isIntString = v: isString v && match intPattern v != null;
-  # A JSON number (render.py's _NUMBER_RE): what fromJSON reads, as json.loads does there; no nan or inf.
-  numberPattern = "-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?";
-  isNumberString = v: isString v && match numberPattern v != null;
-  min = a: b: if a < b then a else b;
-  max = a: b: if a > b then a else b;
-  abs = a: if a < 0 then -a else a;
 
   FIRST = [ "--model-path" "--revision" ];
 
@@ -47,64 +30,12 @@ let
     else if table.abbreviations ? ${option} then { primary = table.abbreviations.${option}; candidates = [ ]; }
     else { primary = null; candidates = table.ambiguous.${option} or [ ]; };
 
-  chars = s: genList (i: substring i 1 s) (stringLength s);
-
-  levenshtein = a: b:
-    let
-      ca = chars a;
-      cb = chars b;
-      lb = length cb;
-      row = prev: i: x:
-        (foldl'
-          (acc: j:
-            let
-              cost = if x == elemAt cb (j - 1) then 0 else 1;
-              v = min (min (elemAt prev j + 1) (acc.left + 1)) (elemAt prev (j - 1) + cost);
-            in { left = v; cells = acc.cells ++ [ v ]; })
-          { left = i; cells = [ i ]; }
-          (genList (j: j + 1) lb)).cells;
-      final = foldl' (acc: x: { i = acc.i + 1; prev = row acc.prev (acc.i + 1) x; })
-        { i = 0; prev = genList (j: j) (lb + 1); } ca;
-    in elemAt final.prev lb;
-
-  # The flag a misspelling most likely meant (same algorithm as flags.suggest):
-  # an option whose dest is what was typed, else the nearest spelling within a
-  # third of its length.
-  suggest = table: option:
-    let
-      wanted = replaceStrings [ "-" ] [ "_" ] (stripDashes option);
-      byDest = filter (n: table.flags.${n}.dest == wanted) (sort builtins.lessThan (attrNames table.flags));
-      bare = stripDashes option;
-      limit = max 1 (stringLength bare / 3);
-      nearest = foldl'
-        (best: name:
-          let candidate = stripDashes name; in
-          if abs (stringLength candidate - stringLength bare) > limit then best
-          else
-            let d = levenshtein bare candidate; in
-            if d <= limit && (best == null || d < best.d) then { inherit d name; } else best)
-        null
-        (sort builtins.lessThan (attrNames table.options));
-    in
-    if byDest != [ ] then head byDest else if nearest == null then null else nearest.name;
-
   # --- values --------------------------------------------------------------------------------
-
-  show = v:
-    if v == null then "null"
-    else if isBool v then (if v then "true" else "false")
-    else if isList v then concatStringsSep ", " (map show v)
-    else toString v;
 
   valueStrings = v:
     if isList v then concatMap valueStrings v
     else if isBool v then [ (if v then "true" else "false") ]
     else [ (toString v) ];
-
-  typed = entry: value:
-    if entry.type or null == "int" && isIntString value then fromJSON value
-    else if entry.type or null == "float" && isNumberString value then fromJSON value
-    else value;
 
   normalizeKey = k: if hasPrefix "--" k then k else "--${k}";
 
@@ -151,7 +82,7 @@ let
   # Whether argparse reads an option string as a --no-X spelling (it stores False).
   negated = table: option: table.negated ? ${option};
 
-  # extraArgs read the way argparse reads them (parse_extra_args in render.py).
+  # extraArgs read the way argparse reads them (parse_extra_args in render.py), for the secret-flag check.
   parseExtraArgs = table: args:
     let
       n = length args;
@@ -179,171 +110,22 @@ let
                else acc // { unknown = acc.unknown ++ [ name ]; })
           else if entry.takes_value == "none" then
             go next ((setValue (!(negated table name))) // (if hasEq then { stray = acc.stray ++ [ token ]; } else { }))
-          else if hasEq then go next (setValue (typed entry inline))
+          else if hasEq then go next (setValue inline)
           else if entry.takes_value == "many" then
             let
               count = foldl' (k: j: if k == j - next && hasValueAt j then k + 1 else k) 0 (genList (j: next + j) (n - next));
             in
             go (next + count) (setValue (genList (j: at (next + j)) count))
           else if entry.takes_value == "optional" then
-            (if hasValueAt next then go (next + 1) (setValue (typed entry (at next))) else go next (setValue true))
-          else if hasValueAt next then go (next + 1) (setValue (typed entry (at next)))
+            (if hasValueAt next then go (next + 1) (setValue (at next)) else go next (setValue true))
+          else if hasValueAt next then go (next + 1) (setValue (at next))
           else go next ((setValue null) // { stray = acc.stray ++ [ "${name} (no value)" ]; });
     in
     go 0 { values = { }; unknown = [ ]; ambiguous = [ ]; stray = [ ]; };
 
-  contextOf = { profile, settings, parsed, rules, table, runtime }:
-    let
-      byPrimary = mapAttrs (_: e: e.default) table.flags // settings // parsed.values;
-      # Every alias reads its flag's value: a rule may name either spelling.
-      aliases = listToAttrs (concatMap
-        (name: map (alias: { name = alias; value = byPrimary.${name}; }) table.flags.${name}.aliases)
-        (attrNames table.flags));
-      flags = byPrimary // aliases;
-      modelPath = flags."--model-path" or null;
-    in
-    {
-      inherit flags;
-      inherit (profile) hardware;
-      model = profile.model // { local = isString modelPath && hasPrefix "/" modelPath; };
-      runtime = { sglang = runtime.sglang; flashinfer = runtime.flashinfer or null; };
-      constants = rules.constants or { };
-    };
-
-  # --- rules ---------------------------------------------------------------------------------
-
-  lookup = ctx: path: foldl' (v: k: if isAttrs v && v ? ${k} then v.${k} else null) ctx path;
-
-  operand = ctx: node:
-    if isAttrs node then
-      (if node ? var then lookup ctx node.var
-       else if node ? mul then
-         let a = operand ctx (elemAt node.mul 0); b = operand ctx (elemAt node.mul 1); in
-         if isNumber a && isNumber b then a * b else null
-       else throw "blackwell-stack: modules/rules.json: unknown operand ${builtins.toJSON node}")
-    else node;
-
-  holds = ctx: cond:
-    let
-      op = head (attrNames cond);
-      arg = cond.${op};
-      a = operand ctx (elemAt arg 0);
-      b = operand ctx (elemAt arg 1);
-    in
-    if op == "all" then all (holds ctx) arg
-    else if op == "any" then any (holds ctx) arg
-    else if op == "not" then !(holds ctx arg)
-    else if op == "in" then any (x: a == x) (elemAt arg 1)
-    else if op == "eq" then a == b
-    else if op == "ne" then a != b
-    else if op == "gt" then isNumber a && isNumber b && a > b
-    else if op == "lt" then isNumber a && isNumber b && a < b
-    else if op == "version_lt" then isString a && isString b && versions.compare a b < 0
-    else throw "blackwell-stack: modules/rules.json: unknown condition ${op}";
-
-  interpolate = ctx: message:
-    concatStringsSep "" (map (p: if isList p then show (lookup ctx (splitDots (head p))) else p)
-      (split "[{]([A-Za-z0-9_.-]+)[}]" message));
-
-  valueProblem = name: value: entry:
-    if entry.takes_value == "none" then
-      (if isBool value then null else "${name} is a switch and takes no value (got ${show value})")
-    else
-      firstNonNull (map
-        (v:
-          if v == null then "${name} needs a value"
-          else if entry.choices != null && !(any (c: show v == show c) entry.choices) then
-            "${name} ${show v} is not one of the pinned SGLang's choices: ${show entry.choices}"
-          else if entry.type == "int" && !(isInt v || isIntString v) then
-            "${name} expects an integer, got ${show v}"
-          else null)
-        (if isList value then value else [ value ]));
-
-  unknownFlag = table: where: name:
-    let hint = suggest table name; in
-    "${where}: sglang ${table.sglang_version} has no flag ${name}"
-    + (if hint != null then "; did you mean ${hint}?" else "; see modules/sglang-flags/${table.sglang_version}.json");
-
-  flagTableProblems = { settings, parsed, table }:
-    let
-      fromSettings = concatMap
-        (name:
-          let c = canonical table name; in
-          if c.primary == null then
-            (if c.candidates != [ ] then
-              [ "settings: ${name} is ambiguous in sglang ${table.sglang_version}: ${concatStringsSep ", " c.candidates}" ]
-            else [ (unknownFlag table "settings" name) ])
-          else
-            let p = valueProblem name settings.${name} table.flags.${c.primary}; in
-            if p == null then [ ] else [ "settings: ${p}" ])
-        (sort builtins.lessThan (attrNames settings));
-    in
-    fromSettings
-    ++ map (unknownFlag table "extraArgs") parsed.unknown
-    ++ map (a: "extraArgs: ${a.name} is ambiguous in sglang ${table.sglang_version}: ${concatStringsSep ", " a.candidates}") parsed.ambiguous
-    ++ map (t: "extraArgs: ${t} is not a flag and follows no flag that takes a value") parsed.stray
-    ++ concatMap
-      (name: let p = valueProblem name parsed.values.${name} table.flags.${name}; in if p == null then [ ] else [ "extraArgs: ${p}" ])
-      (sort builtins.lessThan (attrNames parsed.values));
-
-  # Whether a rule holds for the runtime's versions (rules.applicability):
-  # "yes", "no" (outside the versions it holds for) or "unknown".
-  applicability = rule: runtime:
-    let
-      spec = rule.versions or { };
-      status = component:
-        let
-          held = spec.${component}.holds or [ ];
-          notHeld = spec.${component}.not or [ ];
-          version = runtime.${component} or null;
-        in
-        if !(isString version) then
-          { kind = "unknown"; text = "the ${component} version is not known (holds for ${component} ${versions.showRanges held})"; }
-        else if any (versions.inRange version) held then { kind = "yes"; }
-        else if any (versions.inRange version) notHeld then
-          { kind = "no"; text = "${component} ${version} (it holds for ${component} ${versions.showRanges held})"; }
-        else {
-          kind = "unknown";
-          text = "not checked for ${component} ${version} (holds for ${versions.showRanges held}; "
-            + "does not hold for ${versions.showRanges notHeld})";
-        };
-      statuses = map status (attrNames spec);
-      texts = kind: map (s: s.text) (filter (s: s.kind == kind) statuses);
-    in
-    if texts "no" != [ ] then { applies = "no"; note = "does not apply to " + concatStringsSep "; " (texts "no"); }
-    else if texts "unknown" != [ ] then { applies = "unknown"; note = concatStringsSep "; " (texts "unknown"); }
-    else { applies = "yes"; note = null; };
-
-  evaluateRules = { rules, context, settings, parsed, table }:
-    map
-      (rule:
-        let
-          a = applicability rule context.runtime;
-          raw =
-            if a.applies == "no" then [ ]
-            else if (rule.check or null) == "flag_table" then flagTableProblems { inherit settings parsed table; }
-            else if rule ? condition then
-              (if holds context rule.condition then [ (interpolate context rule.message) ] else [ ])
-            else throw "blackwell-stack: modules/rules.json: rule ${rule.id} has neither condition nor a known check";
-          # A rule of unknown truth for this version warns, never refuses.
-          unknownFired = a.applies == "unknown" && raw != [ ];
-          messages = if unknownFired then map (m: "(truth unknown: ${a.note}) ${m}") raw else raw;
-        in
-        {
-          inherit (rule) id;
-          severity = if unknownFired then "warning" else rule.severity;
-          fired = messages != [ ];
-          inherit messages;
-          option = rule.option or null;
-          source = rule.source or null;
-          fix = rule.fix or null;
-          inherit (a) applies note;
-        })
-      rules.rules;
-
   # One flag table per SGLang version: modules/sglang-flags/<version>.json.
   flagTablesDir = ../modules/sglang-flags;
-  flagTableVersions = sort (a: b: versions.compare a b < 0)
+  flagTableVersions = sort (a: b: builtins.compareVersions a b < 0)
     (map (f: head (match "(.*)\.json" f)) (filter (f: match ".*\.json" f != null) (attrNames (readDir flagTablesDir))));
   # The same command as flags.extract_command.
   extractCommand = version:
@@ -365,7 +147,7 @@ let
     (filter (f: match ".*\.json" f != null) (attrNames (readDir ../modules/profiles)));
 in
 rec {
-  inherit canonical suggest levenshtein holds interpolate parseExtraArgs show applicability versions;
+  inherit canonical parseExtraArgs;
   inherit flagTableVersions flagTableFor extractCommand;
 
   rules = defaultRules;
@@ -376,12 +158,11 @@ rec {
   # The flag table of the default profile's SGLang (until a stack passes its version).
   flagTable = flagTableFor defaultProfile.runtime.sglang;
 
-  # The whole configuration: argv, environment, the rule context and verdicts.
-  # overrides: { "attention-backend" = "triton"; ... } (a null value removes a
-  # flag); extraArgs: argv words appended last; env: variables on top of the
-  # profile's (null removes one); runtime: { sglang; flashinfer; } the versions
-  # the rules hold against and whose flag table is used (a stack passes the
-  # versions of its lock; by default the profile's runtime block).
+  # The command line and environment of a configuration. overrides:
+  # { "attention-backend" = "triton"; ... } (a null value removes a flag);
+  # extraArgs: argv words appended last; env: variables on top of the
+  # profile's (null removes one); runtime: { sglang; flashinfer; } whose flag
+  # table is used (by default the profile's runtime block).
   render =
     { profile ? defaultProfile
     , runtime ? profile.runtime
@@ -389,21 +170,15 @@ rec {
     , extraArgs ? [ ]
     , env ? { }
     , table ? flagTableFor runtime.sglang
-    , rules ? defaultRules
     }:
     let
       settings = settingsOf { inherit profile overrides table; };
-      parsed = parseExtraArgs table extraArgs;
-      context = contextOf { inherit profile settings parsed rules table runtime; };
-      verdicts = evaluateRules { inherit rules context settings parsed table; };
-      fired = severity: filter (v: v.fired && v.severity == severity) verdicts;
     in
     {
       argv = renderArgv { inherit settings extraArgs table; };
       env = removeAttrs (mapAttrs (_: spec: spec.value) profile.env // env) (filter (k: env.${k} == null) (attrNames env));
-      inherit settings parsed context verdicts;
-      errors = fired "error";
-      warnings = fired "warning";
+      inherit settings;
+      parsed = parseExtraArgs table extraArgs;
     };
 
   # Flags whose value is a secret. In ExecStart it would be world-readable in the
@@ -424,8 +199,4 @@ rec {
       ambiguousMeans = map (o: table.options.${o}) candidates;
     in
     filter (f: rendered.settings ? ${f} || rendered.parsed.values ? ${f} || elem f ambiguousMeans) secretFlags;
-
-  # Text for a NixOS assertion/warning: the rule, what fired, and its source.
-  verdictText = v: "${if v.option or null != null then v.option else "services.sglang"}: [${v.id}] "
-    + concatStringsSep "; " v.messages + (if v.source != null then " (source: ${v.source})" else "");
 }

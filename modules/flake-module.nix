@@ -25,4 +25,6 @@ in
   services.sglang.package = lib.mkDefault packages.${stacks.envName config.services.sglang.stack};
   # The smoke test runs this flake's CLI (blackwell-stack smoke).
   services.sglang.smokeTest.package = lib.mkDefault packages.blackwell-stack;
+  # So does the build-time check of the configuration (modules/sglang/check.nix).
+  services.sglang.checkPackage = lib.mkDefault packages.blackwell-stack;
 }

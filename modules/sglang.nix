@@ -2,14 +2,16 @@
 # locked serving stacks (services.sglang.stack; by default the stable stack's
 # Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell, SM120, PCIe).
 #
-# The argv is rendered by lib/sglang-service.nix (`render`), the same function
-# the tests compare with `blackwell-stack serve render`; every rule of
-# modules/rules.json becomes an assertion (errors) or a warning, and choices
-# are enums taken from the profile's SGLang flag table (modules/sglang-flags/<version>.json).
+# The argv is rendered by lib/sglang-service.nix (`render`), which the tests
+# compare with `blackwell-stack serve render`; the rules of modules/rules.json
+# are checked when the system is built (sglang/check.nix runs `blackwell-stack
+# serve check --module-config`), and choices are enums taken from the profile's
+# SGLang flag table (modules/sglang-flags/<version>.json).
 #
 # The module leaves the host's nixpkgs alone: it sets no nixpkgs.* and takes
 # its packages from options (the flake's nixosModules.sglang sets them to the
-# flake's own packages). Of pkgs it reads only addDriverRunpath.driverLink.
+# flake's own packages). Of pkgs it reads only addDriverRunpath.driverLink and
+# runCommand (the check).
 # docs/nixos-module.md explains each run-time setting with its upstream source.
 { lib, ... }:
 {
@@ -17,6 +19,7 @@
     ./sglang/options.nix
     ./sglang/assertions.nix
     ./sglang/unit.nix
+    ./sglang/check.nix
     # services.sglang.smokeTest: its ExecStartPost comes after the readiness gate.
     ./sglang-smoke.nix
     (lib.mkRenamedOptionModule

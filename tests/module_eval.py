@@ -16,6 +16,7 @@ from pathlib import Path
 import nix_inputs
 import pytest
 from support import REPO
+from support.cli import run as cli_run
 
 PROFILE = json.loads((REPO / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())
 
@@ -24,6 +25,7 @@ ENV_PATH = "/nix/store/0000000000000000000000000000000a-sglang-env"
 CUDA_PATH = "/nix/store/0000000000000000000000000000000b-cuda-13.0"
 CC_PATH = "/nix/store/0000000000000000000000000000000c-gcc-wrapper"
 CLI_PATH = "/nix/store/0000000000000000000000000000000e-blackwell-stack"
+CLI_PACKAGE = f'standIn.package "blackwell-stack" "{CLI_PATH}" {{ }}'
 # The driver's bin output (nvidia-smi), as tests/nixos/options.nix's stand-in hardware.nvidia.package has it.
 NVIDIA_BIN_PATH = "/nix/store/00000000000000000000000000000002-nvidia-x11-580.95.05-bin"
 # The flake's package of each stack's environment, as tests/nixos/eval.nix places it with flake=True.
@@ -53,7 +55,8 @@ def host(*settings: str, package: str | None = None, nvidia: bool = True, flake:
     imports = " ".join(f"{{ {s} }}" for s in settings)
     driver = ("hardware.nvidia.datacenter.enable = lib.mkDefault true; hardware.nvidia.open = lib.mkDefault true; "
               "hardware.graphics.enable = lib.mkDefault true;") if nvidia else ""
-    chosen = "" if flake else f"services.sglang.package = lib.mkDefault ({package or stack_package()});"
+    chosen = "" if flake else (f"services.sglang.package = lib.mkDefault ({package or stack_package()}); "
+                               f"services.sglang.checkPackage = lib.mkDefault ({CLI_PACKAGE});")
     return f"""{{ standIn, lib, ... }}:
 {{
   imports = [ {imports} ];
@@ -118,3 +121,22 @@ def exec_argv(line: str, credentials: str | None = None) -> list[str]:
                 word = word.replace("%d", credentials)
         argv.append(word.replace("%%", "%").replace("$$", "$"))
     return argv
+
+
+def run_check(result: dict, tmp_path: Path):
+    """The configuration's build-time check (modules/sglang/check.nix) as its derivation runs it: the files
+    passAsFile writes, then its script's command, with this checkout's CLI."""
+    checked = result["checked"]
+    assert checked is not None, result["failedAssertions"]
+    attrs = checked["drvAttrs"]
+    assert attrs["passAsFile"] == ["profile", "moduleConfig"]
+    env = {}
+    for name in attrs["passAsFile"]:
+        path = tmp_path / f"{name}.json"
+        path.write_text(attrs[name])
+        env[f"{name}Path"] = str(path)
+    (line,) = [w for w in checked["buildCommand"].splitlines() if w.strip().startswith("blackwell-stack ")]
+    argv = [w.strip('"') for w in line.split()[1:]]
+    for name, value in env.items():
+        argv = [a.replace(f"${name}", value) for a in argv]
+    return cli_run(*argv)

@@ -27,12 +27,13 @@ def test_lib_default_exposes_the_service_and_renders_the_profile(nix):
     assert argv == render(load_profile(), flags.load_table(), load_rules()).argv
 
 
-def test_verdict_text_names_option_rule_and_source(nix):
-    text = nix.eval(
-        '(let s = (import ./lib).sglangService; in '
-        'map s.verdictText (s.render { overrides = { "kv-cache-dtype" = "fp8_e5m2"; }; }).errors)'
-    )
-    assert text == [
+def test_the_build_time_check_names_option_rule_and_source():
+    from blackwell_stack.serve import module_check
+    from blackwell_stack.serve.service import configure
+
+    service = configure(overrides={"kv-cache-dtype": "fp8_e5m2"})
+    texts = [module_check.verdict_text(v) for v in service.fired("error")]
+    assert texts == [
         "services.sglang.kvCacheDtype: [fp8-kv-cache-without-calibrated-scales] --kv-cache-dtype fp8_e5m2: the checkpoint "
         "has no calibrated k/v scales, so an FP8 KV cache falls back to scale 1.0 and silently degrades long-context "
         "accuracy; use bf16 (source: " + RULES["fp8-kv-cache-without-calibrated-scales"]["source"] + ")"

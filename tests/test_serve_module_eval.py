@@ -28,6 +28,7 @@ from module_eval import (
     exec_argv,
     host,
     nixpkgs_lib,  # noqa: F401  (fixture)
+    run_check,
     stack_package,
 )
 
@@ -500,12 +501,38 @@ def test_the_firewall_stays_closed_unless_asked(nix, nixpkgs_lib, tmp_path, defa
 
 # --- the model ---------------------------------------------------------------------------------
 
-def test_the_default_model_is_nvidias_checkpoint(default_host):
+def test_the_default_model_is_nvidias_checkpoint(default_host, tmp_path):
     args = default_host["final"]["finalArgs"]
     assert args[:2] == ["--model-path", "nvidia/Qwen3.5-397B-A17B-NVFP4"]
     assert "--revision" not in args
-    (warning,) = [w for w in default_host["warnings"] if "model-revision-unpinned" in w]
-    assert "nvidia/Qwen3.5-397B-A17B-NVFP4" in warning
+    checked = run_check(default_host, tmp_path)
+    (warning,) = [w for w in checked.stderr.splitlines() if "model-revision-unpinned" in w]
+    assert warning.startswith("warning: services.sglang.model.revision:") and "NVFP4" in warning
+
+
+# --- the build-time check ----------------------------------------------------------------------
+
+def test_the_unit_depends_on_the_check_and_the_default_host_passes_it(default_host, tmp_path):
+    assert default_host["unit"]["restartTriggers"] == ["/nix/store/00000000000000000000000000000000-sglang-config-checked"]
+    checked = run_check(default_host, tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "0 error(s)" in checked.stdout
+
+
+def test_a_rule_refuses_at_build_time_naming_the_option_and_ignored_rules_warn(nix, nixpkgs_lib, tmp_path):
+    results = evaluate(nix, nixpkgs_lib, {
+        "fp8": host('services.sglang.kvCacheDtype = "fp8_e5m2";'),
+        "ignored": host('services.sglang.kvCacheDtype = "fp8_e5m2";',
+                        'services.sglang.ignoredRules = [ "fp8-kv-cache-without-calibrated-scales" ];'),
+    }, tmp_path)
+    refused = run_check(results["fp8"], tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert ("error: services.sglang.kvCacheDtype: [fp8-kv-cache-without-calibrated-scales] --kv-cache-dtype fp8_e5m2"
+            in refused.stderr)
+    assert results["fp8"]["failedAssertions"] == []  # evaluation succeeds: the build refuses
+    warned = run_check(results["ignored"], tmp_path)
+    assert warned.returncode == 0, warned.stderr
+    assert "warning: ignored by services.sglang.ignoredRules: services.sglang.kvCacheDtype:" in warned.stderr
 
 
 def test_exec_start_is_the_launcher_and_the_rendered_argv(default_host):

@@ -1,14 +1,13 @@
-"""Version order and ranges: blackwell_stack.model.versions and lib/versions.nix agree with
-each other and with packaging.version, on generated versions and on the edge cases a
-stack can hand over (pre-releases, post and dev releases, local builds, epochs)."""
+"""Version order and ranges: blackwell_stack.model.versions orders as packaging.version does, on
+generated versions and on the edge cases a stack can hand over (pre-releases, post and dev
+releases, local builds, epochs), and refuses what is not written in normal form."""
 
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
@@ -16,13 +15,13 @@ from blackwell_stack.errors import StackError
 from blackwell_stack.model import versions
 
 EDGES = [
-    "0.5.9", "0.5.10", "0.5.23", "0.5.23.0", "0.5.023", "0.5.23rc1", "0.5.23a2", "0.5.23b1", "0.5.23.dev3",
+    "0.5.9", "0.5.10", "0.5.23", "0.5.23.0", "0.5.23rc1", "0.5.23a2", "0.5.23b1", "0.5.23.dev3",
     "0.5.23rc1.dev2", "0.5.23.post1", "0.5.23.post1.dev1", "0.5.23+cu130", "0.5.23+cu130.1", "0.5.23+1.cu130",
     "0.5.23+abc", "0.5.23+abc.2", "0.5.23+abc.10", "2.12.0.dev20260307+cu130", "2.12.0.dev20260307",
-    "2.12.0+cu130", "2.12.0", "2.12.1", "1!0.1", "0!0.5.23", "1", "1.0.0.0.0", "0.6.6", "0.6.7", "0.6.10",
+    "2.12.0+cu130", "2.12.0", "2.12.1", "1!0.1", "1", "1.0.0.0.0", "0.6.6", "0.6.7", "0.6.10",
 ]
 NOT_VERSIONS = ["v0.5.9", "0.5.9-rc1", "0.5.9RC1", "0.5", "0.5.", ".5", "0.5.9+", "0.5.9+cu-130", "0.5.9.rc1",
-                "latest", "", "0.5.9 ", "1234567890123456789.0"]
+                "latest", "", "0.5.9 ", "0.5.023", "0!0.5.23"]  # the last two: forms packaging would normalise
 NOT_VERSIONS.remove("0.5")  # "0.5" is a version
 
 
@@ -31,44 +30,15 @@ def py_cmp(a: str, b: str) -> int:
     return (va > vb) - (va < vb)
 
 
-def nix_compare(nix, tmp_path, pairs):
-    path = tmp_path / "pairs.json"
-    path.write_text(json.dumps(pairs))
-    return nix.eval(
-        "let v = import ./lib/versions.nix; ps = builtins.fromJSON (builtins.readFile "
-        f"{path}); in map (p: v.compare (builtins.elemAt p 0) (builtins.elemAt p 1)) ps"
-    )
-
-
 def test_edge_cases_order_as_packaging_does():
     for a, b in itertools.product(EDGES, EDGES):
         assert versions.compare(a, b) == py_cmp(a, b), (a, b)
 
 
-@pytest.mark.nix
-def test_nix_orders_the_edge_cases_the_same(nix, tmp_path):
-    pairs = [list(p) for p in itertools.product(EDGES, EDGES)]
-    assert nix_compare(nix, tmp_path, pairs) == [versions.compare(a, b) for a, b in pairs]
-
-
-@pytest.mark.proc
-def test_builtins_compare_versions_would_not_do(nix):
-    # Why lib/versions.nix exists: Nix's own order puts a release before its release candidate.
-    assert nix.eval('builtins.compareVersions "1.0" "1.0rc1"') == -1
-    assert versions.compare("1.0", "1.0rc1") == 1
-
-
 @pytest.mark.parametrize("bad", NOT_VERSIONS)
 def test_what_is_not_a_version_is_refused(bad):
-    with pytest.raises(StackError, match=r"PEP 440|digits"):
+    with pytest.raises(StackError, match=r"PEP 440"):
         versions.parse(bad)
-
-
-@pytest.mark.nix
-def test_nix_refuses_the_same(nix):
-    for bad in NOT_VERSIONS:
-        err = nix.eval_error(f"(import ./lib/versions.nix).compare {json.dumps(bad)} \"1.0\"")
-        assert "is not a version in PEP 440 normal form" in err or "digits" in err, bad
 
 
 numbers = st.integers(0, 12).map(str) | st.sampled_from(["20260307", "100"])
@@ -91,14 +61,6 @@ def test_generated_versions_order_as_packaging_does(pairs):
         assert versions.compare(a, b) == py_cmp(a, b), (a, b)
 
 
-@pytest.mark.nix
-@given(pairs=st.lists(st.tuples(generated_version, generated_version), min_size=100, max_size=100))
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.large_base_example])
-def test_nix_orders_generated_versions_the_same(nix, tmp_path, pairs):
-    pairs = [list(p) for p in pairs]
-    assert nix_compare(nix, tmp_path, pairs) == [versions.compare(a, b) for a, b in pairs]
-
-
 RANGES = [
     {"min": "0.5.9", "max": "0.5.9"}, {"min": "0.5.9", "max": "0.5.23"}, {"below": "0.6.7"}, {"max": "0.6.6"},
     {"min": "0.6.7"}, {"min": "0.6.0", "below": "0.6.7"}, {"min": "2.12.0.dev20260307+cu130", "max": "2.12.0"},
@@ -107,16 +69,9 @@ PROBES = ["0.5.9", "0.5.9.post1", "0.5.9+cu130", "0.5.23", "0.5.23rc1", "0.6.6",
           "0.7.2", "2.12.0.dev20260307+cu130", "2.12.0.dev20260308", "2.12.0"]
 
 
-@pytest.mark.nix
-def test_ranges_hold_the_same_on_both_sides(nix, tmp_path):
-    path = tmp_path / "ranges.json"
-    path.write_text(json.dumps({"ranges": RANGES, "probes": PROBES}))
-    got = nix.eval(
-        f"let v = import ./lib/versions.nix; d = builtins.fromJSON (builtins.readFile {path}); in "
-        "{ shown = map v.showRange d.ranges; inside = map (r: map (p: v.inRange p r) d.probes) d.ranges; }"
-    )
-    assert got["shown"] == [versions.show_range(r) for r in RANGES]
-    assert got["inside"] == [[versions.in_range(p, r) for p in PROBES] for r in RANGES]
+def test_ranges_show_and_hold():
+    assert [versions.show_range(r) for r in RANGES] == ["0.5.9", "0.5.9..0.5.23", "<0.6.7", "<=0.6.6", ">=0.6.7",
+                                                        ">=0.6.0,<0.6.7", "2.12.0.dev20260307+cu130..2.12.0"]
     # A point range is that build only.
     assert [p for p in PROBES if versions.in_range(p, {"min": "0.5.9", "max": "0.5.9"})] == ["0.5.9"]
     assert not versions.in_range("0.6.7rc1", {"max": "0.6.6"}) and versions.in_range("0.6.7rc1", {"below": "0.6.7"})

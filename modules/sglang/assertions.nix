@@ -1,7 +1,7 @@
 # services.sglang's consistency checks: the package, the profile and the stack
-# agree; every rule of modules/rules.json that fires is an assertion (error) or
-# a warning; no key on the command line; state, user, network and driver
-# settings that cannot work are refused with the option to change.
+# agree; no key on the command line; state, user, network and driver settings
+# that cannot work are refused with the option to change. The rules of
+# modules/rules.json are checked when the system is built (check.nix).
 {
   config,
   lib,
@@ -9,11 +9,9 @@
 }:
 let
   cfg = config.services.sglang;
-  service = import ../../lib/sglang-service.nix;
   stacks = import ../../lib/stacks.nix;
   inherit (import ./common.nix { inherit cfg lib; }) stack dynamicUser stateDirUnderVarLib isLoopbackHost;
   inherit (cfg.rendered) secretsOnCommandLine;
-  rendered = cfg.rendered;
 
   stackVersions = if stack == null then null else stack.versions or null;
 
@@ -49,8 +47,6 @@ let
       builtins.filter (
         name: (stacks.versions name).sglang == (cfg.profile.runtime.sglang or null)
       ) stacks.lockedNames;
-
-  ignored = v: builtins.elem v.id cfg.ignoredRules;
 
   # The state directory is made 0700 and given to the service user: never a
   # shared system directory (/srv, /var/lib itself), nothing ProtectHome hides.
@@ -109,10 +105,6 @@ in
           })
           [ "sglang" "flashinfer" ]
       )
-      ++ map (v: {
-        assertion = false;
-        message = service.verdictText v;
-      }) (lib.filter (v: !(ignored v)) rendered.errors)
       ++ [
         {
           assertion = cfg.nodeRank < cfg.nnodes;
@@ -174,10 +166,9 @@ in
         }
       ];
 
+    # The rules' errors and warnings come from the build-time check (check.nix).
     warnings =
-      map service.verdictText rendered.warnings
-      ++ map (v: "ignored by services.sglang.ignoredRules: " + service.verdictText v) (lib.filter ignored rendered.errors)
-      ++ lib.optional (cfg.package != null && stackVersions == null) ''
+      lib.optional (cfg.package != null && stackVersions == null) ''
         services.sglang.package carries no passthru.blackwellStack.versions, so the rules cannot be checked against
         the SGLang and flashinfer it holds; they are checked against the profile's runtime instead.'';
   };

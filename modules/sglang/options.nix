@@ -418,7 +418,7 @@ in
       readOnly = true;
       internal = true;
       visible = false;
-      default = rendered // { inherit secretsOnCommandLine; };
+      default = rendered // { inherit secretsOnCommandLine overrides; };
       description = ''
         lib/sglang-service.nix's render of this configuration (argv, environment, verdicts) and the
         secret flags it carries, evaluated once for the module's own files (assertions.nix, unit.nix).

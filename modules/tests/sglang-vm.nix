@@ -74,6 +74,8 @@ let
         {
           enable = true;
           package = standInPackage answers;
+          # The configuration is checked when the machine is built (../sglang/check.nix).
+          checkPackage = blackwell-stack;
           requireNvidiaDriver = false; # no GPU in the VM
           inherit apiKeyFile;
           environment.STAND_IN_LOAD_SECONDS = lib.mkDefault "3";

@@ -17,12 +17,18 @@ let
   lib = import libPath;
   stacks = import ../../lib/stacks.nix;
 
-  # Of pkgs the module may read addDriverRunpath.driverLink only (nixpkgs
-  # pkgs/build-support/add-driver-runpath: "/run/opengl-driver" on x86_64),
-  # and the flake's module the host's system, to pick the flake's packages;
-  # touching anything else fails the evaluation.
+  # Of pkgs the module may read addDriverRunpath.driverLink (nixpkgs
+  # pkgs/build-support/add-driver-runpath: "/run/opengl-driver" on x86_64) and
+  # runCommand (its build-time check), and the flake's module the host's
+  # system, to pick the flake's packages; touching anything else fails the
+  # evaluation.
   pkgs = {
     addDriverRunpath.driverLink = "/run/opengl-driver";
+    # nixpkgs' runCommand (pkgs/build-support/trivial-builders: name, the derivation's attributes, its
+    # script), for the configuration's build-time check: recorded, not built; the tests run its check.
+    runCommand =
+      name: drvAttrs: buildCommand:
+      standIn.package name "/nix/store/00000000000000000000000000000000-${name}" { inherit drvAttrs buildCommand; };
   }
   // lib.optionalAttrs (flake != null) { stdenv.hostPlatform.system = "x86_64-linux"; };
 
@@ -101,6 +107,12 @@ in
   warnings = cfg.warnings;
   nixpkgsDefinitions = map (d: d.file) evaluated.options.nixpkgs.definitionsWithLocations;
   unit = if built then cfg.systemd.services.sglang or null else null;
+  # What the build-time check (modules/sglang/check.nix) is run on.
+  checked =
+    if built && cfg.services.sglang ? checkedConfig then
+      { inherit (cfg.services.sglang.checkedConfig) drvAttrs buildCommand; }
+    else
+      null;
   kernelModules = cfg.boot.kernelModules;
   allowedTCPPorts = cfg.networking.firewall.allowedTCPPorts;
   users = lib.mapAttrs (_: u: { inherit (u) isSystemUser group home; }) cfg.users.users;

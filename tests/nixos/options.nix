@@ -80,6 +80,10 @@ let
       );
       default = [ ];
     };
+    restartTriggers = mkOption {
+      type = types.listOf types.unspecified;
+      default = [ ];
+    };
   };
 
   # nixos/modules/config/users-groups.nix userOpts / groupOpts (the fields the module sets).

@@ -126,8 +126,7 @@ def suggest(option: str, table: dict[str, Any]) -> str | None:
     First an option whose dest is what was typed (`--fp4-gemm-runner-backend`
     is the dest of `--fp4-gemm-backend`), then the nearest spelling by edit
     distance (at most a third of its length; ties go to the first in sorted
-    order). lib/sglang-service.nix does exactly the same so that both sides
-    suggest the same flag; difflib's ratio is not reproducible in Nix builtins.
+    order).
     """
     wanted = option.lstrip("-").replace("-", "_")
     for name in sorted(table["flags"]):

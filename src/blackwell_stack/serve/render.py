@@ -33,7 +33,7 @@ from blackwell_stack.serve.flags import FlagTable, canonical, negated
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
 _INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
-# A JSON number, read by json.loads as Nix's fromJSON reads it (lib/sglang-service.nix numberPattern): no nan, no inf.
+# A JSON number, read by json.loads: no nan, no inf.
 _NUMBER_RE = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 FIRST = ("--model-path", "--revision")
 

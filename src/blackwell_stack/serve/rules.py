@@ -1,7 +1,7 @@
 """The rules of modules/rules.json, evaluated over a rendered configuration.
 
-The condition language is small on purpose, so that lib/sglang-service.nix
-evaluates it with builtins only and gets the same verdicts (tests compare):
+The condition language is small on purpose: the rules are data, read here alone (the NixOS module
+runs this check when the system is built, modules/sglang/check.nix):
 
     operand   := JSON literal | {"var": [path...]} | {"mul": [operand, operand]}
     condition := {"all": [c...]} | {"any": [c...]} | {"not": c}
@@ -33,7 +33,7 @@ from blackwell_stack.serve.flags import canonical, suggest
 from blackwell_stack.serve.render import Rendered
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
-# No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
+# An int as JSON writes it: no leading zeros.
 _INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
 
 
@@ -184,7 +184,7 @@ def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
 
 
 def applicability(rule: dict[str, Any], runtime: dict[str, Any]) -> tuple[str, str | None]:
-    """("yes" | "no" | "unknown", note) of a rule for the runtime's versions (lib/sglang-service.nix: applicability)."""
+    """("yes" | "no" | "unknown", note) of a rule for the runtime's versions."""
     outside: list[str] = []
     unknown: list[str] = []
     for component in sorted(rule.get("versions", {})):
