@@ -23,7 +23,7 @@ from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri, is_sri
 from blackwell_stack.model import registry
-from blackwell_stack.model.plan import HASH_CHECKS
+from blackwell_stack.model.plan import check_hash_checked
 
 UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
 UPDATE_FETCH_HINT = "blackwell-stack kernel sources fetch --dir DIR fetches and checks them"
@@ -95,9 +95,7 @@ def _check_pin(path: Path, pin: Pin) -> None:
                         "pin a 40-hex commit (or a release tag)")
     if e["hash"] is not None and not is_sri(e["hash"]):
         raise DataError(path, pin.where, "hash", f"{e['hash']!r} is not an SRI sha256", f"run {UPDATE_COMMAND}")
-    if e["hash_checked"] not in HASH_CHECKS:
-        raise DataError(path, pin.where, "hash_checked", f"must be one of {', '.join(HASH_CHECKS)}, found "
-                        f"{e['hash_checked']!r}", "say what checked the hash (computed here, or only a public source)")
+    check_hash_checked(e["hash_checked"], path, pin.where)
     if e["verified"] and (e["hash"] is None or not e["hash_source"]):
         raise DataError(path, pin.where, "verified", "verified without a hash and its source",
                         f"set verified to false with a reason, or run {UPDATE_COMMAND}")

@@ -34,7 +34,7 @@ from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import is_sri
 from blackwell_stack.model import registry
-from blackwell_stack.model.plan import HASH_CHECKS
+from blackwell_stack.model.plan import check_hash_checked
 
 SCHEMA_VERSION = 1
 ENTRY_FIELDS = ("filename", "url", "hash", "hash_source", "hash_checked", "verified", "reason")
@@ -106,10 +106,7 @@ def _validate_entry(path, where: str, entry: Any, version: str | None) -> None:
             raise DataError(path, where, field, "is missing", f"every wheel pin has: {', '.join(ENTRY_FIELDS)}")
     if not isinstance(entry["verified"], bool):
         raise DataError(path, where, "verified", f"must be true or false, found {entry['verified']!r}")
-    if entry["hash_checked"] not in HASH_CHECKS:
-        raise DataError(path, where, "hash_checked", f"must be one of {', '.join(HASH_CHECKS)}, found "
-                        f"{entry['hash_checked']!r}", "say what checked the hash: computed here, the registry's "
-                        "sha256, only a public source, or nothing")
+    check_hash_checked(entry["hash_checked"], path, where)
     h = entry["hash"]
     if h is not None and not (isinstance(h, str) and is_sri(h)):
         raise DataError(path, where, "hash", f"must be a sha256 SRI hash (sha256-<base64>) or null, found {h!r}")
