@@ -6,7 +6,7 @@ from blackwell_stack.doctor import envcheck, host
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import recipe as kernel_recipe
 from blackwell_stack.model import stack as stacks_model
-from blackwell_stack.model.plan import PlanItem, PlanSection, not_checked_here
+from blackwell_stack.model.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
 from blackwell_stack.model.stack import Stack
 
 DOCS = "docs/reference-deployment.md"
@@ -30,10 +30,10 @@ def _kernel_items(stack: Stack, torch_pin: str) -> list[PlanItem]:
     return [
         PlanItem(f"{kernel['package']} ABI", f"every torch symbol of {kernel['package']} resolves in torch {torch_pin}; "
                  f"both link CUDA runtime {envcheck.TARGET_CUDA_MAJOR}",
-                 source=f"doctor abi (dynamic symbol tables); {abi_note}", checked_by=ON_THE_HOST, needs="gpu-host"),
+                 source=f"doctor abi (dynamic symbol tables); {abi_note}", checked_by=ON_THE_HOST, needs=GPU_HOST),
         PlanItem(f"{kernel['package']} architectures", f"{where} carries sm_120a cubins",
                  source=f"inspect (fatbin headers, checked against cuobjdump); {DOCS}#target-architectures",
-                 checked_by=ON_THE_HOST, needs="gpu-host"),
+                 checked_by=ON_THE_HOST, needs=GPU_HOST),
     ]
 
 
@@ -53,23 +53,23 @@ def plan_section(stack: Stack | None = None, *, key: str = "doctor") -> PlanSect
     job_peak_mib = kernel_recipe.load()["memory"]["per_nvcc_thread_peak_mib"]
     s.items = [
         PlanItem("NVIDIA driver", f">= {host.MIN_DRIVER_MAJOR} (CUDA 13); reference host 590.48.01",
-                 source=f"CUDA 13.0 release notes; {DOCS}#target", checked_by=ON_THE_HOST, needs="gpu-host"),
+                 source=f"CUDA 13.0 release notes; {DOCS}#target", checked_by=ON_THE_HOST, needs=GPU_HOST),
         PlanItem("GPUs", f"{host.TARGET_GPUS} x NVIDIA RTX PRO 6000 Blackwell Server Edition (--tp {host.TARGET_GPUS})",
-                 source=f"{DOCS}#target", checked_by=ON_THE_HOST, needs="gpu-host"),
+                 source=f"{DOCS}#target", checked_by=ON_THE_HOST, needs=GPU_HOST),
         PlanItem("compute capability", f"{host.TARGET_CC} on every GPU (sm_120a code)", source=f"{DOCS}#target",
-                 checked_by=ON_THE_HOST, needs="gpu-host"),
+                 checked_by=ON_THE_HOST, needs=GPU_HOST),
         PlanItem("interconnect", "PCIe only: --disable-custom-all-reduce stays on",
                  source=f"nvidia-smi topo -m; sglang #4814, #25649 ({DOCS}#custom-all-reduce)",
-                 checked_by=ON_THE_HOST, needs="gpu-host"),
+                 checked_by=ON_THE_HOST, needs=GPU_HOST),
         PlanItem("torch", f"{torch_pin} (CUDA {envcheck.TARGET_CUDA_MAJOR})", source=lock,
-                 checked_by=ON_THE_HOST, needs="gpu-host"),
+                 checked_by=ON_THE_HOST, needs=GPU_HOST),
         *_kernel_items(stack, torch_pin),
         PlanItem("flashinfer", (f"flashinfer-python == flashinfer-cubin == {runtime['flashinfer']}" if cubin
                                 else f"flashinfer-python {runtime['flashinfer']} (no flashinfer-cubin in this stack)"),
                  source=f"{lock}; flashinfer PR #2716 ({DOCS}#fp4-gemm-backend)",
-                 checked_by=ON_THE_HOST, needs="gpu-host"),
+                 checked_by=ON_THE_HOST, needs=GPU_HOST),
         PlanItem("sglang", f"{runtime['sglang']}", source=f"{lock}; {DOCS}#what-sglang-requires",
-                 checked_by=ON_THE_HOST, needs="gpu-host"),
+                 checked_by=ON_THE_HOST, needs=GPU_HOST),
     ]
     if stack.kernel["from"] == "source":
         s.items.append(PlanItem(

@@ -21,7 +21,8 @@ from blackwell_stack.errors import DataError
 
 NOT_CHECKED_HERE = "not checked here"
 # What an item needs before it can be checked (PlanItem.needs): the GPU host (doctor, smoke, bench there).
-NEEDS = ("gpu-host",)
+GPU_HOST = "gpu-host"
+NEEDS = (GPU_HOST,)
 
 UNVERIFIED = "unverified"
 NEEDS_GPU_HOST = "needs the GPU host"
@@ -61,7 +62,7 @@ def standing(item: dict) -> str:
     """One of STANDINGS for an item (the keys of its JSON)."""
     if not item["verified"]:
         return UNVERIFIED
-    if item.get("needs") == "gpu-host":
+    if item.get("needs") == GPU_HOST:
         return NEEDS_GPU_HOST
     if (item["checked_by"] or "").startswith(NOT_CHECKED_HERE):  # only not_checked_here() writes it
         return NOT_CHECKABLE

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.model.plan import PlanItem, PlanSection, not_checked_here
+from blackwell_stack.model.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
 from blackwell_stack.model.profile import load_profile
 from blackwell_stack.model.stack import Stack
 from blackwell_stack.verify import baseline
@@ -51,7 +51,7 @@ def plan_section() -> PlanSection:
                 f"baseline: {exp.name}",
                 f"{exp.metric} {exp.relation.replace('_', ' ')} {exp.value:g} at {where} (tolerance {base.tolerance:.0%})",
                 f"src/blackwell_stack/verify/baselines/{base.path.name} (docs/reference-deployment.md#results)",
-                checked_by=not_checked_here("reported figures; needs the GPU host"), needs="gpu-host",
+                checked_by=not_checked_here("reported figures; needs the GPU host"), needs=GPU_HOST,
             )
         )
     return PlanSection(
