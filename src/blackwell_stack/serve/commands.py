@@ -153,7 +153,7 @@ def _check_module(args: argparse.Namespace) -> int:
         dump_json({"profile": service.rendered.profile, "ok": not errors, "errors": errors, "warnings": warnings})
     else:
         print(f"services.sglang ({service.rendered.profile}): {len(errors)} error(s), {len(warnings)} warning(s)")
-    return module_check.exit_code(errors)
+    return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
 
 
 # Prints the version of the sglang the interpreter would import, or nothing (without importing it: that takes long).

@@ -79,7 +79,3 @@ def report(service: Service, config: ModuleConfig) -> tuple[list[str], list[str]
         errors.append("services.sglang: the module rendered another command line than the checker: "
                       f"{config.argv} against {service.rendered.argv}; report it with both")
     return errors, warnings
-
-
-def exit_code(errors: list[str]) -> int:
-    return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
