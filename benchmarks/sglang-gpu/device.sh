@@ -15,7 +15,7 @@
 # --dry-run` (its static-only GCC is refused); `kernel build --arch 9.0a` with the distribution's
 # compilers (with SGLANG_GPU_REFERENCE=1 also, at the lowest CPU priority, `kernel build --arch 12.0a` in
 # the fixed stage: the reference configuration; it slows the 9.0a build, so it wants a session of its
-# own); once the 9.0a wheel is there: `inspect`, `doctor` (SGLang's start-up imports, each in a child
+# own: SGLANG_GPU_REFERENCE=only builds it alone, with the whole machine, and serves nothing); once the 9.0a wheel is there: `inspect`, `doctor` (SGLang's start-up imports, each in a child
 # process), then SGLang through `serve run`, each server started once the one before is ready: the sound
 # Llama (`smoke`), the all-`!` Llama (`smoke`), a tiny Qwen3.5-MoE with --load-format dummy (one
 # completion), then, alone on the GPU, `bench` beside `python -m sglang.bench_serving` at 1, 8, 32 and 128
@@ -108,6 +108,7 @@ run_all() {
       --arch 9.0a --python "$PY" --allow-torch "$TORCH_STANDIN" "${MISMATCH[@]}" \
       --allow-source-mismatch repo-flashmla.submodules/csrc/cutlass --out "$W/dry" --dry-run ) \
       > "$R/compilers-default-env.txt" 2>&1 || echo "exit code $?" >> "$R/compilers-default-env.txt"
+  [ "${SGLANG_GPU_REFERENCE:-0}" = only ] && { reference_only; return; }
   if [ -n "${SGLANG_GPU_WHEEL_PARTS:-}" ]; then
     # A wheel an earlier session built and brought back in parts: build and serve do not fit one lease.
     local first; first="$(ls "$SGLANG_GPU_WHEEL_PARTS"/*.part-00 | head -1)"
@@ -189,6 +190,18 @@ run_all() {
   pack
 }
 
+reference_only() {  # SGLANG_GPU_REFERENCE=only: the 12.0a build alone, with the whole machine, nothing served
+  stamp "build 12.0a start (the fixed stage, alone)"
+  build 12.0a "$W/out120" '' "${SGLANG_GPU_MEMORY_GIB:-110}" 0 || true
+  local wheel; wheel="$(ls "$W"/out120/sgl_kernel-*.whl 2>/dev/null | head -1 || true)"
+  if [ -n "$wheel" ]; then
+    stamp "build 12.0a done: $(basename "$wheel")"; wheel_record "$wheel" "12.0a"
+    gzip -c "$W"/out120/sgl-kernel-build-*.log > "$R/build-12.0a.log.gz" || true
+    mkdir -p "$W/wheel-parts" && split -b 15M -d "$wheel" "$W/wheel-parts/$(basename "$wheel").part-"
+  else stamp "build 12.0a FAILED"; cp "$W"/out120/*.log "$R/" 2>/dev/null || true; fi
+  pack
+}
+
 start() {
   local sources="$1" seconds="$2"
   # run-all works from $W: a carried wheel's directory, named from the checkout, must not depend on that.
@@ -231,9 +244,9 @@ wait_for() {
   local limit="$1" t0; t0="$(date +%s)"
   while kill -0 "$(cat "$W/driver.pid")" 2>/dev/null && (( $(date +%s) - t0 < limit )); do
     local log step="-"
-    log="$(ls "$W"/out90/sgl-kernel-build-*.log 2>/dev/null | head -1 || true)"
+    log="$(ls "$W"/out*/sgl-kernel-build-*.log 2>/dev/null | head -1 || true)"
     [ -n "$log" ] && step="$(grep -oE '^ *\[[0-9]+/[0-9]+\]' "$log" | tail -1 | tr -d ' ' || true)"
-    echo "$(( $(date +%s) - $(cat "$W/t0") ))s 9.0a ${step:--} $(free -g | awk '/Mem:/{print "used " $3 " GiB"}') $(tail -1 "$R/timeline.txt")"
+    echo "$(( $(date +%s) - $(cat "$W/t0") ))s ${log:+$(basename "$(dirname "$log")")} ${step:--} $(free -g | awk '/Mem:/{print "used " $3 " GiB"}') $(tail -1 "$R/timeline.txt")"
     sleep 20
   done
   tail -12 "$R/timeline.txt"
