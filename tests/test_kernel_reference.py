@@ -29,7 +29,7 @@ from blackwell_stack.model import registry
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
-# -- the file: no current reference, the withdrawn one, how to record the next ---------------------
+# -- the file: the measured reference, the withdrawn one, and a file with none ------------------
 
 def test_reference_file_is_what_its_script_writes():
     script = REPO / "benchmarks" / "kernel-reproducibility" / "make_reference.py"
@@ -37,17 +37,29 @@ def test_reference_file_is_what_its_script_writes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_no_current_reference_shows_the_withdrawn_one_and_how_to_record():
+def test_the_measured_reference_is_current_and_lists_the_withdrawn_one():
     doc = reference.document()
-    assert doc.current is None and doc.reason and reference.stale_inputs() == []
+    assert doc.current is not None and doc.current.arch == "12.0a" and reference.stale_inputs() == []
+    assert doc.current.wheel_sha256.startswith("a0e6a8d7") and doc.current.conditions["c++"].startswith("gcc 13.3.0 (/usr/bin/g++")
     assert [w.wheel_sha256[:8] for w in doc.withdrawn] == ["51b2e673"] and "static libstdc++" in doc.withdrawn[0].why
     result = cli("kernel", "reference")
     assert result.returncode == 0, result.stderr
+    assert "current: every recorded input" in result.stdout and "a0e6a8d7" in result.stdout
+    assert json.loads(cli("kernel", "reference", "--json").stdout)["current"] is True
+
+
+def test_without_a_current_reference_it_says_how_to_record_one(tmp_path):
+    root = copy_data_root(tmp_path / "root")
+    path = _write(root, None)
+    data = json.loads(path.read_text())
+    data["current_reason"] = "withdrawn, none measured since"
+    path.write_text(json.dumps(data))
+    result = cli("kernel", "reference", root=root)
+    assert result.returncode == 0, result.stderr
     assert "none for the repository's recipe" in result.stdout and "51b2e673" in result.stdout
     assert "to record one" in result.stdout
-    data = json.loads(cli("kernel", "reference", "--json").stdout)
-    assert data["current"] is None and data["withdrawn"][0]["arch"] == "12.0a"
-    refused = cli("wheel", "diff", "--reference", str(REPO / "README.md"))
+    assert json.loads(cli("kernel", "reference", "--json", root=root).stdout)["withdrawn"][0]["arch"] == "12.0a"
+    refused = cli("wheel", "diff", "--reference", str(REPO / "README.md"), root=root)
     assert refused.returncode == 2 and "no reference wheel is recorded" in refused.stderr
 
 
@@ -152,14 +164,15 @@ def test_reference_configuration_verdicts(tmp_path):
     assert "recipe.json" in differs.record[0].owner
 
 
-def test_the_dry_run_plan_says_there_is_no_reference_and_records_its_conditions(tmp_path):
+def test_the_dry_run_plan_compares_with_the_reference_and_records_its_conditions(tmp_path):
     tree = tmp_path / "sglang" / "sgl-kernel"
     (tree / "python" / "sgl_kernel").mkdir(parents=True)
     (tree / "CMakeLists.txt").write_text("project(sgl-kernel)\n")
     (tree / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.21"\n')
     result = cli("kernel", "build", "--src", str(tmp_path / "sglang"), "--dry-run", "--json", "--out", str(tmp_path / "d"))
     plan = json.loads(result.stdout)
-    assert plan["reference"] is None and "no reference wheel to compare with" in result.stderr
+    assert plan["reference"]["same_configuration"] is False  # downloaded sources, no --allow-torch: other inputs
+    assert any(d["what"] == "sources.from" for d in plan["reference"]["input_differences"])
     assert set(plan["conditions"]) == set(CONDITIONS)
     assert plan["conditions"]["stage"] == "/tmp/blackwell-stack-sgl-kernel"
 

@@ -1,19 +1,26 @@
-"""Write pkgs/sgl-kernel/reference-wheel.json.
+"""Write pkgs/sgl-kernel/reference-wheel.json from the measured build in results/h200-12.0a-reference/.
 
     python3 benchmarks/kernel-reproducibility/make_reference.py [--check]
 
-No reference is current: the wheel measured here (results/run2, and the same bytes from
-results/rebuild-other-host) was built with a compiler that has only a static libstdc++, so every
-library of it carries its own C++ runtime, which crashed SGLang at start-up. `kernel build` now
-refuses such a compiler and such a wheel, stages its inputs at one fixed path, and names its
-compilers in the record, so the next reference is measured afresh (`to_record`).
+Where each part comes from (all in results/h200-12.0a-reference/, one `kernel build --arch 12.0a --json` on the
+GPU machine, 2026-12-02, with the distribution's compilers and the fixed stage, benchmarks/sglang-gpu/device.sh
+with SGLANG_GPU_REFERENCE=only):
+- the configuration: the build's own JSON (build-12.0a.json): its command, `conditions` and `build_info`, the
+  record the wheel carries;
+- the result: the wheel's sha256 and size (12.0a-wheel.sha256) and every member's sha256 and size
+  (12.0a-members.tsv.gz), as measured there.
+The reference withdrawn before it stays listed, with why.
 
 --check: exit 1 unless the file in the repository is what this writes.
 """
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -22,28 +29,59 @@ from blackwell_stack.kernel import reference
 from blackwell_stack.model import registry
 
 HERE = Path(__file__).resolve().parent
+MEASURED = HERE / "results" / "h200-12.0a-reference"
 OUT = HERE.parents[1] / registry.entry("reference-wheel").pattern
 
 # results/rebuild-other-host/summary.md: the wheel of run 2, rebuilt bit for bit on a second machine.
 WITHDRAWN_WHEEL = {"name": "sgl_kernel-0.3.21-cp310-abi3-linux_x86_64.whl",
                    "sha256": "51b2e6732e1bcd1521853eb4607c23c26c426a5395f13fdda6decbced2440249", "size": 16177391}
+WHERE = "benchmarks/kernel-reproducibility/results/h200-12.0a-reference"
+
+
+def _generic(command: str) -> str:
+    """The build's command (build-12.0a-command.txt) with its machine's paths named by role."""
+    text = command.strip()
+    for option, role in (("--src", "SRC"), ("--sources", "SOURCES"), ("--python", "PYTHON"), ("--out", "OUT")):
+        text = re.sub(rf"{option} \S+", f"{option} {role}", text)
+    return text
 
 
 def build() -> dict:
+    plan = json.loads((MEASURED / "build-12.0a.json").read_text())
+    digest, size = (MEASURED / "12.0a-wheel.sha256").read_text().split("\n")[:2]
+    with gzip.open(MEASURED / "12.0a-members.tsv.gz", "rt") as fh:
+        rows = list(csv.DictReader(io.StringIO(fh.read()), delimiter="\t"))
+    members = {r["member"]: r["sha256"] for r in rows if not r["member"].endswith(".dist-info/RECORD")}
+    compiled = {r["member"]: {"sha256": r["sha256"], "size": int(r["size"])} for r in rows
+                if r["member"].endswith(".so")}
     return {
         "schema_version": reference.SCHEMA_VERSION,
         "description": (
             "The reference sgl-kernel wheel: one configuration of `blackwell-stack kernel build` and the wheel it "
-            "gave, bit for bit (`current`, or null while none is measured for the repository's recipe), and the "
-            "references withdrawn before it. `kernel build` compares its configuration with the current one and, "
-            "when they are the same, its wheel with that wheel; `wheel diff --reference WHEEL` compares any wheel; "
-            "`kernel reference` shows this file. Written by benchmarks/kernel-reproducibility/make_reference.py."
+            "gave, bit for bit, and the references withdrawn before it. `kernel build` compares its configuration "
+            "with the current one and, when they are the same, its wheel with that wheel; `wheel diff --reference "
+            "WHEEL` compares any wheel; `kernel reference` shows this file, and the test suite fails as soon as the "
+            "build record no longer describes the repository. Written by "
+            "benchmarks/kernel-reproducibility/make_reference.py."
         ),
-        "current": None,
-        "current_reason": (
-            "the last reference was withdrawn, and no build of the current recipe, stage and compiler "
-            "checks has been measured twice yet"
-        ),
+        "current": {
+            "measured": f"{WHERE}: one build on the GPU machine (16 cores, 128 GiB), 2026-12-02, 979 s; its "
+            "libraries need libstdc++.so.6 and carry no C++ runtime (12.0a-inspect.json). Not yet repeated on a "
+            "second machine; that the checkout's and the venv's paths do not reach the bytes is shown on the CPU "
+            "(tests/test_kernel_staging_reproducible.py)",
+            "configuration": {
+                "command": _generic((MEASURED / "build-12.0a-command.txt").read_text()),
+                "conditions": plan["conditions"],
+                "build_record": plan["build_info"],
+            },
+            "result": {
+                "wheel": {"name": plan["wheel"].rsplit("/", 1)[-1], "sha256": digest.split()[0], "size": int(size)},
+                "wheel_source": f"{WHERE}/12.0a-wheel.sha256",
+                "compiled": compiled,
+                "members_source": f"{WHERE}/12.0a-members.tsv.gz (every member but RECORD, which follows from them)",
+                "members": members,
+            },
+        },
         "withdrawn": [{
             "wheel": WITHDRAWN_WHEEL,
             "cuda_archs": "12.0a",
@@ -57,9 +95,8 @@ def build() -> dict:
         }],
         "to_record": (
             "build --arch 12.0a with `blackwell-stack kernel build` in the fixed stage and with the distribution's "
-            "compilers on two machines (benchmarks/sglang-gpu/device.sh with SGLANG_GPU_REFERENCE=1 makes one), "
-            "check that the two wheels are the same (`wheel diff A B`), then record the plan's `build_info` and "
-            "`conditions` (`kernel build --json`) and the wheel's members as `current` here "
+            "compilers (benchmarks/sglang-gpu/device.sh with SGLANG_GPU_REFERENCE=only), then record the build's "
+            "`build_info`, `conditions` and the wheel's members here with this script "
             "(benchmarks/kernel-reproducibility/README.md)"
         ),
     }
