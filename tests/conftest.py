@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -141,6 +143,16 @@ def pypi_file():
         return pypi.fetch(name, version, pattern)
 
     return get
+
+
+@pytest.fixture(scope="session")
+def msgspec_path(pypi_file, tmp_path_factory):
+    """The real msgspec from PyPI, unpacked for the Python running the tests: sglang 0.5.23's parser needs it."""
+    tag = f"{sys.version_info.major}{sys.version_info.minor}"
+    wheel = pypi_file("msgspec", "0.22.0", f"msgspec-0.22.0-cp{tag}-cp{tag}-manylinux2014_x86_64*.whl")
+    out = tmp_path_factory.mktemp("msgspec")
+    zipfile.ZipFile(wheel).extractall(out)
+    return out
 
 
 @pytest.fixture(scope="session")

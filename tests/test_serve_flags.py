@@ -1,12 +1,16 @@
-"""The flag tables, one per SGLang version, extracted statically from the real sglang
-wheels (PyPI, cached): 0.5.9 (add_argument calls) and 0.5.23 (annotated dataclass fields)."""
+"""The flag tables, one per SGLang version, extracted from SGLang's own parser built from the real sglang
+wheels (PyPI, cached): 0.5.9 (add_argument calls) and 0.5.23 (annotated dataclass fields); the committed
+tables are still what the extractor gives."""
 
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
+import os
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -36,17 +40,25 @@ def wheel(pypi_file, version):
 
 
 @pytest.fixture(scope="module")
-def extracted(wheel):
+def with_msgspec(msgspec_path):
+    """The extractor's child finds msgspec as a user's interpreter would have it installed."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", str(msgspec_path))
+        yield
+
+
+@pytest.fixture(scope="module")
+def extracted(wheel, with_msgspec):
     return flags_extract.extract_wheel(wheel)
 
 
 @pytest.fixture(scope="module")
-def v0_5_9(pypi_file):
+def v0_5_9(pypi_file, with_msgspec):
     return flags_extract.extract_wheel(pypi_file("sglang", "0.5.9", WHEELS["0.5.9"]))
 
 
 @pytest.fixture(scope="module")
-def v0_5_23(pypi_file):
+def v0_5_23(pypi_file, with_msgspec):
     return flags_extract.extract_wheel(pypi_file("sglang", "0.5.23", WHEELS["0.5.23"]))
 
 
@@ -85,17 +97,19 @@ def test_known_flags_choices_and_defaults_0_5_9(v0_5_9):
     assert f["--hybrid-kvcache-ratio"]["takes_value"] == "none"
     # An integer product resolves (ServerArgs.speculative_ngram_capacity = 10 * 1000 * 1000).
     assert f["--speculative-ngram-capacity"]["default"] == 10_000_000
-    # What cannot be resolved statically is recorded, not guessed.
+    # A value only a stood-in module could give is recorded with the name it was reached by, never guessed.
     assert f["--reasoning-parser"]["choices"] is None
-    assert f["--reasoning-parser"]["choices_unresolved"] == "list(ReasoningParser.DetectorMap.keys())"
-    assert all(e["file"] == "sglang/srt/server_args.py" and e["negations"] == [] for e in f.values())
+    assert f["--reasoning-parser"]["choices_unresolved"] == (
+        "sglang.srt.parser.reasoning_parser.ReasoningParser.DetectorMap.keys()[*]")
+    assert f["--uvicorn-access-log-exclude-prefixes"]["default"] == []  # list(DEFAULT_...) of server_args.py
+    assert all(e["negations"] == [] for e in f.values()) and v0_5_9["parser"] == "stand-ins"
 
 
 def test_known_flags_choices_and_defaults_0_5_23(v0_5_23):
     f = v0_5_23["flags"]
     # Declared as fields: exec_.py `fp4_gemm_runner_backend: A[str, Arg(cli_name="--fp4-gemm-backend", ...)] = "auto"`.
     e = f["--fp4-gemm-backend"]
-    assert (e["dest"], e["default"], e["file"]) == ("fp4_gemm_runner_backend", "auto", "sglang/srt/arg_groups/fields/exec_.py")
+    assert (e["dest"], e["default"]) == ("fp4_gemm_runner_backend", "auto")
     # The choices list lives in arg_groups/choices.py: resolved across modules. No b12x backend yet.
     assert e["choices"] == ["auto", "flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_trtllm", "marlin"]
     assert f["--moe-runner-backend"]["default"] == "auto"
@@ -119,8 +133,9 @@ def test_known_flags_choices_and_defaults_0_5_23(v0_5_23):
     assert f["--disable-cuda-graph"]["takes_value"] == "none" and f["--disable-cuda-graph"]["default"] is False
     assert f["--monokernel-backend"]["takes_value"] == "one" and f["--monokernel-backend"]["choices"] == ["amd"]
     assert f["--reasoning-parser"]["default"] is None and f["--reasoning-parser"]["default_unresolved"] is None
-    assert f["--sampling-backend"]["choices_unresolved"] == "sampling_backend_choices"  # a local variable
-    assert f["--uvicorn-access-log-exclude-prefixes"]["default_unresolved"] == "msgspec.field(default_factory=list)"
+    # A local variable and a default_factory: what the parser holds, which no reading of the source gave.
+    assert f["--sampling-backend"]["choices"] == ["ascend", "flashinfer", "intel_xpu", "pytorch", "token_oracle"]
+    assert f["--uvicorn-access-log-exclude-prefixes"]["default"] == []
 
 
 def test_every_profile_is_accepted_by_its_runtimes_table():
@@ -158,14 +173,32 @@ def test_unique_prefix_is_accepted_like_argparse(extracted):
     assert primary is None and len(candidates) > 1
 
 
-def test_extract_command_regenerates_the_file(wheel, version, tmp_path, repo):
+def test_extract_command_regenerates_the_file(wheel, version, tmp_path, repo, msgspec_path):
     out = tmp_path / "flags.json"
     result = subprocess.run(
         [sys.executable, "-m", "blackwell_stack", "serve", "flags", "extract", "--wheel", str(wheel), "--output", str(out)],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(msgspec_path)},
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(out.read_text()) == json.loads((repo / "modules" / "sglang-flags" / f"{version}.json").read_text())
+
+
+def test_without_what_the_parser_imports_it_says_what_to_install(pypi_file, tmp_path):
+    if importlib.util.find_spec("msgspec") is not None:
+        pytest.skip("msgspec is installed in this interpreter")
+    wheel = pypi_file("sglang", "0.5.23", WHEELS["0.5.23"])
+    result = subprocess.run(
+        [sys.executable, "-m", "blackwell_stack", "serve", "flags", "extract", "--wheel", str(wheel),
+         "--output", str(tmp_path / "t.json")], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+    assert result.returncode == 2 and "No module named 'msgspec'" in result.stderr and "--python" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "t.json").exists()
+
+
+def _wheel_with(tmp_path, server_args: str):
+    wheel = tmp_path / "sglang-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("sglang/srt/server_args.py", server_args)
+    return wheel
 
 
 def test_not_a_wheel_is_a_clear_error(tmp_path):
@@ -177,6 +210,9 @@ def test_not_a_wheel_is_a_clear_error(tmp_path):
         flags_extract.extract_wheel(tmp_path / "missing.whl")
 
 
-def test_source_without_add_argument_is_refused():
-    with pytest.raises(StackError, match=r"no parser.add_argument"):
-        flags_extract.extract_source("x = 1\n")
+def test_a_parser_with_no_options_or_that_fails_is_refused(tmp_path):
+    empty = "class ServerArgs:\n    @staticmethod\n    def add_cli_args(parser):\n        pass\n"
+    with pytest.raises(StackError, match="has no options"):
+        flags_extract.extract_wheel(_wheel_with(tmp_path, empty))
+    with pytest.raises(StackError, match=r"could not be built.*ZeroDivisionError"):
+        flags_extract.extract_wheel(_wheel_with(tmp_path, "1 / 0\n"))

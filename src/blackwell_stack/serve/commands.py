@@ -64,9 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = serve_sub.add_parser("flags", help="the SGLang flag tables, one per SGLang version (modules/sglang-flags/)")
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
-    e = flags_sub.add_parser("extract", help="extract the flag table from an sglang wheel (static, no import)")
+    e = flags_sub.add_parser("extract", help="the flag table of an sglang wheel, from SGLang's own parser (in a child "
+                             "process)")
     e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flags_extract.WHEEL_HINT.format(version="<version>") + ")")
     e.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags/<version>.json)")
+    e.add_argument("--python", default=None, help="the interpreter that builds the parser: one with this sglang "
+                   "installed imports it for real; otherwise its other sglang modules are stood in (default: this "
+                   "one; sglang 0.5.2x needs msgspec there)")
     e.set_defaults(func=cmd_flags_extract)
     s = flags_sub.add_parser("show", help="look up flags in the committed table")
     s.add_argument("names", nargs="*", help="flags to show (default: all)")
@@ -217,7 +221,7 @@ def cmd_flags_extract(args: argparse.Namespace) -> int:
     # Checked before the wheel is read; without --output the table goes beside the
     # others, named by the wheel's SGLang version.
     out = check_output_path(args.output or flags_extract.default_output(args.wheel), "--output")
-    data = flags_extract.extract_wheel(args.wheel)
+    data = flags_extract.extract_wheel(args.wheel, args.python)
     atomic_write_bytes(out, flags_decisions.render_table(data).encode())
     print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
     return int(ExitCode.OK)

@@ -1,133 +1,118 @@
-"""`serve flags extract`: SGLang's flag table from an sglang wheel, with argparse's decisions.
+"""`serve flags extract`: SGLang's flag table from an sglang wheel, read from SGLang's own parser.
 
-The flags come from `sglang/srt/server_args.py` read statically
-(flags_static.py): its `parser.add_argument` calls (0.5.9) and, from about
-0.5.20, the annotated dataclass fields it registers (flags_fields.py); both
-feed the same table. The table also holds what argparse decides about every
-option string a user may write (decisions.py: abbreviations, ambiguous
-prefixes, negations), so that lib/sglang-service.nix looks them up instead of
-reimplementing argparse.
+A child process (parser_probe.py) builds `ServerArgs.add_cli_args` from the
+wheel and reports the parser's actions: with the wheel's other `sglang.*`
+modules stood in (they import torch), or, given `--python` of an environment
+that has this sglang installed, with everything real. A choice or default that
+only a stand-in could give is recorded as unresolved, with the name it was
+reached by. The table also holds argparse's decisions about every option
+string a user may write (flags_decisions.py), for lib/sglang-service.nix.
 """
 
 from __future__ import annotations
 
-import ast
+import json
+import os
+import sys
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack import inputfiles
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import zipmember
 from blackwell_stack.hashes import hex_to_sri, sha256_file
-from blackwell_stack.serve import flags_fields
+from blackwell_stack.serve import parser_probe
 from blackwell_stack.serve.flags import GENERATOR, SCHEMA_VERSION, table_path
 from blackwell_stack.serve.flags_decisions import decisions
-from blackwell_stack.serve.flags_static import (
-    SERVER_ARGS,
-    ModuleScan,
-    flag_entry,
-    is_add_argument,
-    parse_source,
-    scan_module,
-)
 
+SERVER_ARGS = "sglang/srt/server_args.py"
 # The wheel a table is extracted from: the pure wheel where there is one (0.5.9),
 # else the CPython 3.12 x86_64 one that the stacks install (0.5.23 ships only platform wheels).
 WHEEL_HINT = "sglang-{version}-py3-none-any.whl or sglang-{version}-cp312-cp312-manylinux_2_34_x86_64.whl"
+TAKES = {0: "none", None: "one", "?": "optional", "*": "many", "+": "many", 1: "one"}
 
 
-def _table(entries: list[tuple[list[str], dict[str, Any]]], filename: str) -> dict[str, Any]:
-    """{"flags", "options"} from (option strings, entry) in registration order; the first of a name wins."""
+def _entry(action: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """(option strings, the table's entry) of one parser action, as parser_probe.py reports it."""
+    options = action["options"]
+    negations = [o for o in options if action["action"] == "BooleanOptionalAction" and o.startswith("--no-")
+                 and "--" + o[len("--no-"):] in options]
+    names = [o for o in options if o not in negations]
+    return names, {
+        "dest": action["dest"], "aliases": names[1:], "action": action["action"], "type": action["type"],
+        "nargs": action["nargs"], "takes_value": TAKES.get(action["nargs"], "many"),
+        **{k: action[k] for k in ("choices", "choices_unresolved", "default", "default_unresolved", "required")},
+        "negations": negations,
+    }
+
+
+def table_of(actions: list[dict[str, Any]], label: str) -> dict[str, Any]:
+    """{"flags", "options", decisions} from the parser's actions in registration order."""
     flags: dict[str, dict[str, Any]] = {}
     options: dict[str, str] = {}
-    for names, entry in entries:
-        primary = names[0]
-        if primary in flags:
-            # Defined twice (e.g. by two parsers): keep the first, as argparse would refuse a second.
-            continue
-        flags[primary] = entry
+    for names, entry in map(_entry, actions):
+        flags[names[0]] = entry
         for name in names + entry["negations"]:
-            options.setdefault(name, primary)
+            options[name] = names[0]
     if not flags:
-        raise StackError(
-            f"{filename}: no parser.add_argument(...) calls found",
-            "is this sglang/srt/server_args.py? The layout may have changed; check the wheel",
-        )
+        raise StackError(f"{label}: SGLang's parser has no options", "is this an sglang wheel? check it")
     return {"flags": flags, "options": dict(sorted(options.items())), **decisions(flags, options)}
 
 
-def _add_argument_entries(tree: ast.Module, module: ModuleScan, filename: str) -> list[tuple[list[str], dict[str, Any]]]:
-    """The parser.add_argument(...) calls of server_args.py, in source order."""
-    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call) and is_add_argument(n)), key=lambda n: n.lineno)
-    return [flag_entry(n, module, filename) for n in calls]
+def _installed_version(python: str) -> str | None:
+    code, out = proc.probe([python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+                           stdout_only=True, timeout=60)
+    return out if code == 0 else None
 
 
-def extract_source(source: str, filename: str = SERVER_ARGS) -> dict[str, Any]:
-    """The flag table of a server_args.py source text whose flags are all add_argument calls."""
-    tree = parse_source(source, filename)
-    return _table(_add_argument_entries(tree, scan_module(tree), SERVER_ARGS), filename)
+def parser_actions(wheel: Path, version: str, python: str | None) -> tuple[list[dict[str, Any]], str]:
+    """SGLang's parser actions for `wheel`, and how it was built ("installed" or "stand-ins")."""
+    interpreter = python or sys.executable
+    mode = "installed" if python and _installed_version(python) == version else "stand-ins"
+    source = Path(parser_probe.__file__).read_text()
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    result = proc.run([interpreter, "-c", source, str(wheel), mode], env=env, check=False, timeout=300)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+        raise StackError(
+            f"{wheel.name}: SGLang's parser could not be built with {interpreter} ({mode}): {last}",
+            "install what it names into that interpreter (sglang 0.5.2x needs msgspec), or pass --python with "
+            "the stack's environment",
+        )
+    try:
+        return json.loads(result.stdout)["actions"], mode
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StackError(f"{wheel.name}: the parser probe printed no report ({exc})",
+                         "run it again with -v to see the command") from None
 
 
-def extract_files(read: Callable[[str], str | None], label: str) -> dict[str, Any]:
-    """The flag table of an SGLang source tree; read(path) gives a file's text or None.
-
-    Both layouts: add_argument calls in server_args.py (0.5.9), and annotated
-    dataclass fields registered by add_cli_args_from_dataclass before the few
-    remaining add_argument calls (flags_fields.py).
-    """
-    source = read(SERVER_ARGS)
-    if source is None:
-        raise StackError(f"{label}: no {SERVER_ARGS}", "pass the sglang wheel from PyPI")
-    filename = f"{label}:{SERVER_ARGS}"
-    tree = parse_source(source, filename)
-    if not flags_fields.uses_fields_layout(tree):
-        return _table(_add_argument_entries(tree, scan_module(tree), SERVER_ARGS), filename)
-    # Names server_args.py imports (choices lists, custom actions) resolve in their own modules.
-    modules = flags_fields._Modules(read)
-    module = modules.scan(flags_fields.SERVER_ARGS_MODULE)
-    field_entries = flags_fields.extract_fields(modules)
-    # server_args.py's own flags take `default=_declared_default("field")`.
-    defaults = flags_fields.field_defaults(modules)
-    module.call_resolvers["_declared_default"] = lambda name: (name in defaults, defaults.get(name))
-    return _table(field_entries + _add_argument_entries(tree, module, SERVER_ARGS), filename)
-
-
-def extract_wheel(wheel: Path) -> dict[str, Any]:
+def extract_wheel(wheel: Path, python: str | None = None) -> dict[str, Any]:
     """The flag table of an sglang wheel, with the wheel's name and hashes recorded."""
     wheel = Path(wheel)
     inputfiles.regular_file(wheel, hint="download it with `pip download sglang==<version> --no-deps`")
     version = _wheel_version(wheel.name)
+    hint = "pass the sglang wheel from PyPI: " + WHEEL_HINT.format(version=version)
     try:
         with zipfile.ZipFile(wheel) as zf:
-            members = set(zf.namelist())
-            if SERVER_ARGS not in members:
-                raise StackError(
-                    f"{wheel}: not an sglang wheel with {SERVER_ARGS}",
-                    "pass the sglang wheel from PyPI: " + WHEEL_HINT.format(version=version),
-                )
-
-            def read(path: str) -> str | None:
-                return zipmember.read_member(zf, path, wheel).decode("utf-8", errors="replace") if path in members else None
-
-            table = extract_files(read, wheel.name)
+            if SERVER_ARGS not in zf.namelist():
+                raise StackError(f"{wheel}: not an sglang wheel with {SERVER_ARGS}", hint)
     except zipfile.BadZipFile as exc:
-        raise StackError(
-            f"{wheel}: not an sglang wheel with {SERVER_ARGS} ({exc})",
-            "pass the sglang wheel from PyPI: " + WHEEL_HINT.format(version=version),
-        ) from exc
+        raise StackError(f"{wheel}: not an sglang wheel with {SERVER_ARGS} ({exc})", hint) from exc
+    actions, mode = parser_actions(wheel, version, python)
+    table = table_of(actions, wheel.name)
     digest = sha256_file(wheel)
     return {
         "schema_version": SCHEMA_VERSION,
         "description": (
-            "Flags accepted by sglang's launch_server, extracted statically (ast) from "
-            f"{SERVER_ARGS} of the wheel below and the field classes it registers "
-            "(each flag's file and line). Choices held in module-level lists can be "
-            "extended at run time by plugins (add_*_choices); the table holds what the wheel ships. "
-            "`options`, `abbreviations`, `ambiguous` and `negated` are argparse's reading of every option string a "
-            "user may write (exact spellings, accepted prefixes, refused prefixes with what they could mean, --no-X "
-            "spellings), computed here so that lib/sglang-service.nix looks them up. "
+            "Flags accepted by sglang's launch_server: the actions of SGLang's own parser "
+            "(ServerArgs.add_cli_args) built from the wheel below, "
+            + ("in an environment with this sglang installed. " if mode == "installed" else
+               "with its sglang modules other than server_args and arg_groups stood in; a choice or default only a "
+               "stand-in could give is unresolved, with the name it was reached by. ")
+            + "Choices held in module-level lists can be extended at run time by plugins; the table holds what the "
+            "wheel ships. `options`, `abbreviations`, `ambiguous` and `negated` are argparse's reading of every "
+            "option string a user may write (exact spellings, accepted prefixes, refused prefixes with what they "
+            "could mean, --no-X spellings), computed here so that lib/sglang-service.nix looks them up. "
             "Generated data: do not edit by hand."
         ),
         "sglang_version": version,
@@ -137,7 +122,7 @@ def extract_wheel(wheel: Path) -> dict[str, Any]:
             "hash": hex_to_sri(digest),
             "hash_source": "sha256 of the wheel file computed here; the extractor's test checks it against PyPI's registry sha256",
         },
-        "source_file": SERVER_ARGS,
+        "parser": mode,
         "generator_command": GENERATOR.format(wheel=wheel.name, version=version),
         **table,
     }
