@@ -10,7 +10,6 @@ from pathlib import Path
 
 from blackwell_stack.errors import StackError
 
-_NIX_BASE32 = "0123456789abcdfghijklmnpqrsvwxyz"
 _SRI_RE = re.compile(r"^sha256-([A-Za-z0-9+/]{43}=)$")
 _HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -50,16 +49,3 @@ def is_sri(value: str) -> bool:
 
 def is_hex(value: str) -> bool:
     return bool(_HEX_RE.match(value))
-
-
-def hex_to_nix32(hex_digest: str) -> str:
-    """Nix's base32 of a digest (what `nix-hash --to-base32` prints)."""
-    data = bytes.fromhex(hex_digest)
-    n_chars = (len(data) * 8 - 1) // 5 + 1
-    out = []
-    for n in range(n_chars - 1, -1, -1):
-        b = n * 5
-        i, j = divmod(b, 8)
-        c = (data[i] >> j) | ((data[i + 1] << (8 - j)) if i + 1 < len(data) else 0)
-        out.append(_NIX_BASE32[c & 0x1F])
-    return "".join(out)

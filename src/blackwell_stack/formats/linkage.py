@@ -38,10 +38,6 @@ def cuda_runtime_major(needed: list[str]) -> int | None:
     return None
 
 
-def cuda_runtime_libraries(needed: list[str]) -> list[str]:
-    return [n for n in needed if _CUDA_RUNTIME.match(n)]
-
-
 def torch_libraries(needed: list[str]) -> list[str]:
     return [n for n in needed if n in TORCH_LIBRARIES]
 

@@ -34,14 +34,14 @@ from typing import Any
 from blackwell_stack import inputfiles
 from blackwell_stack.errors import DataError
 from blackwell_stack.formats import wheeldiff, wheelzip, zipmember
-from blackwell_stack.hashes import is_hex, sha256_file
+from blackwell_stack.hashes import sha256_file
 from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sourcedir, sources, toolchain
 from blackwell_stack.kernel.conditions import CONDITIONS
-from blackwell_stack.model import registry
+from blackwell_stack.model import registry, schemas
 from blackwell_stack.model import stack as stacks_model
 
 SCHEMA_VERSION = 2
-BUILD_RECORD_MEMBER = "sgl_kernel/_build_info.json"
+BUILD_RECORD_MEMBER = schemas.BUILD_RECORD_MEMBER
 
 
 def reference_path() -> Path:
@@ -86,70 +86,31 @@ class Document:
 
 
 def document(path: str | Path | None = None) -> Document:
-    """The whole reference file, validated: a DataError names the field."""
+    """The whole reference file, checked by its shape (model/schemas.py) and the conditions it must name."""
     path = Path(path) if path is not None else reference_path()
-    data = registry.load("reference-wheel", file=path)
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise DataError(path, None, "schema_version", f"must be {SCHEMA_VERSION}")
-    current = data.get("current")
-    if current is not None and not isinstance(current, dict):
-        raise DataError(path, None, "current", "must be an object or null")
-    withdrawn = []
-    for i, entry in enumerate(_need(data, "withdrawn", list, path, "")):
-        if not isinstance(entry, dict):
-            raise DataError(path, None, f"withdrawn[{i}]", "must be an object")
-        wheel = _need(entry, "wheel", dict, path, f"withdrawn[{i}].")
-        withdrawn.append(Withdrawn(_need(wheel, "name", str, path, f"withdrawn[{i}].wheel."),
-                                   _need(wheel, "sha256", str, path, f"withdrawn[{i}].wheel."),
-                                   _need(entry, "cuda_archs", str, path, f"withdrawn[{i}]."),
-                                   _need(entry, "measured", str, path, f"withdrawn[{i}]."),
-                                   _need(entry, "why", str, path, f"withdrawn[{i}].")))
-    reason = "" if current is not None else _need(data, "current_reason", str, path, "")
-    return Document(path, _validate(current, path, "current.") if current is not None else None, reason, withdrawn,
-                    _need(data, "to_record", str, path, ""))
+    data = registry.load("reference-wheel", file=path, check=_check_conditions)
+    withdrawn = [Withdrawn(w["wheel"]["name"], w["wheel"]["sha256"], w["cuda_archs"], w["measured"], w["why"])
+                 for w in data["withdrawn"]]
+    current = data["current"]
+    if current is None:
+        return Document(path, None, data["current_reason"], withdrawn, data["to_record"])
+    config, result = current["configuration"], current["result"]
+    wheel = result["wheel"]
+    ref = Reference(path, config["build_record"], dict(config["conditions"]), config["command"], wheel["name"],
+                    wheel["sha256"], wheel["size"], dict(result["members"]), dict(result["compiled"]))
+    return Document(path, ref, "", withdrawn, data["to_record"])
+
+
+def _check_conditions(data: dict[str, Any], path: Path) -> None:
+    conditions = (data["current"] or {}).get("configuration", {}).get("conditions", {})
+    missing = [c for c in CONDITIONS if not conditions.get(c)] if data["current"] else []
+    if missing:
+        raise DataError(path, None, "current.configuration.conditions", f"needs a string for {', '.join(missing)}")
 
 
 def load(path: str | Path | None = None) -> Reference | None:
     """The current reference, or None while none is measured (Document.reason says why)."""
     return document(path).current
-
-
-def _need(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
-    value = data.get(key)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise DataError(path, None, f"{where}{key}", f"must be a {kind.__name__}")
-    return value
-
-
-def _validate(data: dict, path: Path, at: str) -> Reference:
-    """A current reference (`at`: where it lies in the file, for the messages)."""
-    config = _need(data, "configuration", dict, path, at)
-    record = _need(config, "build_record", dict, path, f"{at}configuration.")
-    conditions = _need(config, "conditions", dict, path, f"{at}configuration.")
-    missing = [c for c in CONDITIONS if not isinstance(conditions.get(c), str) or not conditions[c]]
-    if missing:
-        raise DataError(path, None, f"{at}configuration.conditions", f"needs a string for {', '.join(missing)}")
-    result = _need(data, "result", dict, path, at)
-    wheel = _need(result, "wheel", dict, path, f"{at}result.")
-    for key in ("name", "sha256"):
-        _need(wheel, key, str, path, f"{at}result.wheel.")
-    size = _need(wheel, "size", int, path, f"{at}result.wheel.")
-    members = _need(result, "members", dict, path, f"{at}result.")
-    compiled = _need(result, "compiled", dict, path, f"{at}result.")
-    hashes = [(f"{at}result.wheel.sha256", wheel["sha256"])]
-    hashes += [(f"{at}result.members.{n}", h) for n, h in members.items()]
-    hashes += [(f"{at}result.compiled.{n}.sha256", c.get("sha256") if isinstance(c, dict) else None)
-               for n, c in compiled.items()]
-    for where, value in hashes:
-        if not isinstance(value, str) or not is_hex(value):
-            raise DataError(path, None, where, "must be a hex sha256")
-    for name in compiled:
-        if members.get(name) != compiled[name]["sha256"]:
-            raise DataError(path, None, f"{at}result.compiled.{name}", "is not the same as its entry in result.members")
-    if BUILD_RECORD_MEMBER not in members or size <= 0:
-        raise DataError(path, None, f"{at}result", f"needs a positive wheel size and the member {BUILD_RECORD_MEMBER}")
-    return Reference(path, record, dict(conditions), str(config.get("command", "")), wheel["name"], wheel["sha256"],
-                     size, dict(members), dict(compiled))
 
 
 # -- differences between two JSON values, by path -----------------------------------------

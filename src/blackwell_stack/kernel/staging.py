@@ -113,15 +113,6 @@ def acquire(where: Layout) -> Iterator[Layout]:
         os.close(fd)  # releases the lock
 
 
-def copy_tree(source: Path, dest: Path) -> None:
-    """A writable copy (the patches change it)."""
-    try:
-        shutil.copytree(source, dest, symlinks=True)
-    except (OSError, shutil.Error) as exc:
-        raise StackError(f"cannot copy {source} to {dest}: {exc}",
-                         f"free space under {dest.parent} (the sources are staged there)") from None
-
-
 def link_tree(source: Path, dest: Path) -> None:
     """A read-only source placed by hard links (a copy where links cannot cross file systems)."""
 

@@ -1,7 +1,7 @@
 """The toolchain sgl-kernel needs, checked before anything is compiled.
 
 Each check runs the real tool (the build's Python, nvcc, cmake, ninja) and
-says what to do when it is wrong; `require_toolchain` reports every failure at
+says what to do when it is wrong; `toolchain_error` reports every failure at
 once so that one run tells the whole story.
 """
 
@@ -252,11 +252,3 @@ def toolchain_error(checks: list[Check]) -> ToolchainError | None:
         + "\n".join("  " + c.line() for c in checks),
         "fix each [BAD] line above, then run the same command again",
     )
-
-
-def require_toolchain(python: str, expected: TorchExpectation) -> list[Check]:
-    checks = check_all(python, expected)
-    error = toolchain_error(checks)
-    if error:
-        raise error
-    return checks

@@ -91,7 +91,7 @@ FILES: tuple[DataFile, ...] = (
              "(kernel/compile_work.py)", ("cli",), schemas.COMPILE_UNITS, schemas.check_compile_units,
              hint="restore it from the repository"),
     DataFile("reference-wheel", "pkgs/sgl-kernel/reference-wheel.json", "the reference sgl-kernel wheel "
-             "(kernel/reference.py)", ("cli",), schemas.REFERENCE_WHEEL),
+             "(kernel/reference.py)", ("cli",), schemas.REFERENCE_WHEEL, schemas.check_reference_wheel),
     DataFile("kernel-tests", "pkgs/sgl-kernel/kernel-tests.json", "which of upstream's kernel tests `kernel test` "
              "runs, and why it skips the others (kernel/testplan.py)", ("cli",), schemas.KERNEL_TESTS,
              schemas.check_kernel_tests, hint="see pkgs/sgl-kernel/kernel-tests.json of the repository"),

@@ -119,9 +119,42 @@ def check_flag_table(data: dict[str, Any], path: Path) -> None:
                                 "regenerate the table with `blackwell-stack serve flags extract`")
 
 
-# pkgs/sgl-kernel/*.json: kernel/recipe.py, sources.py and reference.py check them whole.
+# pkgs/sgl-kernel/*.json: kernel/recipe.py and sources.py check them whole.
 RECIPE = OBJECT
-REFERENCE_WHEEL = OBJECT
+
+# pkgs/sgl-kernel/reference-wheel.json: written by benchmarks/kernel-reproducibility/make_reference.py; the
+# conditions it must name are kernel/conditions.py's (kernel/reference.py checks them).
+_REFERENCE = Obj({
+    "configuration": Obj({"command": Str(), "conditions": Map(Str()), "build_record": Obj({})}),
+    "result": Obj({
+        "wheel": Obj({"name": Str(nonempty=True), "sha256": SHA256, "size": Int(minimum=1)}),
+        "members": Map(SHA256, nonempty=True),
+        "compiled": Map(Obj({"sha256": SHA256, "size": Int(minimum=0)})),
+    }),
+})
+REFERENCE_WHEEL = Obj({
+    "schema_version": Literal((2,)),
+    "current": Opt(_REFERENCE),
+    "withdrawn": ListOf(Obj({"wheel": Obj({"name": Str(nonempty=True), "sha256": SHA256}),
+                             "cuda_archs": Str(nonempty=True), "measured": Str(), "why": Str(nonempty=True)})),
+    "to_record": Str(nonempty=True),
+}, optional={"current_reason": Str(nonempty=True)})
+BUILD_RECORD_MEMBER = "sgl_kernel/_build_info.json"
+
+
+def check_reference_wheel(data: dict[str, Any], path: Path) -> None:
+    """A current reference's compiled libraries are among its members, with the build record; none: say why."""
+    current = data["current"]
+    if current is None:
+        if "current_reason" not in data:
+            raise DataError(path, None, "current_reason", "must say why no reference is current")
+        return
+    members = current["result"]["members"]
+    if BUILD_RECORD_MEMBER not in members:
+        raise DataError(path, None, "current.result.members", f"needs the member {BUILD_RECORD_MEMBER}")
+    for name, compiled in current["result"]["compiled"].items():
+        if members.get(name) != compiled["sha256"]:
+            raise DataError(path, None, f"current.result.compiled.{name}", "is not the same as its entry in result.members")
 KERNEL_SOURCES = Obj({
     "schema_version": AnyValue(), "update_command": Str(nonempty=True), "sglang": Obj({}),
     "fetchcontent": Map(Obj({}, optional={"submodules": Map(Obj({}))})),

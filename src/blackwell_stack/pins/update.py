@@ -7,7 +7,6 @@ is then replaced in one atomic rename, so a failure leaves the old pins intact.
 from __future__ import annotations
 
 import datetime as dt
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,7 +232,3 @@ def _display(path: Path) -> str:
         return str(path.resolve().relative_to(repo_root().resolve()))
     except (StackError, ValueError):
         return str(path)
-
-
-def url_filename(url: str) -> str:
-    return urllib.parse.unquote(url.rsplit("/", 1)[-1])

@@ -31,6 +31,7 @@ sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 # (sglang/srt/arg_groups/).
 REAL = ("sglang.srt.server_args", "sglang.srt.arg_groups")
 MARK = "<stand-in "
+MEMBER_LIMIT = 64 << 20  # formats/zipmember.py's: a source file far larger is not SGLang's
 
 
 class StandIn:
@@ -114,7 +115,11 @@ class WheelFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         if getattr(module, "__file__", None):
-            exec(compile(self.zf.read(module.__file__).decode(), module.__file__, "exec"), module.__dict__)
+            with self.zf.open(module.__file__) as member:  # read to one byte past the limit, never further
+                source = member.read(MEMBER_LIMIT + 1)
+            if len(source) > MEMBER_LIMIT:
+                raise SystemExit(f"member {module.__file__} inflates to more than {MEMBER_LIMIT >> 20} MiB")
+            exec(compile(source.decode(), module.__file__, "exec"), module.__dict__)
 
 
 def plain(value):
