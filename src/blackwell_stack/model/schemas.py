@@ -35,8 +35,19 @@ TAKES_VALUE = ("none", "one", "optional", "many")
 
 OBJECT = Obj({})  # the loader checks the rest (it did before the registry)
 
-# stacks/<name>/stack.json: model/stack.py `validate` checks it whole.
-STACK = OBJECT
+# stacks/<name>/stack.json (docs/stacks.md); model/stack.py checks that it names its own directory.
+KEY_VERSIONS = ("sglang", "flashinfer", "torch")
+_TEXT = Str(nonempty=True)
+STACK = Obj({
+    "schema_version": Literal((1,)), "name": _TEXT, "description": _TEXT, "audience": _TEXT, "system": _TEXT,
+    "python": _TEXT, "uv": _TEXT, "default": Bool(),
+    "versions_from_lock": Obj(dict.fromkeys(KEY_VERSIONS, _TEXT)),
+    "kernel": Either((Obj({"package": _TEXT, "from": Literal(("source",)), "version": _TEXT}),
+                      Obj({"package": _TEXT, "from": Literal(("lock",))}))),
+    "torch_pairs": Map(Obj({"check": Literal(("metadata", "symbols", "source", "lock", "unpaired")), "why": _TEXT})),
+    "profiles": ListOf(_TEXT, nonempty=True),
+    "lock": Obj({"command": _TEXT, "missing_reason": Opt(Str())}),
+}, optional={"kept_wheels": Obj({"pins": _TEXT})})
 
 # stacks/<name>/uv.lock; model/lock.py says which format version it reads.
 LOCK = Obj({"version": AnyValue()}, optional={

@@ -29,11 +29,7 @@ from blackwell_stack.model import registry, wheel_choice
 from blackwell_stack.model.lock import Lock, LockedPackage, load_lock
 from blackwell_stack.paths import data_path
 
-SCHEMA_VERSION = 1
 STACKS_DIR = "stacks"
-KEY_VERSIONS = ("sglang", "flashinfer", "torch")
-KERNEL_FROM = ("source", "lock")
-PAIR_CHECKS = ("metadata", "symbols", "source", "lock", "unpaired")
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
@@ -195,7 +191,7 @@ def load(name: str) -> Stack:
     if not meta.is_file():
         raise StackError(f"there is no stack {name!r} ({STACKS_DIR}/{name}/stack.json)",
                          f"pick one of: {', '.join(names()) or 'none'}")
-    data = registry.load("stack", file=meta, check=lambda data, file: validate(data, file, name))
+    data = registry.load("stack", file=meta, check=_check_name(name))
     return Stack(name, path, data)
 
 
@@ -220,45 +216,10 @@ def load_default_or(name: str | None) -> Stack:
     return load(name or default_name())
 
 
-def validate(data: Any, path: Path, name: str) -> None:
-    """DataError naming the field of the first problem."""
-    if not isinstance(data, dict):
-        raise _bad(path, None, None, "the top level must be a JSON object")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise _bad(path, None, "schema_version", f"must be {SCHEMA_VERSION}, found {data.get('schema_version')!r}")
-    if data.get("name") != name:
-        raise _bad(path, None, "name", f"must be the directory name {name!r}, found {data.get('name')!r}")
-    for key in ("description", "audience", "system", "python", "uv"):
-        if not isinstance(data.get(key), str) or not data[key]:
-            raise _bad(path, None, key, "must be a non-empty string")
-    if not isinstance(data.get("default"), bool):
-        raise _bad(path, None, "default", "must be true or false")
-    keys = data.get("versions_from_lock")
-    if not isinstance(keys, dict) or set(keys) != set(KEY_VERSIONS):
-        raise _bad(path, None, "versions_from_lock", f"must name the package of each of {', '.join(KEY_VERSIONS)}")
-    kernel = data.get("kernel")
-    if not isinstance(kernel, dict) or kernel.get("from") not in KERNEL_FROM or not kernel.get("package"):
-        raise _bad(path, None, "kernel", f"needs package and from ({' or '.join(KERNEL_FROM)})")
-    if kernel["from"] == "source" and not kernel.get("version"):
-        raise _bad(path, "kernel", "version", "a kernel built from source needs the version it builds")
-    pairs = data.get("torch_pairs")
-    if not isinstance(pairs, dict):
-        raise _bad(path, None, "torch_pairs", "must be an object of package -> {check, why}")
-    for package, pair in pairs.items():
-        if not isinstance(pair, dict) or pair.get("check") not in PAIR_CHECKS or not pair.get("why"):
-            raise _bad(path, package, "torch_pairs", f"needs check ({', '.join(PAIR_CHECKS)}) and why")
-    profiles = data.get("profiles")
-    if not isinstance(profiles, list) or not profiles or not all(isinstance(p, str) and p for p in profiles):
-        raise _bad(path, None, "profiles", "must list the profiles made for the stack (modules/profiles/<name>.json), its default first")
-    kept = data.get("kept_wheels")
-    if kept is not None and (not isinstance(kept, dict) or not isinstance(kept.get("pins"), str) or not kept["pins"]):
-        raise _bad(path, None, "kept_wheels.pins", "must name the stack's wheel pins file (stacks/<name>/pins.json)")
-    lock = data.get("lock")
-    if not isinstance(lock, dict) or not isinstance(lock.get("command"), str) or not lock["command"].strip():
-        raise _bad(path, None, "lock.command", "must be the one command that makes the lock")
-    if "missing_reason" not in lock:
-        raise _bad(path, None, "lock.missing_reason", "must say why there is no lock, or be null")
-
-
-def _bad(path: Path, entry: str | None, field: str | None, problem: str) -> DataError:
-    return DataError(path, entry, field, problem, "fix the stack's stack.json (its schema: blackwell_stack/model/stack.py, docs/stacks.md)")
+def _check_name(name: str):
+    """The cross-field check beside the shape (schemas.STACK): the file names its own directory."""
+    def check(data: dict[str, Any], path: Path) -> None:
+        if data["name"] != name:
+            raise DataError(path, None, "name", f"must be the directory name {name!r}, found {data['name']!r}",
+                            "fix the stack's stack.json (docs/stacks.md)")
+    return check
