@@ -23,9 +23,8 @@ from pathlib import Path
 
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.kernel import jobs
-from blackwell_stack.model import registry
+from blackwell_stack.model import registry, schemas, shape
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A CUDA capability as patch 0005 reads it: "9.0", "12.0a", "10.0f" (major, minor, suffix).
 _CAPABILITY = re.compile(r"(0|[1-9][0-9]*)\.([0-9]+)([af]?)")
 
@@ -39,36 +38,13 @@ def load(path: str | Path | None = None) -> dict:
 
 
 def validate(data: object, path: str | Path = "recipe.json") -> None:
-    """Raise DataError naming the field for anything lib/kernel-recipe.nix could not render."""
-    if not isinstance(data, dict):
-        raise DataError(path, None, None, "the recipe must be a JSON object")
-    for field in ("cmake_defines", "environment"):
-        table = data.get(field)
-        if not isinstance(table, dict):
-            raise DataError(path, None, field, "must be an object of NAME: \"VALUE\" strings")
-        for name, value in table.items():
-            if not _NAME.match(name):
-                raise DataError(path, name, field, "is not a CMake/environment variable name", "use letters, digits and _")
-            if not isinstance(value, str):
-                raise DataError(path, name, field, f"value {value!r} is not a string", 'write it as a string, e.g. "ON"')
-    for field in ("arch_defines", "arch_environment", "planned_defines", "planned_environment", "supported_archs"):
-        items = data.get(field)
-        if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
-            raise DataError(path, None, field, "must be a list of non-empty strings")
-    for field in ("arch_defines", "arch_environment", "planned_defines", "planned_environment"):
-        for name in data[field]:
-            if not _NAME.match(name):
-                raise DataError(path, name, field, "is not a CMake/environment variable name")
-    arch = data.get("arch")
-    if not isinstance(arch, str) or not arch:
-        raise DataError(path, None, "arch", "must be a non-empty string such as \"12.0a\"")
-    from_major = data.get("arch_specific_from_major")
-    if not isinstance(from_major, int) or isinstance(from_major, bool) or from_major < 0:
-        raise DataError(path, None, "arch_specific_from_major",
-                        "must be a whole number: the first compute capability whose targets must be the a ones", "9")
+    """DataError naming the field for anything lib/kernel-recipe.nix could not render: the shape, then the
+    architectures and the memory rule across fields."""
+    shape.check(schemas.RECIPE, data, path)
+    assert isinstance(data, dict)
     for plain in plain_targets(data, data["supported_archs"]):
-        raise DataError(path, plain, "supported_archs", f"lists a plain target from compute capability {from_major} on",
-                        f"list {plain}a instead (arch_specific_note says why)")
+        raise DataError(path, plain, "supported_archs", "lists a plain target from compute capability "
+                        f"{data['arch_specific_from_major']} on", f"list {plain}a instead (arch_specific_note says why)")
     # The memory rule is checked by the one implementation that applies it (jobs.py, which the
     # Nix derivation runs as a bare script), so both front ends refuse the same recipes.
     for field, problem in jobs.memory_problems(data.get("memory")):

@@ -130,8 +130,16 @@ def check_flag_table(data: dict[str, Any], path: Path) -> None:
                                 "regenerate the table with `blackwell-stack serve flags extract`")
 
 
-# pkgs/sgl-kernel/*.json: kernel/recipe.py and sources.py check them whole.
-RECIPE = OBJECT
+# pkgs/sgl-kernel/recipe.json: CMake defines and environment variables by name; kernel/recipe.py checks the
+# architectures and the memory rule (jobs.py) across fields.
+VARIABLE = r"[A-Za-z_][A-Za-z0-9_]*"
+RECIPE = Obj({
+    "cmake_defines": Map(Str(), keys=VARIABLE), "environment": Map(Str(), keys=VARIABLE),
+    **{k: ListOf(Str(pattern=VARIABLE)) for k in ("arch_defines", "arch_environment", "planned_defines",
+                                                  "planned_environment")},
+    "supported_archs": ListOf(Str(nonempty=True)), "arch": Str(nonempty=True),
+    "arch_specific_from_major": Int(minimum=0), "memory": AnyValue(),
+})
 
 # pkgs/sgl-kernel/reference-wheel.json: written by benchmarks/kernel-reproducibility/make_reference.py; the
 # conditions it must name are kernel/conditions.py's (kernel/reference.py checks them).

@@ -156,6 +156,7 @@ class Map(Shape):
 
     values: Shape
     nonempty: bool = False
+    keys: str | None = None  # a regular expression every key matches
 
     def describe(self) -> str:
         return f"an object of {self.values.describe()}"
@@ -164,6 +165,8 @@ class Map(Shape):
         if not isinstance(value, dict) or (self.nonempty and not value):
             return where, f"must be {'a non-empty' if self.nonempty else 'an'} object, found {_show(value)}"
         for key, item in value.items():
+            if self.keys and not re.fullmatch(self.keys, key):
+                return (*where, key), f"{key!r} is not a name of the form {self.keys}"
             found = self.values.problem(item, (*where, key))
             if found:
                 return found
