@@ -45,16 +45,16 @@ def test_missing_system_lists_what_is_pinned(repo):
 @pytest.mark.parametrize(
     "mutate, entry, field",
     [
-        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].pop("url"), "torch/x86_64-linux-312", "url"),
-        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].update(hash="abc"), "torch/x86_64-linux-312", "hash"),
-        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].update(verified="yes"), "torch/x86_64-linux-312", "verified"),
-        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].update(reason=None), "torch/x86_64-linux-312", "reason"),
+        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].pop("url"), "packages.torch.wheels.x86_64-linux-312", "url"),
+        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].update(hash="abc"), "packages.torch.wheels.x86_64-linux-312", "hash"),
+        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].update(verified="yes"), "packages.torch.wheels.x86_64-linux-312", "verified"),
+        (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].update(reason=None), "packages.torch.wheels.x86_64-linux-312", "reason"),
         (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].update(hash_checked="computed here"),
-         "torch/x86_64-linux-312", "hash_checked"),
+         "packages.torch.wheels.x86_64-linux-312", "hash_checked"),
         (lambda d: d["packages"]["torch"]["wheels"]["x86_64-linux-312"].pop("hash_checked"),
-         "torch/x86_64-linux-312", "hash_checked"),
-        (lambda d: d["packages"]["triton"]["wheels"]["x86_64-linux-312"].update(verified=True), "triton/x86_64-linux-312", "filename"),
-        (lambda d: d["packages"]["torch"].update(wheels={}), "torch", "wheels"),
+         "packages.torch.wheels.x86_64-linux-312", "hash_checked"),
+        (lambda d: d["packages"]["triton"]["wheels"]["x86_64-linux-312"].update(verified=True), "packages.triton.wheels.x86_64-linux-312", "filename"),
+        (lambda d: d["packages"]["torch"].update(wheels={}), "packages.torch", "wheels"),
         (lambda d: d.update(schema_version=2), None, "schema_version"),
         (lambda d: d.pop("update_command"), None, "update_command"),
     ],
@@ -87,5 +87,5 @@ def test_cli_reports_a_malformed_pins_file_of_the_users_with_exit_code_2(tmp_pat
     code = main(["pins", "vendor", str(wheel), "--file", str(path)])
     assert code == ExitCode.USAGE
     err = capsys.readouterr().err
-    assert "entry 'torch/x86_64-linux-312', field 'hash'" in err
+    assert "entry 'packages.torch.wheels.x86_64-linux-312', field 'hash'" in err
     assert "Traceback" not in err

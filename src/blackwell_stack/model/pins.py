@@ -32,12 +32,9 @@ from typing import Any
 
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
-from blackwell_stack.hashes import is_sri
-from blackwell_stack.model import registry
-from blackwell_stack.model.plan import check_hash_checked
+from blackwell_stack.model import registry, schemas, shape
 
 SCHEMA_VERSION = 1
-ENTRY_FIELDS = ("filename", "url", "hash", "hash_source", "hash_checked", "verified", "reason")
 ANY_KEY = "any"  # a pure-Python wheel, the same for every system and Python
 
 
@@ -76,51 +73,22 @@ def load_pins(path: str | Path) -> PinsFile:
 
 
 def validate(data: Any, path: str | Path) -> None:
-    """Raise DataError naming the file, entry and field of the first problem."""
-    if not isinstance(data, dict):
-        raise DataError(path, None, None, "the top level must be a JSON object")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise DataError(path, None, "schema_version", f"must be {SCHEMA_VERSION}, found {data.get('schema_version')!r}")
-    if not isinstance(data.get("update_command"), str) or not data["update_command"].strip():
-        raise DataError(path, None, "update_command", "must name the command that fills unverified pins")
-    packages = data.get("packages")
-    if not isinstance(packages, dict) or not packages:
-        raise DataError(path, None, "packages", "must be a non-empty object of package name -> pin")
-    for name, pkg in packages.items():
-        if not isinstance(pkg, dict):
-            raise DataError(path, name, None, "must be an object with version and wheels")
-        if pkg.get("version") is not None and not isinstance(pkg["version"], str):
-            raise DataError(path, name, "version", "must be a string or null")
-        wheels = pkg.get("wheels")
-        if not isinstance(wheels, dict) or not wheels:
-            raise DataError(path, name, "wheels", "must be a non-empty object of <system>-<pyVerNoDot> -> wheel pin")
-        for key, entry in wheels.items():
-            _validate_entry(path, f"{name}/{key}", entry, pkg.get("version"))
-
-
-def _validate_entry(path, where: str, entry: Any, version: str | None) -> None:
-    if not isinstance(entry, dict):
-        raise DataError(path, where, None, "must be an object")
-    for field in ENTRY_FIELDS:
-        if field not in entry:
-            raise DataError(path, where, field, "is missing", f"every wheel pin has: {', '.join(ENTRY_FIELDS)}")
-    if not isinstance(entry["verified"], bool):
-        raise DataError(path, where, "verified", f"must be true or false, found {entry['verified']!r}")
-    check_hash_checked(entry["hash_checked"], path, where)
-    h = entry["hash"]
-    if h is not None and not (isinstance(h, str) and is_sri(h)):
-        raise DataError(path, where, "hash", f"must be a sha256 SRI hash (sha256-<base64>) or null, found {h!r}")
-    if entry["verified"]:
-        for field in ("filename", "url", "hash", "hash_source"):
-            if not entry[field]:
-                raise DataError(path, where, field, "a verified pin needs it",
-                                "set verified to false with a reason, or fill the pin with its update command")
-        if version is None:
-            raise DataError(path, where.split("/")[0], "version", "a package with a verified wheel needs a version")
-        if "/" in entry["filename"] or "%" in entry["filename"]:
-            raise DataError(path, where, "filename", "must be a plain file name (no '/' or %-escapes): Nix uses it as the store name")
-    elif not entry["reason"]:
-        raise DataError(path, where, "reason", "an unverified pin must say why it is unverified")
+    """DataError naming the file, entry and field of the first problem: the shape (schemas.KEPT_WHEEL_PINS), then
+    what a verified or unverified pin needs."""
+    shape.check(schemas.KEPT_WHEEL_PINS, data, path)
+    for name, pkg in data["packages"].items():
+        for key, entry in pkg["wheels"].items():
+            where = f"packages.{name}.wheels.{key}"  # as the shape names an entry
+            if not entry["verified"]:
+                if not entry["reason"]:
+                    raise DataError(path, where, "reason", "an unverified pin must say why it is unverified")
+                continue
+            for field in ("filename", "url", "hash", "hash_source"):
+                if not entry[field]:
+                    raise DataError(path, where, field, "a verified pin needs it",
+                                    "set verified to false with a reason, or fill the pin with its update command")
+            if pkg["version"] is None:
+                raise DataError(path, f"packages.{name}", "version", "a package with a verified wheel needs a version")
 
 
 def wheel_pin(pins: PinsFile, package: str, system: str, python_version: str) -> dict[str, str]:

@@ -93,8 +93,18 @@ AUDIT = Obj({
     }),
 })
 
-# stacks/<name>/pins.json: model/pins.py `validate` checks it whole.
-KEPT_WHEEL_PINS = OBJECT
+# stacks/<name>/pins.json (model/pins.py, lib/pins.nix): what a verified pin needs is checked there.
+_WHEEL_PIN = Obj({
+    "filename": Opt(Str(pattern=r"[^/%]*", means="a plain file name (no '/' or %-escapes): Nix names the store "
+                        "path after it")),
+    "url": Opt(Str()), "hash_source": Opt(Str()),
+    "hash": Opt(Str(pattern=r"sha256-[A-Za-z0-9+/]{43}=", means="a sha256 SRI hash (sha256-<base64>)")),
+    "hash_checked": Literal(HASH_CHECKS), "verified": Bool(), "reason": Opt(Str()),
+})
+KEPT_WHEEL_PINS = Obj({
+    "schema_version": Literal((1,)), "update_command": Str(nonempty=True),
+    "packages": Map(Obj({"version": Opt(Str()), "wheels": Map(_WHEEL_PIN, nonempty=True)}), nonempty=True),
+})
 
 # modules/profiles/<name>.json: model/profile.py checks the rest (values, sources, verification).
 PROFILE = Obj({

@@ -46,6 +46,7 @@ class AnyValue(Shape):
 class Str(Shape):
     nonempty: bool = False
     pattern: str | None = None  # a regular expression the whole string matches
+    means: str | None = None  # what the pattern is, for the message ("a sha256 SRI hash, sha256-<base64>")
 
     def describe(self) -> str:
         return "a non-empty string" if self.nonempty else "a string"
@@ -54,7 +55,7 @@ class Str(Shape):
         if not isinstance(value, str) or (self.nonempty and not value):
             return where, f"must be {self.describe()}, found {_show(value)}"
         if self.pattern and not re.fullmatch(self.pattern, value):
-            return where, f"{_show(value)} is not of the form {self.pattern}"
+            return where, f"{_show(value)} is not {self.means or 'of the form ' + self.pattern}"
         return None
 
 
