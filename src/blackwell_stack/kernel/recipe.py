@@ -34,7 +34,7 @@ def recipe_path() -> Path:
 
 
 def load(path: str | Path | None = None) -> dict:
-    return registry.load("recipe", file=path, check=validate)
+    return registry.load("recipe", file=path, check=_check_archs_and_memory)  # the shape: the registry's
 
 
 def validate(data: object, path: str | Path = "recipe.json") -> None:
@@ -42,6 +42,10 @@ def validate(data: object, path: str | Path = "recipe.json") -> None:
     architectures and the memory rule across fields."""
     shape.check(schemas.RECIPE, data, path)
     assert isinstance(data, dict)
+    _check_archs_and_memory(data, path)
+
+
+def _check_archs_and_memory(data: dict, path: str | Path) -> None:
     for plain in plain_targets(data, data["supported_archs"]):
         raise DataError(path, plain, "supported_archs", "lists a plain target from compute capability "
                         f"{data['arch_specific_from_major']} on", f"list {plain}a instead (arch_specific_note says why)")

@@ -40,7 +40,7 @@ from blackwell_stack.kernel.conditions import CONDITIONS
 from blackwell_stack.model import registry, schemas
 from blackwell_stack.model import stack as stacks_model
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = schemas.REFERENCE_WHEEL_SCHEMA
 BUILD_RECORD_MEMBER = schemas.BUILD_RECORD_MEMBER
 
 
@@ -102,8 +102,11 @@ def document(path: str | Path | None = None) -> Document:
 
 
 def _check_conditions(data: dict[str, Any], path: Path) -> None:
-    conditions = (data["current"] or {}).get("configuration", {}).get("conditions", {})
-    missing = [c for c in CONDITIONS if not conditions.get(c)] if data["current"] else []
+    """A current reference names every condition of kernel/conditions.py (after the shape)."""
+    if data["current"] is None:
+        return
+    conditions = data["current"]["configuration"]["conditions"]
+    missing = [c for c in CONDITIONS if not conditions.get(c)]
     if missing:
         raise DataError(path, None, "current.configuration.conditions", f"needs a string for {', '.join(missing)}")
 

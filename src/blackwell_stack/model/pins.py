@@ -34,7 +34,7 @@ from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.model import registry, schemas, shape
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = schemas.KEPT_WHEEL_PINS_SCHEMA
 ANY_KEY = "any"  # a pure-Python wheel, the same for every system and Python
 
 
@@ -67,7 +67,7 @@ class PinsFile:
 
 def load_pins(path: str | Path) -> PinsFile:
     path = Path(path)
-    data = registry.load("kept-wheel-pins", file=path, check=validate, missing=StackError(
+    data = registry.load("kept-wheel-pins", file=path, check=_check_pins, missing=StackError(
         f"{path}: no such pins file", "check the path, or create it with `blackwell-stack pins update`"))
     return PinsFile(path, data)
 
@@ -76,6 +76,10 @@ def validate(data: Any, path: str | Path) -> None:
     """DataError naming the file, entry and field of the first problem: the shape (schemas.KEPT_WHEEL_PINS), then
     what a verified or unverified pin needs."""
     shape.check(schemas.KEPT_WHEEL_PINS, data, path)
+    _check_pins(data, path)
+
+
+def _check_pins(data: dict[str, Any], path: str | Path) -> None:
     for name, pkg in data["packages"].items():
         for key, entry in pkg["wheels"].items():
             where = f"packages.{name}.wheels.{key}"  # as the shape names an entry

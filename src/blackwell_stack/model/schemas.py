@@ -101,8 +101,9 @@ _WHEEL_PIN = Obj({
     "hash": Opt(Str(pattern=r"sha256-[A-Za-z0-9+/]{43}=", means="a sha256 SRI hash (sha256-<base64>)")),
     "hash_checked": Literal(HASH_CHECKS), "verified": Bool(), "reason": Opt(Str()),
 })
+KEPT_WHEEL_PINS_SCHEMA = 1
 KEPT_WHEEL_PINS = Obj({
-    "schema_version": Literal((1,)), "update_command": Str(nonempty=True),
+    "schema_version": Literal((KEPT_WHEEL_PINS_SCHEMA,)), "update_command": Str(nonempty=True),
     "packages": Map(Obj({"version": Opt(Str()), "wheels": Map(_WHEEL_PIN, nonempty=True)}), nonempty=True),
 })
 
@@ -161,8 +162,9 @@ _REFERENCE = Obj({
         "compiled": Map(Obj({"sha256": SHA256, "size": Int(minimum=0)})),
     }),
 })
+REFERENCE_WHEEL_SCHEMA = 2
 REFERENCE_WHEEL = Obj({
-    "schema_version": Literal((2,)),
+    "schema_version": Literal((REFERENCE_WHEEL_SCHEMA,)),
     "current": Opt(_REFERENCE),
     "withdrawn": ListOf(Obj({"wheel": Obj({"name": Str(nonempty=True), "sha256": SHA256}),
                              "cuda_archs": Str(nonempty=True), "measured": Str(), "why": Str(nonempty=True)})),
