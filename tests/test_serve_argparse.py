@@ -44,7 +44,7 @@ def parse_all(wheel, argv_json, probes_path):
         except (argparse.ArgumentError, SystemExit) as exc:
             parses.append({"ok": False, "error": f"{exc} {err.getvalue()}"})
     decisions = {}
-    for option in json.load(open(probes_path)):
+    for option in (json.load(open(probes_path)) if probes_path != "-" else []):
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):
@@ -92,9 +92,14 @@ def real(version, pypi_file, tmp_path_factory, table, msgspec_path):
     ]
     probes = tmp_path_factory.mktemp("probe") / "probes.json"
     probes.write_text(json.dumps(sorted({*table["options"], *table["abbreviations"], *table["ambiguous"]})))
+    return real_parser(wheel, argvs, probes, msgspec_path)
+
+
+def real_parser(wheel: Path, argvs: list[list[str]], probes: Path | None = None, pythonpath: Path | None = None) -> dict:
+    """{"parses": each argv as SGLang's real parser reads it, "decisions": how it reads each option of `probes`}."""
     script = Path(parser_probe.__file__).read_text() + PARSE
-    env = {**os.environ, "PYTHONPATH": str(msgspec_path)}
-    result = subprocess.run([sys.executable, "-c", script, str(wheel), json.dumps(argvs), str(probes)],
+    env = {**os.environ, "PYTHONPATH": str(pythonpath or "")}
+    result = subprocess.run([sys.executable, "-c", script, str(wheel), json.dumps(argvs), str(probes or "-")],
                             capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)

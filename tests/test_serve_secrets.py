@@ -170,17 +170,11 @@ def test_the_launcher_refuses_before_starting_anything(tmp_path):
 
 @pytest.mark.network
 def test_sglangs_own_parser_agrees(pypi_file, tmp_path):
-    from test_serve_argparse import PROBE, WHEELS
+    from test_serve_argparse import WHEELS, real_parser
 
-    filename, real_modules, _ = WHEELS["0.5.9"]
-    wheel = pypi_file("sglang", "0.5.9", filename)
+    wheel = pypi_file("sglang", "0.5.9", WHEELS["0.5.9"][0])
     argvs = [["--model-path", "m", *args] for args in SPELLINGS]
-    script = tmp_path / "probe.py"
-    script.write_text(PROBE)
-    result = subprocess.run([sys.executable, str(script), str(wheel), json.dumps(real_modules), json.dumps(argvs)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    parses = json.loads(result.stdout)["parses"]
+    parses = real_parser(wheel, argvs)["parses"]
     for args, argv, parsed in zip(SPELLINGS, argvs, parses):
         guarded = python_guard(args)
         if not parsed["ok"]:

@@ -60,7 +60,11 @@ class StandIn:
     def __str__(self):
         return f"{MARK}{self._name}>"
 
-    __repr__ = __format__ = lambda self, *a: str(self)
+    def __repr__(self):
+        return str(self)
+
+    def __format__(self, spec):
+        return str(self)
 
     def __lt__(self, other):  # sorted() over a list that holds one
         return False
@@ -77,7 +81,7 @@ for _name, _symbol in (("add", "+"), ("mul", "*"), ("or", "|"), ("and", "&"), ("
 
 
 class StandInModule(types.ModuleType):
-    __path__ = ()  # a package: its submodules are stand-ins too
+    __path__: list[str] = []  # noqa: RUF012 (a package: its submodules are stand-ins too)
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
