@@ -301,15 +301,16 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         say(text)
 
     series = patchcheck.load_series()
-    report = patchcheck.check_series(source.kernel_dir, series)
-    if not report.ok:
+    # Without GNU patch the series is not checked here: the toolchain check below says what to install.
+    report = patchcheck.check_series(source.kernel_dir, series) if proc.which("patch") else None
+    if report and not report.ok:
         conflicts = [patchcheck.conflict_message(r) for r in report.hunks if r.state == patchcheck.CONFLICTING]
         blockers.append(BuildError(
             f"the sgl-kernel patch series does not apply to {source.kernel_dir}:\n" + "\n".join(conflicts or [str(report.patch_states())]),
             "check out sglang v0.5.9 afresh (`git -C SRC checkout -- sgl-kernel`); "
             "`blackwell-stack kernel patches check --src SRC` shows every hunk",
         ))
-    states = report.patch_states()
+    states = report.patch_states() if report else {}
 
     out_dir = Path(out_dir).resolve()
     stage = staging.layout()

@@ -1,37 +1,42 @@
-"""Dry-run and idempotent application of the sgl-kernel patch series, hunk by hunk.
+"""Dry-run and idempotent application of the sgl-kernel patch series, hunk by hunk, with GNU patch.
 
-Pure Python (no GNU patch): a unified-diff parser and an exact context match
-that allows an offset but no fuzz, like `patch -p1 -F0`. Each hunk of the
-series is classified against the tree as it would be after the patches before
-it:
-- applied: its new text is there (and its old text is not, nearer the spot);
-- applicable: its old text is there, so it would apply;
-- conflicting: neither is; the report shows the nearest upstream text.
-The patches are relative to sgl-kernel/ (the derivation's sourceRoot); a
-checkout is either an sglang tree or its sgl-kernel directory.
+GNU patch is what Nix applies the series with (the derivation's `patches`). Here it runs without fuzz
+(`-F0`), so a hunk that would apply only fuzzily is a conflict. Each patch is tried, in order, on a copy of
+the files the series touches, as they are after the patches before it; each hunk is
+- applied: it applies in reverse (its new text is there) and not forward;
+- applicable: it applies forward, so it would apply;
+- conflicting: neither; the report shows the nearest upstream text.
+A hunk that applies both ways (its old and its new text are both there) is what is nearer its line.
+The patches are relative to sgl-kernel/ (the derivation's sourceRoot); a checkout is either an sglang tree
+or its sgl-kernel directory.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack import inputfiles
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.errors import BuildError, DataError, StackError
 from blackwell_stack.fileio import atomic_write_bytes
 from blackwell_stack.model import registry
 
 APPLIED, APPLICABLE, CONFLICTING = "applied", "applicable", "conflicting"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# GNU patch's report, in the C locale: a file section starts with "checking file X" (a dry run) or
+# "patching file X"; each hunk says "Hunk #N succeeded at L (offset K lines)." or "FAILED at L" or "ignored at L".
+_REPORT_FILE = re.compile(r"^(?:checking|patching) file '?(.+?)'?$")
+_REPORT_HUNK = re.compile(r"^Hunk #(\d+) (succeeded|FAILED|ignored) at (\d+)(?: \(offset (-?\d+) lines?\))?")
+_GNU_PATCH_FLAGS = ("-p1", "-F0", "--force", "--verbose", "--no-backup-if-mismatch", "--reject-file=-")
 
 
 @dataclass
 class Hunk:
     index: int  # 1-based within its file section
     old_start: int
-    new_start: int
     header: str
     old: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
@@ -80,7 +85,7 @@ def _strip_prefix(path: str) -> str | None:
 
 
 def parse_patch(path: Path) -> Patch:
-    """Parse a git-style unified diff; text before the first `diff`/`---` is its description."""
+    """Its files and hunks, for the report; text before the first `diff`/`---` is its description."""
     lines = inputfiles.read_text(path, limit=inputfiles.TEXT_FILE_LIMIT, what="patch").splitlines()
     description: list[str] = []
     files: list[FilePatch] = []
@@ -102,27 +107,20 @@ def parse_patch(path: Path) -> Patch:
                 raise DataError(path, None, None, f"line {i + 1}: hunk before any ---/+++ file header")
             old_len = int(m.group(2)) if m.group(2) is not None else 1
             new_len = int(m.group(4)) if m.group(4) is not None else 1
-            hunk = Hunk(len(current.hunks) + 1, int(m.group(1)), int(m.group(3)), line)
+            hunk = Hunk(len(current.hunks) + 1, int(m.group(1)), line)
             i += 1
             while i < len(lines) and (len(hunk.old) < old_len or len(hunk.new) < new_len):
                 body = lines[i]
                 tag, text = (body[:1], body[1:]) if body else (" ", "")
-                if tag == " ":
-                    hunk.old.append(text)
-                    hunk.new.append(text)
-                elif tag == "-":
-                    hunk.old.append(text)
-                elif tag == "+":
-                    hunk.new.append(text)
-                elif tag == "\\":
-                    pass  # "\ No newline at end of file"
-                else:
+                if tag not in " -+\\":
                     raise DataError(path, None, None, f"line {i + 1}: unexpected {body!r} inside {hunk.header}")
+                if tag in " -":
+                    hunk.old.append(text)
+                if tag in " +":
+                    hunk.new.append(text)
                 i += 1
             if len(hunk.old) != old_len or len(hunk.new) != new_len:
                 raise DataError(path, None, None, f"{hunk.header}: hunk is shorter than its header says")
-            while i < len(lines) and lines[i].startswith("\\"):
-                i += 1
             current.hunks.append(hunk)
             continue
         i += 1
@@ -158,17 +156,20 @@ def kernel_dir(src: str | Path) -> Path:
     )
 
 
-def _find(lines: list[str], block: list[str], near: int) -> int | None:
-    """0-based start of `block` in `lines` nearest to `near`, or None."""
-    if not block:
-        return max(0, min(near, len(lines)))
-    n, first = len(block), block[0]
-    best = None
-    for start in range(len(lines) - n + 1):
-        matches = lines[start] == first and lines[start : start + n] == block
-        if matches and (best is None or abs(start - near) < abs(best - near)):
-            best = start
-    return best
+def _gnu_patch(patch: Patch, work: Path, *flags: str) -> dict[tuple[str, int], tuple[int, int] | None]:
+    """(file, hunk) -> (line, offset) where GNU patch put it, or None where it did not apply."""
+    binary = proc.require("patch", "install GNU patch (`apt-get install patch`): it applies the series, as in Nix")
+    result = proc.run([binary, *_GNU_PATCH_FLAGS, *flags, "-d", work, "-i", patch.path.resolve()], check=False,
+                      env={"LC_ALL": "C"}, timeout=120)
+    outcomes: dict[tuple[str, int], tuple[int, int] | None] = {}
+    file = ""
+    for line in result.stdout.splitlines():
+        if m := _REPORT_FILE.match(line):
+            file = m.group(1)
+        elif m := _REPORT_HUNK.match(line):
+            succeeded = m.group(2) == "succeeded"
+            outcomes[(file, int(m.group(1)))] = (int(m.group(3)), int(m.group(4) or 0)) if succeeded else None
+    return outcomes
 
 
 def _nearest_text(lines: list[str], block: list[str], near: int) -> tuple[int, list[str]]:
@@ -183,89 +184,45 @@ def _nearest_text(lines: list[str], block: list[str], near: int) -> tuple[int, l
     return best_start, lines[best_start : best_start + n]
 
 
-def _classify(lines: list[str], hunk: Hunk, delta: int) -> tuple[str, int | None]:
-    """State of one hunk in `lines`, and the 0-based start where its old (applicable) or new (applied) text is."""
-    near_old = max(0, hunk.old_start - 1 + delta)
-    near_new = max(0, hunk.new_start - 1)
-    # An empty block (a hunk that deletes everything it touches, or inserts into an empty file)
-    # matches anywhere, so it is no evidence: decide by the other block alone.
-    if not hunk.new:
-        at_old = _find(lines, hunk.old, near_old)
-        return (APPLICABLE, at_old) if at_old is not None else (APPLIED, min(near_new, len(lines)))
-    if not hunk.old:
-        at_new = _find(lines, hunk.new, near_new)
-        return (APPLIED, at_new) if at_new is not None else (APPLICABLE, min(near_old, len(lines)))
-    at_old = _find(lines, hunk.old, near_old) if hunk.old != hunk.new else None
-    at_new = _find(lines, hunk.new, near_new)
-    if at_old is not None and at_new is not None:
-        # Both texts exist. One inside the other is one text seen twice: a deletion's new text
-        # (its context) sits inside its old text, an insertion's old text inside its new one.
-        if at_old <= at_new and at_new + len(hunk.new) <= at_old + len(hunk.old):
-            return APPLICABLE, at_old
-        if at_new <= at_old and at_old + len(hunk.old) <= at_new + len(hunk.new):
-            return APPLIED, at_new
-        # Otherwise the texts are in different places: trust the one nearer the hunk's line.
-        if abs(at_new - near_new) <= abs(at_old - near_old):
-            return APPLIED, at_new
-        return APPLICABLE, at_old
-    if at_new is not None:
-        return APPLIED, at_new
-    if at_old is not None:
-        return APPLICABLE, at_old
-    return CONFLICTING, None
+def _read(path: Path) -> bytes | None:
+    return inputfiles.read_bytes(path, limit=inputfiles.TEXT_FILE_LIMIT) if path.is_file() else None
 
 
-def check_file(patch: Patch, fp: FilePatch, text: str | None) -> tuple[list[HunkResult], str | None]:
-    """Results for one file section, and the file's text after applying every applicable hunk."""
-    results: list[HunkResult] = []
-    if fp.old_path is None:  # a new file
-        new_text = "\n".join(fp.hunks[0].new) + "\n" if fp.hunks else ""
-        if text is None:
-            state = APPLICABLE
-        elif text == new_text:
-            state = APPLIED
-        else:
-            state = CONFLICTING
-        r = HunkResult(patch.name, fp.path, 1, "new file", state)
-        if state == CONFLICTING and text is not None:
-            r.upstream_now, r.expected = text.splitlines()[:20], new_text.splitlines()[:20]
-        return [r], new_text if state != CONFLICTING else text
-    if text is None:
-        return [
-            HunkResult(patch.name, fp.path, h.index, h.header, CONFLICTING, expected=h.old, upstream_now=["(file is missing)"])
-            for h in fp.hunks
-        ], None
-    trailing_newline = text.endswith("\n")
-    lines = text.splitlines()
-    delta = 0  # where the next hunk's old text is expected, relative to its old line number
-    grown = 0  # lines the hunks before this one added (or removed) in `lines`
-    for h in fp.hunks:
-        state, at = _classify(lines, h, delta)
-        if state == APPLICABLE and at is not None:
-            # Reported like GNU patch: the distance from the hunk's line in the original file.
-            offset = at - (h.old_start - 1) - grown
-            lines[at : at + len(h.old)] = h.new
-            results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, offset))
-        elif state == APPLIED and at is not None:
-            results.append(HunkResult(patch.name, fp.path, h.index, h.header, state, at + 1, at - (h.new_start - 1)))
-        else:
-            start, now = _nearest_text(lines, h.old, h.old_start - 1 + delta)
-            results.append(
-                HunkResult(patch.name, fp.path, h.index, h.header, state, start + 1, upstream_now=now, expected=h.old)
-            )
-        if at is not None:
-            grown += len(h.new) - len(h.old)
-            delta = at - (h.old_start - 1) + len(h.new) - len(h.old)
-    if fp.new_path is None:  # deletion
-        return results, None
-    return results, "\n".join(lines) + ("\n" if trailing_newline or not lines else "")
+def _check_patch(patch: Patch, work: Path) -> list[HunkResult]:
+    forward, reverse = _gnu_patch(patch, work, "--dry-run"), _gnu_patch(patch, work, "--dry-run", "--reverse")
+    results = []
+    for fp in patch.files:
+        text = _read(work / fp.path)
+        for h in fp.hunks:
+            ahead, back = forward.get((fp.path, h.index)), reverse.get((fp.path, h.index))
+            # An empty text (a hunk that only deletes, or only inserts, with no context) matches anywhere,
+            # so it is no evidence: the other direction decides.
+            if ahead and not h.new:
+                back = None
+            if back and not h.old:
+                ahead = None
+            if ahead and (back is None or abs(ahead[1]) < abs(back[1])):
+                results.append(HunkResult(patch.name, fp.path, h.index, h.header, APPLICABLE, *ahead))
+            elif back:
+                results.append(HunkResult(patch.name, fp.path, h.index, h.header, APPLIED, *back))
+            elif text is None:
+                results.append(HunkResult(patch.name, fp.path, h.index, h.header, CONFLICTING, expected=h.old,
+                                          upstream_now=["(file is missing)"]))
+            else:
+                start, now = _nearest_text(text.decode(errors="replace").splitlines(), h.old, h.old_start - 1)
+                results.append(HunkResult(patch.name, fp.path, h.index, h.header, CONFLICTING, start + 1,
+                                          upstream_now=now, expected=h.old))
+    if any(r.state == APPLICABLE for r in results):
+        # The patches after it see its applicable hunks applied (the others are dropped: --reject-file=-).
+        _gnu_patch(patch, work)
+    return results
 
 
 @dataclass
 class SeriesReport:
     kernel_dir: Path
     hunks: list[HunkResult]
-    new_texts: dict[str, str | None]  # file -> text after applying every applicable hunk
+    new_texts: dict[str, bytes | None]  # file -> its bytes after every applicable hunk
 
     def patch_states(self) -> dict[str, str]:
         """Per patch: applied, applicable, conflicting, or partly-applied (a mix of applied and applicable)."""
@@ -276,10 +233,8 @@ class SeriesReport:
         for name, seen in out.items():
             if CONFLICTING in seen:
                 states[name] = CONFLICTING
-            elif seen == {APPLIED}:
-                states[name] = APPLIED
-            elif seen == {APPLICABLE}:
-                states[name] = APPLICABLE
+            elif len(seen) == 1:
+                states[name] = seen.pop()
             else:
                 states[name] = "partly-applied"
         return states
@@ -300,17 +255,16 @@ def check_series(src: str | Path, patches: list[Patch] | None = None) -> SeriesR
     """Classify every hunk of the series in order, as if each earlier applicable hunk had been applied."""
     kdir = kernel_dir(src)
     patches = patches if patches is not None else load_series()
-    texts: dict[str, str | None] = {}
-    results: list[HunkResult] = []
-    for patch in patches:
-        for fp in patch.files:
-            if fp.path not in texts:
-                f = kdir / (fp.old_path or fp.path)
-                texts[fp.path] = inputfiles.read_text(f, limit=inputfiles.TEXT_FILE_LIMIT) if f.is_file() else None
-            hunk_results, after = check_file(patch, fp, texts[fp.path])
-            results.extend(hunk_results)
-            texts[fp.path] = after
-    return SeriesReport(kdir, results, texts)
+    files = sorted({fp.old_path or fp.path for p in patches for fp in p.files})
+    with tempfile.TemporaryDirectory(prefix="blackwell-stack-patches-") as tmp:
+        work = Path(tmp)
+        for rel in files:
+            if (data := _read(kdir / rel)) is not None:
+                (work / rel).parent.mkdir(parents=True, exist_ok=True)
+                (work / rel).write_bytes(data)
+        results = [r for patch in patches for r in _check_patch(patch, work)]
+        new_texts = {rel: _read(work / rel) for rel in sorted({fp.path for p in patches for fp in p.files})}
+    return SeriesReport(kdir, results, new_texts)
 
 
 def conflict_message(r: HunkResult) -> str:
@@ -340,13 +294,10 @@ def apply_series(src: str | Path, patches: list[Patch] | None = None) -> tuple[S
             "check out the pinned source (sglang v0.5.9) afresh, e.g. `git -C SRC checkout -- sgl-kernel`; "
             "`blackwell-stack kernel patches check --src SRC` shows every hunk",
         )
-    applied_now = [name for name, s in states.items() if s == APPLICABLE]
-    touched = {r.file for r in report.hunks if r.state == APPLICABLE}
-    for rel in sorted(touched):
+    for rel, data in report.new_texts.items():
         target = report.kernel_dir / rel
-        text = report.new_texts.get(rel)
-        if text is None:
+        if data is None:
             target.unlink(missing_ok=True)
-        else:
-            atomic_write_bytes(target, text.encode())
-    return report, applied_now
+        elif _read(target) != data:
+            atomic_write_bytes(target, data)
+    return report, [name for name, s in states.items() if s == APPLICABLE]

@@ -230,6 +230,17 @@ def check_ninja(python: str | None = None) -> Check:
     return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
 
 
+def check_patch() -> Check:
+    """GNU patch, which applies the series here as in Nix (kernel/patchcheck.py)."""
+    fix = "install GNU patch (apt-get install patch)"
+    path = proc.which("patch")
+    if not path:
+        return Check("patch", False, "not on PATH", fix)
+    code, out = proc.probe([path, "--version"])
+    ok = code == 0 and out.startswith("GNU patch")
+    return Check("patch", ok, f"{path}: {out.splitlines()[0] if out else code}", None if ok else fix)
+
+
 def check_compilers(found: list[compilers_mod.Compiler]) -> list[Check]:
     """One check per compiler role; a C++ compiler that links its own C++ runtime is refused."""
     return [Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
@@ -240,7 +251,7 @@ def check_all(python: str, expected: TorchExpectation,
               found: list[compilers_mod.Compiler] | None = None) -> list[Check]:
     found = compilers_mod.find() if found is None else found
     return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python),
-            *check_compilers(found)]
+            check_patch(), *check_compilers(found)]
 
 
 def toolchain_error(checks: list[Check]) -> ToolchainError | None:
