@@ -1,6 +1,6 @@
 # The sgl-kernel recipe (pkgs/sgl-kernel/recipe.json) as CMake defines and
 # environment: builtins only, so tests evaluate it with a bare nix-instantiate
-# and compare it with blackwell_stack.kernel.recipe on the same JSON.
+# and compare it with blackwell_stack.kernel.inputs.recipe on the same JSON.
 #
 #   kr = import ./lib/kernel-recipe.nix;
 #   recipe = builtins.fromJSON (builtins.readFile ./pkgs/sgl-kernel/recipe.json);

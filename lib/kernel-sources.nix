@@ -76,7 +76,7 @@ rec {
   # The FetchContent cache settings of a build for cudaArchs, given where each
   # dependency lies: every dependency the build configures points at its
   # directory, and FULLY_DISCONNECTED=ON keeps CMake from downloading or
-  # updating anything. blackwell_stack.kernel.sources.fetchcontent_settings
+  # updating anything. blackwell_stack.kernel.inputs.sources.fetchcontent_settings
   # is the same function for `blackwell-stack kernel build --sources`.
   fetchContentSettings = sources: cudaArchs: dirs:
     { FETCHCONTENT_FULLY_DISCONNECTED = "ON"; }

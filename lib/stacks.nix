@@ -1,6 +1,6 @@
 # The serving stacks (stacks/<name>/stack.json, uv.lock) with builtins only, so
 # tests evaluate it with a bare nix-instantiate and compare it with
-# blackwell_stack.model.stack on the same files:
+# blackwell_stack.data.stack on the same files:
 #
 #   stacks = import ./lib/stacks.nix;
 #   stacks.names                   # [ "nightly" "stable" ]

@@ -54,9 +54,9 @@ def pytest_runtest_protocol(item, nextitem):
             setattr(owner, name, original)
 
 def copy_data_root(dest: Path) -> Path:
-    """The data files the CLI reads (model/registry.py: exactly what its Nix package carries), copied under
+    """The data files the CLI reads (data/registry.py: exactly what its Nix package carries), copied under
     dest: a throw-away BLACKWELL_STACK_ROOT that a test may break."""
-    from blackwell_stack.model import registry
+    from blackwell_stack.data import registry
 
     for path in registry.cli_files():
         target = dest / path.relative_to(REPO)

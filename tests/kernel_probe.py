@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.kernel import recipe
+from blackwell_stack.kernel.inputs import recipe
 from blackwell_stack.paths import data_path
 
 _PROBE_CMAKE = """cmake_minimum_required(VERSION 3.15)
@@ -51,7 +51,8 @@ def probe_project(root: Path, c_source: str) -> Path:
 
 def probe_plan(kdir: Path, out: Path, record: str = DEFAULT_RECORD):
     """A build plan for the probe project as make_plan would make it (two cores, memory to spare)."""
-    from blackwell_stack.kernel import build, jobs, staging
+    from blackwell_stack.kernel import jobs
+    from blackwell_stack.kernel.build import prepare, staging
 
     pytest.importorskip("scikit_build_core", reason="pip install scikit-build-core (a test dependency)")
     if not (shutil.which("cmake") and shutil.which("ninja")):
@@ -60,15 +61,15 @@ def probe_plan(kdir: Path, out: Path, record: str = DEFAULT_RECORD):
     job_plan = jobs.plan(cores=2, available_mib=10**6, rule=jobs.rule_from_recipe(rec), archs=1)
     planned = {**job_plan.environment(), **job_plan.defines()}
     host = jobs.Host(2, 10**6, None, 0, "test")
-    source = build.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
+    source = prepare.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
     settings = recipe.skbuild_config_settings(rec, None, planned) + [
         f"cmake.define.SGL_KERNEL_BUILD_INFO_FILE={out / 'sgl-kernel-build-info.json'}"]
     # Each probe build stages in a directory of its own (two of them may run one after the other in a test).
     stage = staging.Layout(kdir.parent / "stage")
-    command = build.wheel_command(sys.executable, stage.kernel_dir, out, settings)
-    return build.BuildPlan(
+    command = prepare.wheel_command(sys.executable, stage.kernel_dir, out, settings)
+    return prepare.BuildPlan(
         source, "12.0a", job_plan, host, recipe.defines(rec, None, planned), recipe.environment(rec, None, planned),
-        command, out, out / "build.log", [], [], series=[], build_info=record, stage=stage,
+        command, out, out / "prepare.log", [], [], series=[], build_info=record, stage=stage,
     )
 
 

@@ -38,9 +38,9 @@ from support import REPO
 from support.rehearsal import components, glibc, layout, phases, stdenv, tools
 from support.rehearsal.pythonenv import PythonSet
 
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import StackError, ToolchainError
 from blackwell_stack.formats import elf, fatbin
-from blackwell_stack.model import stack as model
 from blackwell_stack.stacks import lock as locking
 
 SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"
@@ -91,7 +91,7 @@ class Session:
             pytest.skip(f"the stacks' Python is needed: {exc.message}")
 
     def python_set(self, stack: str, name: str) -> PythonSet:
-        st = model.load(stack)
+        st = stack_data.load(stack)
         return PythonSet(self.root / name, st, st.lock())
 
     @functools.cached_property

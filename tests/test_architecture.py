@@ -2,7 +2,7 @@
 
     base      the modules directly in blackwell_stack/ (errors, fileio, proc, output, download, paths, ...)
     formats   readers of file formats that know nothing of the project
-    model     the project's nouns (Stack, Lock, profiles, pins, plan items) and the data registry
+    data      the project's nouns (Stack, Lock, profiles, pins, plan items) and the data registry
     areas     pins, stacks, kernel, serve, doctor, verify
     cli       the command line (with __main__)
 
@@ -24,7 +24,7 @@ import pytest
 from support import REPO
 
 PACKAGE = REPO / "src" / "blackwell_stack"
-LAYERS = ("base", "formats", "model", "area", "cli")
+LAYERS = ("base", "formats", "data", "area", "cli")
 AREAS = ("pins", "stacks", "kernel", "serve", "doctor", "verify")
 MAX_FUNCTION_IMPORTS = 5
 MAX_LINES = 450
@@ -88,7 +88,7 @@ def imports() -> list[Import]:
 
 def layer(module: str) -> str:
     parts = module.split(".")
-    if len(parts) == 1 or (len(parts) == 2 and parts[1] != "__main__" and parts[1] not in (*AREAS, "formats", "model", "cli")):
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] != "__main__" and parts[1] not in (*AREAS, "formats", "data", "cli")):
         return "base"
     top = parts[1]
     if top in ("cli", "__main__"):
@@ -101,13 +101,26 @@ def area(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in AREAS else None
 
 
-def public_modules(area_name: str) -> set[str]:
-    """The modules an area lists in `__all__` of its __init__.py: what other areas may import."""
-    tree = ast.parse((PACKAGE / area_name / "__init__.py").read_text())
+def _all(package_dir: Path) -> list[str]:
+    """The names a package's __init__.py lists in `__all__` (none when it has no list)."""
+    tree = ast.parse((package_dir / "__init__.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            return {f"blackwell_stack.{area_name}.{n}" for n in ast.literal_eval(node.value)}
-    return set()
+            return list(ast.literal_eval(node.value))
+    return []
+
+
+def public_modules(area_name: str) -> set[str]:
+    """The modules other areas may import: listed in `__all__`, as is each sub-package on the way to them."""
+    found, todo = set(), [(PACKAGE / area_name, f"blackwell_stack.{area_name}")]
+    while todo:
+        directory, dotted = todo.pop()
+        for name in _all(directory):
+            if (directory / name).is_dir():
+                todo.append((directory / name, f"{dotted}.{name}"))
+            else:
+                found.add(f"{dotted}.{name}")
+    return found
 
 
 GRAPH = imports()

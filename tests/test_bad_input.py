@@ -339,7 +339,7 @@ def test_a_fifo_as_a_data_root_file_is_refused_without_blocking(tmp_path):
 
 def test_the_failure_text_is_data_with_its_source():
     """Each pattern of verify/failure-text.json names where it was seen; the file is in the data registry."""
-    from blackwell_stack.model import registry
+    from blackwell_stack.data import registry
     from blackwell_stack.verify import failure_text
 
     assert registry.entry("failure-text").path() == Path(failure_text.__file__).with_name("failure-text.json")

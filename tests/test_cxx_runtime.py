@@ -21,7 +21,7 @@ from support.cli import run
 
 from blackwell_stack.errors import BuildError
 from blackwell_stack.formats import cxxruntime, elf, wheelzip
-from blackwell_stack.kernel import execute
+from blackwell_stack.kernel.build import execute
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 

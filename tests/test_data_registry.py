@@ -1,4 +1,4 @@
-"""The data registry (src/blackwell_stack/model/registry.py): every data file has a schema and one loader.
+"""The data registry (src/blackwell_stack/data/registry.py): every data file has a schema and one loader.
 
 Every shipped data file loads through its loader; every loader refuses a file
 of the wrong shape with a DataError naming the file and the field; the CLI
@@ -21,10 +21,13 @@ from typing import Any
 import pytest
 from conftest import REPO, copy_data_root
 
+from blackwell_stack.data import lock, pins, profile, registry, stack
 from blackwell_stack.errors import DataError, ExitCode
-from blackwell_stack.kernel import compile_work, patchcheck, recipe, reference, testplan
-from blackwell_stack.kernel import sources as kernel_sources
-from blackwell_stack.model import lock, pins, profile, registry, stack
+from blackwell_stack.kernel.build import compile_work
+from blackwell_stack.kernel.inputs import patch_series, recipe
+from blackwell_stack.kernel.inputs import sources as kernel_sources
+from blackwell_stack.kernel.reproducibility import reference
+from blackwell_stack.kernel.test import selection
 from blackwell_stack.serve import flags
 from blackwell_stack.stacks import libraries
 from blackwell_stack.verify import baseline, failure_text
@@ -43,9 +46,9 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "kernel-sources": kernel_sources.load,
     "compile-units": compile_work.load_data,
     "reference-wheel": reference.load,
-    "kernel-tests": testplan.load_rules,
+    "kernel-tests": selection.load_rules,
     "kernel-check": lambda p: registry.load("kernel-check", file=p),
-    "patch": patchcheck.parse_patch,
+    "patch": patch_series.parse_patch,
     "flake-lock": lambda p: registry.load("flake-lock", file=p),
     "flake-inputs": lambda p: registry.load("flake-inputs", file=p),
     "nixpkgs-config": lambda p: registry.load("nixpkgs-config", file=p),

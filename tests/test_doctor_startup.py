@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from blackwell_stack.data import registry
 from blackwell_stack.doctor import startup
-from blackwell_stack.model import registry
 
 WHEELS = {"0.5.9": "sglang-0.5.9-py3-none-any.whl", "0.5.23": "sglang-0.5.23-cp312-cp312-manylinux_2_34_x86_64.whl"}
 

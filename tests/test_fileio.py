@@ -43,7 +43,7 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path):
 
 def test_pins_vendor_and_update_keep_a_0644_pins_file(tmp_path, repo):
     # What `pins update` and `pins vendor --record` do to the file: PinsFile.save.
-    from blackwell_stack.model.pins import load_pins
+    from blackwell_stack.data.pins import load_pins
 
     copy = tmp_path / "pins.json"
     copy.write_bytes((repo / "stacks/nightly/pins.json").read_bytes())

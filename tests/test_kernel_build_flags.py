@@ -163,7 +163,7 @@ def test_a_multi_architecture_value_reaches_cmake_as_one_list(nix, tmp_path):
 @pytest.mark.nix
 def test_the_initial_cache_sets_exactly_the_python_defines(nix, tmp_path):
     """CMake itself reads the script: its cache holds each recipe define with the value the Python side computes."""
-    from blackwell_stack.kernel import recipe
+    from blackwell_stack.kernel.inputs import recipe
 
     if shutil.which("cmake") is None:
         pytest.skip("cmake is needed")

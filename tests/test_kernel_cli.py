@@ -15,10 +15,11 @@ import pytest
 from kernel_probe import probe_plan, probe_project
 from support.cli import run
 
-from blackwell_stack.kernel import compile_work, patchcheck, recipe
+from blackwell_stack.kernel.build import compile_work
+from blackwell_stack.kernel.inputs import patch_series, recipe
 from blackwell_stack.kernel.plan import plan_section
 
-SERIES = patchcheck.load_series()
+SERIES = patch_series.load_series()
 
 
 run_cli = functools.partial(run, "kernel")
@@ -74,20 +75,20 @@ def clean_tree(tmp_path) -> Path:
 
 
 def test_series_applicable_then_applied_then_idempotent(clean_tree):
-    report = patchcheck.check_series(clean_tree)
-    assert set(report.patch_states().values()) == {patchcheck.APPLICABLE}
+    report = patch_series.check_series(clean_tree)
+    assert set(report.patch_states().values()) == {patch_series.APPLICABLE}
     assert len(report.hunks) == sum(len(fp.hunks) for p in SERIES for fp in p.files)
-    _, applied = patchcheck.apply_series(clean_tree)
+    _, applied = patch_series.apply_series(clean_tree)
     assert applied == [p.name for p in SERIES]
-    after = patchcheck.check_series(clean_tree)
-    assert set(after.patch_states().values()) == {patchcheck.APPLIED}
+    after = patch_series.check_series(clean_tree)
+    assert set(after.patch_states().values()) == {patch_series.APPLIED}
     before = snapshot(clean_tree)
-    assert patchcheck.apply_series(clean_tree)[1] == []  # already applied: skipped, nothing written
+    assert patch_series.apply_series(clean_tree)[1] == []  # already applied: skipped, nothing written
     assert snapshot(clean_tree) == before
 
 
 def test_checkout_given_as_sgl_kernel_dir(clean_tree):
-    assert patchcheck.kernel_dir(clean_tree / "sgl-kernel") == patchcheck.kernel_dir(clean_tree)
+    assert patch_series.kernel_dir(clean_tree / "sgl-kernel") == patch_series.kernel_dir(clean_tree)
 
 
 def test_patches_check_cli_reports_every_hunk(clean_tree):
@@ -116,16 +117,16 @@ def test_conflict_names_patch_file_hunk_and_upstream_text(clean_tree):
 
 def test_half_applied_series_is_refused(clean_tree):
     first = SERIES[0]
-    patchcheck.apply_series(clean_tree, [first])
+    patch_series.apply_series(clean_tree, [first])
     second = [p for p in SERIES if any(fp.path == "CMakeLists.txt" for fp in p.files)][1]
-    patchcheck.apply_series(clean_tree, [second])
-    report = patchcheck.check_series(clean_tree)
+    patch_series.apply_series(clean_tree, [second])
+    report = patch_series.check_series(clean_tree)
     states = report.patch_states()
-    assert states[first.name] == states[second.name] == patchcheck.APPLIED
-    assert patchcheck.APPLICABLE in states.values()
-    _, applied = patchcheck.apply_series(clean_tree)  # the rest is applied, the applied ones skipped
+    assert states[first.name] == states[second.name] == patch_series.APPLIED
+    assert patch_series.APPLICABLE in states.values()
+    _, applied = patch_series.apply_series(clean_tree)  # the rest is applied, the applied ones skipped
     assert first.name not in applied and second.name not in applied
-    assert set(patchcheck.check_series(clean_tree).patch_states().values()) == {patchcheck.APPLIED}
+    assert set(patch_series.check_series(clean_tree).patch_states().values()) == {patch_series.APPLIED}
 
 
 @pytest.mark.network
@@ -135,12 +136,12 @@ def test_fix4_on_the_real_flash_attn_from_the_pypi_wheel(pypi_file, tmp_path):
         real = zf.read("sgl_kernel/flash_attn.py").decode()
     tree = make_tree(tmp_path, {"python/sgl_kernel/flash_attn.py": real})
     fix4 = [p for p in SERIES if p.name.startswith("0004")]
-    report = patchcheck.check_series(tree, fix4)
-    assert report.patch_states() == {fix4[0].name: patchcheck.APPLICABLE}
-    patchcheck.apply_series(tree, fix4)
+    report = patch_series.check_series(tree, fix4)
+    assert report.patch_states() == {fix4[0].name: patch_series.APPLICABLE}
+    patch_series.apply_series(tree, fix4)
     patched = (tree / "sgl-kernel/python/sgl_kernel/flash_attn.py").read_text()
     assert "flash_ops = None" in patched and patched != real
-    assert patchcheck.check_series(tree, fix4).patch_states() == {fix4[0].name: patchcheck.APPLIED}
+    assert patch_series.check_series(tree, fix4).patch_states() == {fix4[0].name: patch_series.APPLIED}
 
 
 def _tool_path(tmp_path, *tools) -> str:
@@ -259,7 +260,7 @@ def test_plan_section_shows_pin_patches_recipe_and_jobs():
 
 @pytest.mark.slow
 def test_build_runner_passes_the_recipe_to_scikit_build_core(tmp_path):
-    from blackwell_stack.kernel import execute
+    from blackwell_stack.kernel.build import execute
 
     kdir = probe_project(tmp_path, "int probe(void) { return 120; }\n")
     plan = probe_plan(kdir, tmp_path / "dist")
@@ -277,7 +278,7 @@ def test_build_runner_passes_the_recipe_to_scikit_build_core(tmp_path):
 @pytest.mark.slow
 def test_build_failure_exits_7_with_the_log(tmp_path):
     from blackwell_stack.errors import BuildError
-    from blackwell_stack.kernel import execute
+    from blackwell_stack.kernel.build import execute
 
     kdir = probe_project(tmp_path, "int probe(void) { return 120 }\n")  # a real compile error
     plan = probe_plan(kdir, tmp_path / "dist")
@@ -289,7 +290,7 @@ def test_build_failure_exits_7_with_the_log(tmp_path):
 
 def test_cmake_beside_the_venv_python_wins_over_path(tmp_path):
     """scikit-build-core uses the venv's cmake/ninja (pip packages) before PATH's; so does the check."""
-    from blackwell_stack.kernel import toolchain
+    from blackwell_stack.kernel.build import toolchain
 
     real = shutil.which("cmake")
     if real is None:
@@ -343,16 +344,16 @@ def test_difflib_diffs_check_and_apply_like_patch(tmp_path_factory, case):
     tmp = tmp_path_factory.mktemp("diff")
     body = list(difflib.unified_diff(old, new, "a/f.txt", "b/f.txt", lineterm="", n=3))
     (tmp / "0001-x.patch").write_text("an edit\n\n" + "\n".join(body) + "\n")
-    patch = patchcheck.parse_patch(tmp / "0001-x.patch")
+    patch = patch_series.parse_patch(tmp / "0001-x.patch")
     assert patch.description == "an edit"
     tree = make_tree(tmp, {"f.txt": "\n".join(shift + old) + "\n"})
-    report, applied = patchcheck.apply_series(tree, [patch])
-    assert applied == [patch.name] and {r.state for r in report.hunks} == {patchcheck.APPLICABLE}
+    report, applied = patch_series.apply_series(tree, [patch])
+    assert applied == [patch.name] and {r.state for r in report.hunks} == {patch_series.APPLICABLE}
     assert all(r.offset == len(shift) for r in report.hunks)
     after = (tree / "sgl-kernel/f.txt").read_text()
     assert after == "\n".join(shift + new) + "\n"
-    again = patchcheck.check_series(tree, [patch])
-    assert set(again.patch_states().values()) == {patchcheck.APPLIED}
+    again = patch_series.check_series(tree, [patch])
+    assert set(again.patch_states().values()) == {patch_series.APPLIED}
 
 
 # --- the torch the build compiles against: pinned, or another one named on purpose ----------------
@@ -371,9 +372,9 @@ def test_another_torch_needs_the_override_and_the_override_is_recorded(clean_tre
     plain = run_cli(*args)
     data = json.loads(plain.stdout)  # the whole plan is printed whatever the verdicts
     torch = next(c for c in data["checks"] if c["name"] == "torch")
-    from blackwell_stack.model import stack as model
+    from blackwell_stack.data import stack as stack_data
 
-    locked = model.load(model.default_name()).versions()["torch"]  # the default stack's torch
+    locked = stack_data.load(stack_data.default_name()).versions()["torch"]  # the default stack's torch
     assert not torch["ok"] and f"stacks/stable/uv.lock: {locked}" in torch["found"]
     assert f"--allow-torch {found}" in torch["fix"]
     assert data["build_info"]["torch"] == {"built_against": found, "version": locked,

@@ -1,4 +1,4 @@
-"""`kernel build` tries its compilers before it compiles (kernel/compilers.py), and pins the ones it tried.
+"""`kernel build` tries its compilers before it compiles (kernel/build/compilers.py), and pins the ones it tried.
 
 The trap that crashed SGLang: the build machine's environment named a GCC that links libstdc++
 statically. A wrapper that gives the distribution's g++ `-static-libstdc++` links exactly that way (the
@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO
 from kernel_probe import minimal_checkout
 
-from blackwell_stack.kernel import compilers
+from blackwell_stack.kernel.build import compilers
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blackwell_stack.kernel import jobs, recipe
+from blackwell_stack.kernel import jobs
+from blackwell_stack.kernel.inputs import recipe
 
 
 @st.composite

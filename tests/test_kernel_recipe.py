@@ -1,4 +1,4 @@
-"""The sgl-kernel recipe: lib/kernel-recipe.nix (real nix) and kernel.recipe give the same defines."""
+"""The sgl-kernel recipe: lib/kernel-recipe.nix (real nix) and kernel.inputs.recipe give the same defines."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.kernel import recipe
+from blackwell_stack.kernel.inputs import recipe
 
 pytestmark = pytest.mark.nix
 

@@ -22,10 +22,11 @@ from conftest import REPO, copy_data_root
 from kernel_probe import probe_plan, probe_project
 from support.cli import run as cli
 
+from blackwell_stack.data import registry
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.kernel import buildinfo, execute, reference
-from blackwell_stack.kernel.conditions import CONDITIONS
-from blackwell_stack.model import registry
+from blackwell_stack.kernel.build import execute
+from blackwell_stack.kernel.reproducibility import buildinfo, reference
+from blackwell_stack.kernel.reproducibility.conditions import CONDITIONS
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 

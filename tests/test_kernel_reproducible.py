@@ -3,7 +3,7 @@ directories and at other times, gives the same bytes with them and different byt
 
 The settings under test are the ones `kernel build` and the Nix derivation use: recipe.json's
 CMake defines (deterministic ar and ranlib) and environment (nvcc's --objdir-as-tempdir and
--frandom-seed, SOURCE_DATE_EPOCH), with the prefix maps `kernel build` adds (build._with_prefix_maps).
+-frandom-seed, SOURCE_DATE_EPOCH), with the prefix maps `kernel build` adds (prepare._with_prefix_maps).
 Real CMake, Ninja, g++ and ar; nvcc 13 for the CUDA case.
 """
 
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.kernel import build, recipe
+from blackwell_stack.kernel.build import prepare
+from blackwell_stack.kernel.inputs import recipe
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
@@ -80,7 +81,7 @@ def recipe_settings(source: Path, build_dir: Path, *, prefix_maps: bool = True) 
     rec = recipe.load()
     defines = {k: v for k, v in recipe.defines(rec).items() if "_ARCHIVE_" in k}
     maps = [f"-ffile-prefix-map={source}=src", f"-ffile-prefix-map={build_dir}=build"] if prefix_maps else []
-    env = build._with_prefix_maps({k: v for k, v in recipe.environment(rec).items() if k in ("CUDAFLAGS", "SOURCE_DATE_EPOCH")}, maps)
+    env = prepare._with_prefix_maps({k: v for k, v in recipe.environment(rec).items() if k in ("CUDAFLAGS", "SOURCE_DATE_EPOCH")}, maps)
     return [f"-D{k}={v}" for k, v in sorted(defines.items())], env
 
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from kernel_probe import minimal_checkout
 
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
-from blackwell_stack.kernel import nar, sourcedir, sources, staging
+from blackwell_stack.kernel.build import staging
+from blackwell_stack.kernel.inputs import nar, sourcedir, sources
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
@@ -224,7 +225,7 @@ def test_kernel_build_sources_hands_cmake_the_derivations_settings(nix, tmp_path
         capture_output=True, text=True, check=False,
     )
     plan = json.loads(result.stdout)
-    # CMake reads each source from the stage, where the build places it (kernel/staging.py).
+    # CMake reads each source from the stage, where the build places it (kernel/build/staging.py).
     stage = staging.layout()
     dirs = {name: str(stage.sources_dir / name) for name in sources.needed_names(data, ["12.0a"])}
     expr = (

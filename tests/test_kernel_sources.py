@@ -1,4 +1,4 @@
-"""blackwell_stack.kernel.sources: the Python view of pkgs/sgl-kernel/sources.json
+"""blackwell_stack.kernel.inputs.sources: the Python view of pkgs/sgl-kernel/sources.json
 agrees with lib/kernel-sources.nix (real nix) on the same JSON, bad data is named,
 and `update` fills a pin with the hash real nix-prefetch-url computes for a real
 tarball (served from a file:// mirror laid out like github.com/<o>/<r>/archive/)."""
@@ -14,7 +14,7 @@ import pytest
 from support import REPO
 
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.kernel import sources
+from blackwell_stack.kernel.inputs import sources
 
 SOURCES = REPO / "pkgs" / "sgl-kernel" / "sources.json"
 

@@ -3,7 +3,7 @@ same objects, and the libraries it links share the process's C++ runtime.
 
 nvcc names a .cu file's internal entities after its real path (no prefix map reaches that name), and torch's
 headers reach the libraries through __FILE__; `kernel build` stages the tree and the FetchContent sources at one
-path and prefix-maps the rest (kernel/staging.py). This runs the real command (pip, scikit-build-core, CMake,
+path and prefix-maps the rest (kernel/build/staging.py). This runs the real command (pip, scikit-build-core, CMake,
 Ninja, nvcc, g++) with the stable lock's torch 2.12.1 in each venv, and has scikit-build-core build two small
 targets of the real build (SKBUILD_BUILD_TARGETS): spatial_ops (CUDA, linked by nvcc's host compiler) and
 deep_gemm_cpp (host C++, the library whose copy of the C++ runtime crashed SGLang). It installs nothing

@@ -23,7 +23,7 @@ import pytest
 from support.cli import run
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.kernel import testplan, testrun
+from blackwell_stack.kernel.test import runner, selection
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
@@ -81,17 +81,17 @@ cli = functools.partial(run, "kernel", "test")
 
 
 def target_for(tests_dir: Path, tmp_path: Path, archs: tuple[str, ...], gpu: str, libraries=("sm90/common_ops",)):
-    site = testplan.unpack_wheel(make_wheel(tmp_path / f"w-{gpu}.whl", archs, libraries), tmp_path / f"site-{gpu}")
+    site = selection.unpack_wheel(make_wheel(tmp_path / f"w-{gpu}.whl", archs, libraries), tmp_path / f"site-{gpu}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    modules = testplan.modules_to_probe(tests_dir, testplan.test_files(tests_dir))
-    return testplan.probe(sys.executable, modules, env, gpu)
+    modules = selection.modules_to_probe(tests_dir, selection.test_files(tests_dir))
+    return selection.probe(sys.executable, modules, env, gpu)
 
 
 def test_selection_by_wheel_architectures_gpus_libraries_and_imports(tests_dir, tmp_path):
-    rules = testplan.load_rules()
+    rules = selection.load_rules()
     hopper = target_for(tests_dir, tmp_path, ("9.0a",), "9.0")
     assert hopper.runnable_archs == ["9.0a"] and hopper.libraries == ("common_ops",)
-    skips = {i.name: i.skip for i in testplan.select(tests_dir, rules, hopper)}
+    skips = {i.name: i.skip for i in selection.select(tests_dir, rules, hopper)}
     assert skips["test_norm.py"] is None and skips["test_cutlass_w4a8_moe_mm.py"] is None
     assert skips["test_fp4_gemm.py"].startswith("tests kernels for 10.0a, 10.3a, 11.0a, 12.0a, 12.1a; the wheel runs 9.0a")
     assert skips["gpu_check.py"].startswith("tests kernels for") and "NVFP4" in skips["gpu_check.py"]
@@ -101,7 +101,7 @@ def test_selection_by_wheel_architectures_gpus_libraries_and_imports(tests_dir, 
     assert skips["test_hadamard.py"] == f"imports blackwell_stack_absent_module_for_tests, not installed for {sys.executable}"
     # The same files for an SM120 wheel on an SM120 GPU: the FP4 tests and the project's NVFP4 check run, Hopper's not.
     blackwell = target_for(tests_dir, tmp_path, ("12.0a",), "12.0", libraries=("sm100/common_ops",))
-    skips = {i.name: i.skip for i in testplan.select(tests_dir, rules, blackwell)}
+    skips = {i.name: i.skip for i in selection.select(tests_dir, rules, blackwell)}
     assert skips["test_fp4_gemm.py"] is None and skips["gpu_check.py"] is None
     assert skips["test_cutlass_w4a8_moe_mm.py"].startswith("tests kernels for 9.0a; the wheel runs 12.0a")
 
@@ -111,7 +111,7 @@ def test_selection_by_wheel_architectures_gpus_libraries_and_imports(tests_dir, 
     ("8.0", "8.9", True), ("8.9", "8.0", False), ("10.0a", "10.0", True),
 ])
 def test_runs_on_is_load_utils_rule(arch, capability, runs):
-    assert testplan.runs_on(arch, capability) is runs
+    assert selection.runs_on(arch, capability) is runs
 
 
 def test_each_file_in_its_own_process_crash_and_timeout_isolated(tests_dir, tmp_path):
@@ -239,8 +239,8 @@ def test_unknown_file_and_missing_package_are_named(tests_dir, tmp_path):
 
 
 def test_rules_are_checked(tmp_path):
-    real = json.loads(testplan.rules_path().read_text())
-    assert testplan.load_rules()["files"]["test_flash_attention.py"]["needs_libraries"] == ["flash_ops"]
+    real = json.loads(selection.rules_path().read_text())
+    assert selection.load_rules()["files"]["test_flash_attention.py"]["needs_libraries"] == ["flash_ops"]
     for mutate, named in (
         (lambda d: d["files"].__setitem__("test_x.py", {"needs_archs": ["9.0"]}), "why"),
         (lambda d: d["files"].__setitem__("test_x.py", {"needs_archs": ["sm90"], "why": "x"}), "needs_archs"),
@@ -252,7 +252,7 @@ def test_rules_are_checked(tmp_path):
         path = tmp_path / "rules.json"
         path.write_text(json.dumps(data))
         with pytest.raises(DataError) as exc:
-            testplan.load_rules(path)
+            selection.load_rules(path)
         assert named in exc.value.message
 
 
@@ -265,7 +265,7 @@ def test_outcomes_of_a_cut_short_file_are_read(tmp_path):
         {"event": "start", "id": "t.py::b"}, {"event": "report", "id": "t.py::b", "when": "setup", "outcome": "failed"},
         {"event": "end", "id": "t.py::b"}, {"event": "start", "id": "t.py::c"},
     ]) + '\n{"event": "rep')
-    got = testrun.read_outcomes(path)
+    got = runner.read_outcomes(path)
     assert got.tests == {"t.py::a": "passed", "t.py::b": "error", "t.py::c": "failed"}
     assert got.running == "t.py::c" and got.status is None
     assert signal.SIGSEGV.name == "SIGSEGV"

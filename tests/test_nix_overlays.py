@@ -22,13 +22,13 @@ import shutil
 import pytest
 from flake_eval import FLAKE_NIXPKGS, FlakeEval
 
-from blackwell_stack.model import stack as model
+from blackwell_stack.data import stack as stack_data
 
 pytestmark = pytest.mark.nix
 
-LOCKED = [name for name in model.names() if model.load(name).locked]
+LOCKED = [name for name in stack_data.names() if stack_data.load(name).locked]
 # What every overlay of the flake adds (overlays/attributes.nix).
-ADDED = sorted(["blackwell-stack", "sgl-kernel", *(model.load(name).env_attribute for name in LOCKED)])
+ADDED = sorted(["blackwell-stack", "sgl-kernel", *(stack_data.load(name).env_attribute for name in LOCKED)])
 HOST = "host"
 
 

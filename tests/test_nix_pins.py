@@ -1,4 +1,4 @@
-"""lib/pins.nix (the flake's `lib.pins`) against blackwell_stack.model.pins on
+"""lib/pins.nix (the flake's `lib.pins`) against blackwell_stack.data.pins on
 the same JSON (the nightly stack's wheel pins, stacks/nightly/pins.json):
 same pins, same unverified list, same refusal naming the same fill command."""
 
@@ -11,10 +11,10 @@ import pytest
 from support import REPO
 
 from blackwell_stack import pypi
+from blackwell_stack.data.pins import load_pins, unverified, validate, wheel_pin
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
 from blackwell_stack.hashes import hex_to_sri, sha256_file
-from blackwell_stack.model.pins import load_pins, unverified, validate, wheel_pin
 from blackwell_stack.paths import cache_dir
 
 pytestmark = pytest.mark.nix

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from blackwell_stack.cli import main
+from blackwell_stack.data.pins import load_pins, unverified, wheel_pin
 from blackwell_stack.errors import DataError, ExitCode, StackError
-from blackwell_stack.model.pins import load_pins, unverified, wheel_pin
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import shutil
 import pytest
 from index_server import Index, build_wheel, serve
 
+from blackwell_stack.data.pins import load_pins, wheel_pin
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.hashes import hex_to_sri
-from blackwell_stack.model.pins import load_pins, wheel_pin
 from blackwell_stack.pins.update import update_pypi, update_torch
 
 pytestmark = pytest.mark.proc  # the index's wheels are built by pip

@@ -12,9 +12,9 @@ import pytest
 from index_server import build_wheel
 
 from blackwell_stack.cli import main
+from blackwell_stack.data.pins import load_pins
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.hashes import hex_to_sri, sha256_file
-from blackwell_stack.model.pins import load_pins
 from blackwell_stack.pins.vendor import vendor
 
 pytestmark = pytest.mark.nix

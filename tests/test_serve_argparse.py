@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.model.profile import load_profile, load_rules
+from blackwell_stack.data.profile import load_profile, load_rules
 from blackwell_stack.serve import flags, parser_probe
 from blackwell_stack.serve.render import render
 

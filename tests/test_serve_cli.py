@@ -198,10 +198,10 @@ def test_check_on_the_current_stack_lists_versions_and_unverified_entries():
 
 @pytest.mark.parametrize("stack", ["stable", "current"])
 def test_every_profile_of_a_stack_passes_check_on_its_lock(stack):
-    from blackwell_stack.model import stack as model
+    from blackwell_stack.data import stack as stack_data
 
-    versions = model.load(stack).versions()
-    profiles = model.load(stack).profiles
+    versions = stack_data.load(stack).versions()
+    profiles = stack_data.load(stack).profiles
     for profile in [None, *profiles]:
         args = ["serve", "check", "--stack", stack, "--json"] + (["--profile", profile] if profile else [])
         result = cli(*args)
@@ -249,7 +249,7 @@ def test_a_stack_without_a_lock_names_the_command_that_makes_it():
 
 
 def test_plan_shows_each_stacks_service_on_its_own_versions():
-    from blackwell_stack.model.stack import load
+    from blackwell_stack.data.stack import load
     from blackwell_stack.serve.plan import plan_sections
 
     current, stable, nightly = plan_sections([load("current"), load("stable"), load("nightly")])

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from blackwell_stack.data.profile import load_profile
 from blackwell_stack.errors import DataError
-from blackwell_stack.model.profile import load_profile
 from blackwell_stack.serve import flags
 
 

@@ -15,8 +15,8 @@ import zipfile
 import pytest
 
 from blackwell_stack import pypi
+from blackwell_stack.data.profile import available_profiles, load_profile
 from blackwell_stack.errors import StackError
-from blackwell_stack.model.profile import available_profiles, load_profile
 from blackwell_stack.serve import flags, flags_extract
 from blackwell_stack.serve.render import canonical
 

@@ -19,7 +19,7 @@ RULES = {r["id"]: r for r in json.loads((Path(__file__).resolve().parent.parent 
 
 
 def test_lib_default_exposes_the_service_and_renders_the_profile(nix):
-    from blackwell_stack.model.profile import load_profile, load_rules
+    from blackwell_stack.data.profile import load_profile, load_rules
     from blackwell_stack.serve import flags
     from blackwell_stack.serve.render import render
 

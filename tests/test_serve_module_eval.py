@@ -128,25 +128,25 @@ def flake_hosts(nix, nixpkgs_lib, tmp_path_factory):
 
 
 def test_the_flake_module_runs_the_default_stack_unless_told(flake_hosts):
-    from blackwell_stack.model import stack as model
+    from blackwell_stack.data import stack as stack_data
 
     default = flake_hosts["default"]
     assert default["failedAssertions"] == []
     # No nixpkgs.overlays (overlays.cuda-13-0 is opt in) and no nixpkgs.config.
     assert default["nixpkgsDefinitions"] == []
-    assert default["final"]["stack"] == model.default_name() == "stable"
-    assert default["final"]["profile"] == model.load("stable").profiles[0] == PROFILE["name"]
+    assert default["final"]["stack"] == stack_data.default_name() == "stable"
+    assert default["final"]["profile"] == stack_data.load("stable").profiles[0] == PROFILE["name"]
     # The flake's sglang-env (lib/stacks.nix envName), and its own CLI for the smoke test.
     assert default["unit"]["path"][0] == f"{FLAKE_ENV_PREFIX}sglang-env"
     assert default["final"]["finalArgs"] == _python_render(PROFILE["name"], "stable")["argv"]
 
 
 def test_the_current_stack_takes_its_environment_and_first_profile(flake_hosts):
-    from blackwell_stack.model import stack as model
+    from blackwell_stack.data import stack as stack_data
 
     current = flake_hosts["current"]
     assert current["failedAssertions"] == []
-    assert current["final"]["profile"] == model.load("current").profiles[0] == CURRENT_PROFILE
+    assert current["final"]["profile"] == stack_data.load("current").profiles[0] == CURRENT_PROFILE
     assert current["unit"]["path"] == [f"{FLAKE_ENV_PREFIX}sglang-env-current", CUDA_PATH, CC_PATH, NVIDIA_BIN_PATH]
     args = current["final"]["finalArgs"]
     # SGLang 0.5.23's table: --tp-size is the primary spelling there (0.5.9: --tensor-parallel-size).
@@ -192,12 +192,12 @@ def test_an_environment_of_another_stack_is_refused_with_the_fix(flake_hosts):
 
 
 def test_the_stack_is_one_with_a_lock(nix, nixpkgs_lib, tmp_path):
-    from blackwell_stack.model import stack as model
+    from blackwell_stack.data import stack as stack_data
 
     with pytest.raises(AssertionError) as info:
         evaluate_one(nix, nixpkgs_lib, host('services.sglang.stack = "nightly";', flake=True), tmp_path, flake=True)
     assert "services.sglang.stack" in str(info.value)
-    locked = [n for n in model.names() if model.load(n).locked]
+    locked = [n for n in stack_data.names() if stack_data.load(n).locked]
     assert all(f'"{n}"' in str(info.value) for n in locked)
 
 

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blackwell_stack.model import stack as stacks_model
-from blackwell_stack.model.profile import Profile, Runtime, available_profiles, load_profile, load_rules
+from blackwell_stack.data import stack as stacks_model
+from blackwell_stack.data.profile import Profile, Runtime, available_profiles, load_profile, load_rules
 from blackwell_stack.serve import flags
 from blackwell_stack.serve.render import render
 from blackwell_stack.serve.rules import evaluate
@@ -455,7 +455,7 @@ LOCKED_STACKS = [n for n in stacks_model.names() if stacks_model.load(n).locked]
 
 def _stack_python(c: dict) -> dict:
     """`serve check --stack STACK --profile PROFILE --set K=V`: the lock's runtime, the profile held to the stack."""
-    from blackwell_stack.model import stack as stacks_model
+    from blackwell_stack.data import stack as stacks_model
     from blackwell_stack.serve.service import configure
 
     service = configure(c["profile"], stack=stacks_model.load(c["stack"]), settings=[f"{k}={v}" for k, v in c["overrides"].items()])

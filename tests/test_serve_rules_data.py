@@ -10,9 +10,9 @@ import re
 
 import pytest
 
+from blackwell_stack.data import versions
+from blackwell_stack.data.profile import available_profiles, load_profile, load_rules
 from blackwell_stack.errors import DataError
-from blackwell_stack.model import versions
-from blackwell_stack.model.profile import available_profiles, load_profile, load_rules
 from blackwell_stack.serve import flags
 
 RULES = load_rules()

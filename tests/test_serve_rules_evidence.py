@@ -125,7 +125,7 @@ def test_sglang_0_5_23_reads_v2_as_modelopt_mixed(sglang_0_5_23):
 
 
 def test_the_current_profiles_runtime_is_what_sglang_0_5_23_requires(sglang_0_5_23):
-    from blackwell_stack.model.profile import load_profile
+    from blackwell_stack.data.profile import load_profile
 
     requires = [line.split(":", 1)[1].strip() for line in sglang_0_5_23("sglang-0.5.23.dist-info/METADATA").splitlines()
                 if line.startswith("Requires-Dist:")]

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blackwell_stack.model.profile import load_profile, load_rules
+from blackwell_stack.data.profile import load_profile, load_rules
 from blackwell_stack.serve import flags, launcher
 from blackwell_stack.serve.render import render
 from blackwell_stack.serve.secrets import SECRET_FLAGS, secret_flags_in

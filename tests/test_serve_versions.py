@@ -1,4 +1,4 @@
-"""Version order and ranges: blackwell_stack.model.versions orders as packaging.version does, on
+"""Version order and ranges: blackwell_stack.data.versions orders as packaging.version does, on
 generated versions and on the edge cases a stack can hand over (pre-releases, post and dev
 releases, local builds, epochs), and refuses what is not written in normal form."""
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from blackwell_stack.data import versions
 from blackwell_stack.errors import StackError
-from blackwell_stack.model import versions
 
 EDGES = [
     "0.5.9", "0.5.10", "0.5.23", "0.5.23.0", "0.5.23rc1", "0.5.23a2", "0.5.23b1", "0.5.23.dev3",

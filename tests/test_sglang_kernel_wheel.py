@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import pytest
 
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data import wheel_choice as wheels
 from blackwell_stack.doctor import abi, inspection
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import stack as model
-from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.stacks import libraries
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
-LOCK = model.load("current").lock()
-KERNEL = LOCK.get(model.load("current").kernel["package"])
+LOCK = stack_data.load("current").lock()
+KERNEL = LOCK.get(stack_data.load("current").kernel["package"])
 TORCH = LOCK.get("torch")
 WHEEL = "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl"
 SM120_LIBRARIES = (

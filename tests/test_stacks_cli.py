@@ -11,12 +11,12 @@ import sys
 import pytest
 
 from blackwell_stack.cli import main
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data import wheel_choice as wheels
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
-from blackwell_stack.kernel import toolchain
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import stack as model
-from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.kernel.build import toolchain
 
 
 def test_stack_show_json(capsys):
@@ -37,7 +37,7 @@ def test_plan_for_a_locked_stack_has_every_pin_verified_with_its_source(capsys, 
     assert main(["plan", "--stack", name, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     section = plan["sections"][f"stack-{name}"]
-    lock = model.load(name).lock()
+    lock = stack_data.load(name).lock()
     files = [i for i in section["items"] if " " in i["name"] and i["value"].endswith(".whl")]
     assert len(files) == len([p for p in lock.packages.values() if p.wheels])
     for item in section["items"]:
@@ -47,10 +47,10 @@ def test_plan_for_a_locked_stack_has_every_pin_verified_with_its_source(capsys, 
         assert "PyPI's registry sha256, recorded by uv 0.10.7" in item["source"]
         assert "downloaded from its URL in uv.lock and hashed on" in item["source"]
     assert not [u for u in plan["unverified"] if u["section"] in ("pins", f"stack-{name}")]
-    assert f"nix build .#{model.load(name).env_attribute}" in section["commands"]
+    assert f"nix build .#{stack_data.load(name).env_attribute}" in section["commands"]
     # The service section follows the stack: its first profile on its lock's versions.
     runtime = {i["name"]: i for i in plan["sections"]["service"]["items"]}["runtime"]
-    versions = model.load(name).versions()
+    versions = stack_data.load(name).versions()
     assert runtime["value"] == f"sglang {versions['sglang']}, flashinfer {versions['flashinfer']}"
 
 
@@ -82,11 +82,11 @@ def test_plan_refuses_an_unknown_stack(capsys):
 
 def test_the_kernel_toolchain_check_takes_the_stacks_torch():
     """`kernel build --stack NAME` expects the torch of that stack's lock; a stack without one names its lock command."""
-    expected = toolchain.expected_torch(sys.executable, model.load("stable"))
-    assert expected.version == model.load("stable").versions()["torch"] and expected.override is None
+    expected = toolchain.expected_torch(sys.executable, stack_data.load("stable"))
+    assert expected.version == stack_data.load("stable").versions()["torch"] and expected.override is None
     assert expected.install.startswith("UV_PROJECT_ENVIRONMENT=") and "uv sync --frozen --inexact --project" in expected.install
     with pytest.raises(StackError) as info:
-        toolchain.expected_torch(sys.executable, model.load("nightly"))
+        toolchain.expected_torch(sys.executable, stack_data.load("nightly"))
     assert info.value.hint == "run `blackwell-stack stack lock nightly --wheels DIR`"
 
 
@@ -103,7 +103,7 @@ def test_kernel_build_refuses_a_stack_whose_kernel_comes_from_its_lock(capsys, t
 def test_vendor_checks_a_file_against_the_lock_and_adds_it_where_fetchurl_looks(tmp_path, capsys):
     if shutil.which("nix-store") is None:
         pytest.skip("nix-store is not installed (apt-get install nix-bin)")
-    lock = model.load("stable").lock()
+    lock = stack_data.load("stable").lock()
     # A file only the stable lock names (the other locks take another python-dateutil).
     wheel = wheels.uv_choice(lock.get("python-dateutil"))
     name, digest = wheels.filename(wheel), lockfile.sha256_of(wheel)

@@ -12,14 +12,14 @@ import tomllib
 import pytest
 from support import REPO
 
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data import wheel_choice as wheels
+from blackwell_stack.data.profile import load_profile
 from blackwell_stack.errors import StackError
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import stack as model
-from blackwell_stack.model import wheel_choice as wheels
-from blackwell_stack.model.profile import load_profile
 from blackwell_stack.stacks import lock as locking
 
-LOCKED = [n for n in model.names() if model.load(n).locked]
+LOCKED = [n for n in stack_data.names() if stack_data.load(n).locked]
 
 # What the project runs (docs/stacks.md): the seed's versions on PyPI's torch
 # (stable), and SGLang 0.5.23 as released with what its METADATA requires (current).
@@ -42,15 +42,15 @@ KEY_FILES = {
 
 
 def test_the_stacks_and_their_default():
-    assert {"stable", "nightly", "current"} <= set(model.names())
-    assert model.default_name() == "stable"
-    assert model.load("stable").locked and model.load("current").locked
-    assert not model.load("nightly").locked, "the nightly lock needs its vanished wheels (docs/stacks.md)"
+    assert {"stable", "nightly", "current"} <= set(stack_data.names())
+    assert stack_data.default_name() == "stable"
+    assert stack_data.load("stable").locked and stack_data.load("current").locked
+    assert not stack_data.load("nightly").locked, "the nightly lock needs its vanished wheels (docs/stacks.md)"
 
 
-@pytest.mark.parametrize("name", model.names())
+@pytest.mark.parametrize("name", stack_data.names())
 def test_stack_json_is_valid_and_names_its_profiles(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     assert stack.python == "3.12" and stack.system == "x86_64-linux"
     for profile in stack.data["profiles"]:
         assert load_profile(profile).name == profile
@@ -62,7 +62,7 @@ def test_stack_json_is_valid_and_names_its_profiles(name):
 
 @pytest.mark.parametrize("name", LOCKED)
 def test_lock_parses_and_every_file_has_a_sha256(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     lock = stack.lock()
     assert lock.data["version"] == 1 and lock.data["revision"] == 3  # what uv 0.10.7 writes
     assert lock.data["requires-python"] == "==3.12.*"
@@ -80,7 +80,7 @@ def test_lock_parses_and_every_file_has_a_sha256(name):
 
 @pytest.mark.parametrize("name", LOCKED)
 def test_every_package_has_a_wheel_for_the_target(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     lock = stack.lock()
     for pkg in lock.packages.values():
         if pkg.source.get("virtual"):
@@ -91,7 +91,7 @@ def test_every_package_has_a_wheel_for_the_target(name):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_key_versions_are_the_ones_the_project_runs(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     lock = stack.lock()
     assert stack.versions(lock) == EXPECTED[name]
     cubin = lock.get("flashinfer-cubin")
@@ -105,7 +105,7 @@ def test_key_versions_are_the_ones_the_project_runs(name):
 
 @pytest.mark.parametrize("name", sorted(KEY_FILES))
 def test_key_files_are_the_ones_the_project_runs(name):
-    lock = model.load(name).lock()
+    lock = stack_data.load(name).lock()
     for package, file in KEY_FILES[name].items():
         assert wheels.filename(wheels.uv_choice(lock.get(package))) == file, package
 
@@ -116,7 +116,7 @@ def test_key_files_have_pypis_own_sha256(name):
     """The lock's sha256 of each key file is the one PyPI's JSON API publishes for it."""
     from blackwell_stack import pypi
 
-    lock = model.load(name).lock()
+    lock = stack_data.load(name).lock()
     for package, file in KEY_FILES[name].items():
         pkg = lock.get(package)
         published = {f.filename: f.sha256 for f in pypi.release_files(package, pkg.version)}
@@ -127,7 +127,7 @@ def test_key_files_have_pypis_own_sha256(name):
 def test_each_stack_runs_its_profiles_on_its_locked_versions(name):
     """A stack's profiles name it, and their runtime blocks are the lock's versions (the module
     and `serve check --stack` check flags against that SGLang's table)."""
-    stack = model.load(name)
+    stack = stack_data.load(name)
     versions = stack.versions()
     assert stack.data["profiles"]
     for profile_name in stack.data["profiles"]:
@@ -137,9 +137,9 @@ def test_each_stack_runs_its_profiles_on_its_locked_versions(name):
         assert (runtime["sglang"], runtime["flashinfer"]) == (versions["sglang"], versions["flashinfer"]), profile_name
 
 
-@pytest.mark.parametrize("name", [n for n in model.names() if model.load(n).kernel["from"] == "source"])
+@pytest.mark.parametrize("name", [n for n in stack_data.names() if stack_data.load(n).kernel["from"] == "source"])
 def test_the_source_built_kernel_is_kept_out_of_the_lock(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     kernel = stack.kernel
     sources = json.loads((REPO / "pkgs" / "sgl-kernel" / "sources.json").read_text())
     assert kernel["version"] == sources["sglang"]["sgl_kernel_version"]
@@ -151,9 +151,9 @@ def test_the_source_built_kernel_is_kept_out_of_the_lock(name):
         assert kernel["package"] in lock.excludes
 
 
-@pytest.mark.parametrize("name", [n for n in model.names() if model.load(n).kernel["from"] == "lock"])
+@pytest.mark.parametrize("name", [n for n in stack_data.names() if stack_data.load(n).kernel["from"] == "lock"])
 def test_a_prebuilt_kernel_is_the_one_sglang_requires_and_is_paired_by_the_lock(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     kernel = stack.kernel
     assert kernel["version"] is None, "the version of a kernel from the lock is read from the lock, never typed twice"
     lock = stack.lock()
@@ -184,7 +184,7 @@ def _commented_entries(text: str, key: str) -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("name", [n for n in model.names() if n != "current"])
+@pytest.mark.parametrize("name", [n for n in stack_data.names() if n != "current"])
 def test_every_override_says_why_and_from_where(name):
     text = (REPO / "stacks" / name / "pyproject.toml").read_text()
     overrides = _commented_entries(text, "override-dependencies")
@@ -222,7 +222,7 @@ def test_torchvision_is_paired_by_hand(name, torch, torchvision):
     deps = parsed["project"]["dependencies"]
     assert f"torchvision=={torchvision}" in deps
     assert f"torch=={torch}" in deps
-    assert model.load(name).lock().get("torchvision").version == torchvision
+    assert stack_data.load(name).lock().get("torchvision").version == torchvision
 
 
 # -- lib/stacks.nix against the Python side, on the same files ---------------------------
@@ -232,30 +232,30 @@ def test_torchvision_is_paired_by_hand(name, torch, torchvision):
 def test_nix_lists_the_same_stacks_and_default(nix):
     got = nix.eval("let s = import ./lib/stacks.nix; in { inherit (s) names default status lockedNames; "
                    "envNames = map s.envName s.names; profiles = map s.profiles s.names; }")
-    assert got["names"] == model.names()
-    assert got["default"] == model.default_name()
+    assert got["names"] == stack_data.names()
+    assert got["default"] == stack_data.default_name()
     assert got["lockedNames"] == LOCKED
     # The flake's package of each stack's environment, and the profiles the module and `serve --stack` offer.
-    assert got["envNames"] == [model.load(n).env_attribute for n in model.names()]
-    assert dict(zip(model.names(), got["envNames"]))["current"] == "sglang-env-current"
-    assert got["profiles"] == [model.load(n).profiles for n in model.names()]
-    assert got["status"] == {n: {"locked": model.load(n).locked, "command": model.load(n).lock_command}
-                             for n in model.names()}
+    assert got["envNames"] == [stack_data.load(n).env_attribute for n in stack_data.names()]
+    assert dict(zip(stack_data.names(), got["envNames"]))["current"] == "sglang-env-current"
+    assert got["profiles"] == [stack_data.load(n).profiles for n in stack_data.names()]
+    assert got["status"] == {n: {"locked": stack_data.load(n).locked, "command": stack_data.load(n).lock_command}
+                             for n in stack_data.names()}
 
 
 @pytest.mark.nix
 @pytest.mark.parametrize("name", LOCKED)
 def test_nix_reads_the_same_versions_from_the_lock(nix, name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     assert nix.eval(f'(import ./lib/stacks.nix).versions "{name}"') == stack.versions()
     root = [p for p in stack.lock().packages.values() if p.source.get("virtual") == "."]
     assert nix.eval(f'(import ./lib/stacks.nix).rootDependencies "{name}"') == root[0].dependencies
 
 
 @pytest.mark.nix
-@pytest.mark.parametrize("name", [n for n in model.names() if not model.load(n).locked])
+@pytest.mark.parametrize("name", [n for n in stack_data.names() if not stack_data.load(n).locked])
 def test_a_stack_without_a_lock_throws_the_same_message_with_the_command(nix, name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     err = nix.eval_error(f'(import ./lib/stacks.nix).versions "{name}"')
     assert stack.missing_lock_message() in err
     assert f"Make it with: {stack.lock_command}" in err
@@ -270,7 +270,7 @@ def test_an_unknown_stack_is_refused_on_both_sides(nix):
     err = nix.eval_error('(import ./lib/stacks.nix).meta "current-typo"')
     assert 'no stack "current-typo"' in err
     with pytest.raises(StackError) as info:
-        model.load("current-typo")
+        stack_data.load("current-typo")
     assert "no stack 'current-typo'" in info.value.message
 
 
@@ -278,7 +278,7 @@ def test_an_unknown_stack_is_refused_on_both_sides(nix):
 @pytest.mark.parametrize("name", LOCKED)
 def test_nix_finds_each_wheel_the_python_side_chooses(nix, name):
     """lib/stacks.nix `lockedWheel` (what nix/fixups/wheel-choice.nix fetches) finds uv's file by name."""
-    stack = model.load(name)
+    stack = stack_data.load(name)
     lock = stack.lock()
     picks = {p.name: wheels.filename(wheels.uv_choice(p)) for p in lock.packages.values() if p.wheels}
     sample = {k: picks[k] for k in ("torch", "cryptography", "soundfile", "sglang")}

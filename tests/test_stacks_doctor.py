@@ -16,9 +16,9 @@ import pytest
 from uv_venv import install, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import stack as model
-from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data import wheel_choice as wheels
 
 pytestmark = pytest.mark.network
 
@@ -30,7 +30,7 @@ NOT_LOCKED = ("six", "1.17.0")
 @pytest.fixture
 def venv(tmp_path):
     python = make_venv(tmp_path / "venv")
-    lock = model.load("stable").lock()
+    lock = stack_data.load("stable").lock()
     exact = []
     for name in AS_LOCKED:
         pkg = lock.get(name)

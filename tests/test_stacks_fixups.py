@@ -12,25 +12,25 @@ import json
 import pytest
 from support import REPO
 
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data import wheel_choice as wheels
 from blackwell_stack.formats import remote_zip
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import stack as model
-from blackwell_stack.model import wheel_choice as wheels
 from blackwell_stack.stacks import libraries, pairing
 from blackwell_stack.stacks.commands import differences
 
-LOCKED = [n for n in model.names() if model.load(n).locked]
+LOCKED = [n for n in stack_data.names() if stack_data.load(n).locked]
 DECISIONS = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())
 COLLISIONS = json.loads((REPO / "nix" / "fixups" / "env-collisions.json").read_text())
 
 
 def audits() -> dict[str, dict]:
-    return {name: libraries.load_audit(model.load(name)) for name in LOCKED}
+    return {name: libraries.load_audit(stack_data.load(name)) for name in LOCKED}
 
 
 @pytest.mark.parametrize("name", LOCKED)
 def test_wheels_json_was_made_from_the_lock_that_is_there(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     assert libraries.audit_is_current(stack, libraries.load_audit(stack)), \
         f"write it again: blackwell-stack stack audit {name} --write"
 
@@ -83,7 +83,7 @@ def test_the_library_providers_form_no_cycle():
 
 @pytest.mark.parametrize("name", LOCKED)
 def test_torch_gets_libcuda_from_the_driver_and_everything_else_from_locked_wheels(name):
-    needs = libraries.load_audit(model.load(name))["libraries"]["torch"]["needs"]
+    needs = libraries.load_audit(stack_data.load(name))["libraries"]["torch"]["needs"]
     assert needs["libcuda.so.1"] == "driver"
     assert needs["libnvshmem_host.so.3"] == {"from": ["nvidia-nvshmem-cu13"], "dependency": True}
     others = {lib: where for lib, where in needs.items() if where not in ("system", "driver")}
@@ -92,7 +92,7 @@ def test_torch_gets_libcuda_from_the_driver_and_everything_else_from_locked_whee
 
 @pytest.mark.parametrize("name", LOCKED)
 def test_every_package_that_links_torch_is_paired(name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     pairs = libraries.load_audit(stack)["torch_pairs"]
     assert pairs["torch"] == stack.versions()["torch"]
     assert pairs["unlisted"] == []
@@ -114,23 +114,23 @@ def test_every_package_that_links_torch_is_paired(name):
 def test_the_torch_pairs_of_each_stack():
     """How each stack pairs its torch: the kernel built against it (stable) or resolving in it
     (current, kernel.from = "lock"); torchvision pinned exactly (stable) or on the stable ABI (current)."""
-    checks = {name: {p: r["check"] for p, r in libraries.load_audit(model.load(name))["torch_pairs"]["pairs"].items()}
+    checks = {name: {p: r["check"] for p, r in libraries.load_audit(stack_data.load(name))["torch_pairs"]["pairs"].items()}
               for name in LOCKED}
     assert checks["stable"]["sgl-kernel"] == "source" and checks["stable"]["torchvision"] == "metadata"
     assert {p for p, c in checks["stable"].items() if c == "unpaired"} == {"torchao", "torch-c-dlpack-ext"}
     assert checks["current"]["sglang-kernel"] == "lock" and checks["current"]["torchvision"] == "symbols"
     assert {p for p, c in checks["current"].items() if c == "unpaired"} == {"torch-c-dlpack-ext"}
-    current = libraries.load_audit(model.load("current"))["torch_pairs"]["pairs"]
+    current = libraries.load_audit(stack_data.load("current"))["torch_pairs"]["pairs"]
     assert current["sglang-kernel"]["needed"] == 122  # the same count `doctor abi` gives (tests/test_sglang_kernel_wheel.py)
 
 
 METADATA_PAIRS = [(name, package) for name in LOCKED
-                  for package, pair in model.load(name).torch_pairs.items() if pair["check"] == "metadata"]
+                  for package, pair in stack_data.load(name).torch_pairs.items() if pair["check"] == "metadata"]
 
 
 def _torch_requirement(stack: str, package: str) -> str | None:
     """The torch requirement of a locked wheel's METADATA, read straight from the wheel (a range read)."""
-    lock = model.load(stack).lock()
+    lock = stack_data.load(stack).lock()
     pkg = lock.get(package)
     with remote_zip.RemoteWheel(libraries.remote_file(wheels.uv_choice(pkg))) as rw:
         meta = rw.fetch_member(f"{package.replace('-', '_')}-{pkg.version}.dist-info/METADATA").read_text()
@@ -141,7 +141,7 @@ def _torch_requirement(stack: str, package: str) -> str | None:
 @pytest.mark.network
 @pytest.mark.parametrize(("name", "package"), METADATA_PAIRS)
 def test_a_metadata_pair_pins_the_locked_torch_in_the_wheels_own_metadata(name, package):
-    assert _torch_requirement(name, package) == f"torch=={model.load(name).versions()['torch']}"
+    assert _torch_requirement(name, package) == f"torch=={stack_data.load(name).versions()['torch']}"
 
 
 @pytest.mark.network
@@ -155,7 +155,7 @@ def test_the_current_torchvision_asks_only_for_a_torch_on_its_stable_abi():
 @pytest.mark.parametrize("name", LOCKED)
 def test_the_audit_is_what_the_wheels_say(name):
     """Every locked wheel downloaded, its sha256 checked against the lock, read again (cached by sha256)."""
-    stack = model.load(name)
+    stack = stack_data.load(name)
     lock = stack.lock()
     fresh = libraries.audit(stack, lock, libraries.read_all(stack, lock))
     assert differences(libraries.load_audit(stack), fresh) == []

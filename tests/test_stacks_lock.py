@@ -22,15 +22,15 @@ from support import REPO
 from uv_venv import NO_DOWNLOADS, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import StackError, ToolchainError
-from blackwell_stack.model import stack as model
 from blackwell_stack.stacks import libraries
 from blackwell_stack.stacks import lock as locking
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 
-def _uv_or_skip(stack: model.Stack) -> str:
+def _uv_or_skip(stack: stack_data.Stack) -> str:
     uv_or_skip()
     try:
         return locking.uv_binary(stack)
@@ -46,9 +46,9 @@ def _python312_or_skip() -> str:
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("name", [n for n in model.names() if model.load(n).locked and not locking.kept_index_used(model.load(n))])
+@pytest.mark.parametrize("name", [n for n in stack_data.names() if stack_data.load(n).locked and not locking.kept_index_used(stack_data.load(n))])
 def test_a_pypi_lock_is_current_with_pypi(capsys, name):
-    stack = model.load(name)
+    stack = stack_data.load(name)
     _uv_or_skip(stack)
     _python312_or_skip()
     before = stack.lock_path.read_bytes()
@@ -57,7 +57,7 @@ def test_a_pypi_lock_is_current_with_pypi(capsys, name):
     assert stack.lock_path.read_bytes() == before
 
 
-def _mini_stack(root: Path, kept: bool) -> model.Stack:
+def _mini_stack(root: Path, kept: bool) -> stack_data.Stack:
     """A stack of the nightly's shape: one package (packaging) from a local kept-wheels index, or from PyPI."""
     path = root / "stacks" / "mini"
     path.mkdir(parents=True)
@@ -72,7 +72,7 @@ def _mini_stack(root: Path, kept: bool) -> model.Stack:
                 torch_pairs={}, lock={"command": "blackwell-stack stack lock mini --wheels DIR", "missing_reason": None},
                 kept_wheels={"pins": "stacks/nightly/pins.json", "url_template": "https://example.invalid/{filename}",
                              "why": "test"})
-    return model.Stack("mini", path, data)
+    return stack_data.Stack("mini", path, data)
 
 
 @pytest.mark.network
@@ -140,7 +140,7 @@ def test_the_wrong_uv_is_refused_with_the_version_to_install(tmp_path):
     fake.write_text("#!/bin/sh\necho 'uv 0.9.0'\n")
     fake.chmod(0o755)
     with pytest.raises(ToolchainError) as info:
-        locking.uv_binary(model.load("stable"), str(fake))
+        locking.uv_binary(stack_data.load("stable"), str(fake))
     assert "uv 0.9.0" in info.value.message and "uv-bin of the locked uv2nix" in info.value.message
     assert info.value.hint == "install the uv the stack names: python3 -m pip install 'uv==0.10.7'"
 
@@ -152,7 +152,7 @@ def test_a_python_that_is_not_3_12_is_refused():
 
 
 def test_a_lock_without_hashes_is_refused(tmp_path):
-    stack = model.load("stable")
+    stack = stack_data.load("stable")
     lock = stack.lock()
     pkg = lock.get("packaging")
     pkg.wheels[0].pop("hash")

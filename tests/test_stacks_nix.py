@@ -27,13 +27,13 @@ import nix_inputs
 import pytest
 from support import REPO
 
-from blackwell_stack.model import stack as model
-from blackwell_stack.model import wheel_choice as wheels
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data import wheel_choice as wheels
 from blackwell_stack.stacks import libraries
 
 pytestmark = pytest.mark.nix
 
-LOCKED = [n for n in model.names() if model.load(n).locked]
+LOCKED = [n for n in stack_data.names() if stack_data.load(n).locked]
 
 # The set as uv2nix builds it, with nixpkgs' part recorded (see the module docstring).
 SET = """
@@ -133,7 +133,7 @@ def test_uv2nix_resolves_each_package_to_a_locked_wheel(nix, uv2nix_sources, sta
         if drv.passthru.format or null == null then { local = true; }
         else { inherit (drv.passthru) format; inherit (drv) version; src = drv.src.fetchurl or null; })
     """, fixups=False))
-    lock = model.load(stack).lock()
+    lock = stack_data.load(stack).lock()
     locked = {p.name: p for p in lock.packages.values() if not p.source.get("virtual")}
     assert set(got) - {"blackwell-stack-" + stack} == set(locked)
     for name, pkg in locked.items():
@@ -141,7 +141,7 @@ def test_uv2nix_resolves_each_package_to_a_locked_wheel(nix, uv2nix_sources, sta
         assert entry["format"] == "wheel", name
         assert entry["version"] == pkg.version, name
         chosen = wheels.uv2nix_choice(pkg)
-        # uv2nix's own choice is what blackwell_stack.model.wheel_choice models.
+        # uv2nix's own choice is what blackwell_stack.data.wheel_choice models.
         assert entry["src"]["name"] == wheels.filename(chosen), name
         assert (entry["src"]["url"], entry["src"]["hash"]) == (chosen["url"], chosen["hash"]), name
 
@@ -151,12 +151,12 @@ def test_with_the_fixups_nix_installs_the_same_files_as_uv(nix, uv2nix_sources, 
     """After nix/fixups/wheel-choice.nix every package's file is uv's choice on the target."""
     got = nix.eval(set_expr(stack, "lib.genAttrs packages (name: set.${name}.src.fetchurl.name or null)",
                             fixups=True))
-    lock = model.load(stack).lock()
+    lock = stack_data.load(stack).lock()
     for pkg in lock.packages.values():
         if pkg.source.get("virtual"):
             continue
         assert got[pkg.name] == wheels.filename(wheels.uv_choice(pkg)), pkg.name
-    audit = libraries.load_audit(model.load(stack))
+    audit = libraries.load_audit(stack_data.load(stack))
     assert audit["choices"], "the stable lock has packages whose files the two installers would pick differently"
     for name, file in audit["choices"].items():
         assert wheels.filename(wheels.uv2nix_choice(lock.get(name))) != file
@@ -180,8 +180,8 @@ def test_wheel_library_fixups_cover_exactly_the_audit(nix, uv2nix_sources, stack
     nixpkgs' libraries from nixpkgs, and exactly the libraries the audit finds missing and
     nix/fixups/wheel-libraries.json explains are ignored; the $ORIGIN entries come back."""
     got = _library_fixups(nix, stack)
-    lock = model.load(stack).lock()
-    audit = libraries.load_audit(model.load(stack))
+    lock = stack_data.load(stack).lock()
+    audit = libraries.load_audit(stack_data.load(stack))
     decisions = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())
     assert set(got) == set(audit["libraries"])
     for package, info in audit["libraries"].items():
@@ -215,7 +215,7 @@ def driver_gaps(audit: dict, fixups: dict) -> list[str]:
 def test_every_library_that_loads_the_driver_finds_it_through_its_own_runpath(nix, uv2nix_sources, stack):
     """The loader check on the fixups Nix evaluates (benchmarks/driver-runpath/: torch found no GPU without it)."""
     got = _library_fixups(nix, stack)
-    audit = libraries.load_audit(model.load(stack))
+    audit = libraries.load_audit(stack_data.load(stack))
     assert {"nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13"} <= {
         p for p, info in audit["libraries"].items() if info["driver_names"]}
     assert driver_gaps(audit, got) == []
@@ -226,7 +226,7 @@ def test_the_loader_check_fails_the_fixups_that_gave_the_driver_only_to_wheels_t
     """The policy before the fix, the driver's directory only where a DT_NEEDED names the driver: the check names
     the CUDA runtime, whose libcudart.so.13 is what dlopens libcuda.so.1 for torch."""
     got = _library_fixups(nix, stack)
-    audit = libraries.load_audit(model.load(stack))
+    audit = libraries.load_audit(stack_data.load(stack))
     before = {package: {"appendRunpaths": [entry for entry in fixed["appendRunpaths"]
                                            if entry != "/run/opengl-driver/lib"
                                            or "driver" in audit["libraries"][package]["needs"].values()]}
@@ -244,7 +244,7 @@ def test_pynvml_loads_nvml_from_the_driver_link(nix, uv2nix_sources, stack, pypi
     words = got.replace("\\\n", " ").split()
     assert words[:2] == ["substituteInPlace", '"$out/lib/python3.12/site-packages/pynvml.py"']
     assert words[2:] == ["--replace-fail", "'CDLL(\"libnvidia-ml.so.1\")'", "'CDLL(\"/run/opengl-driver/lib/libnvidia-ml.so.1\")'"]
-    locked = model.load(stack).lock().get("nvidia-ml-py")
+    locked = stack_data.load(stack).lock().get("nvidia-ml-py")
     wheel = pypi_file("nvidia-ml-py", locked.version, "nvidia_ml_py-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         assert 'nvmlLib = CDLL("libnvidia-ml.so.1")' in zf.read("pynvml.py").decode()
@@ -254,7 +254,7 @@ def test_pynvml_loads_nvml_from_the_driver_link(nix, uv2nix_sources, stack, pypi
 def test_wheel_library_fixups_of_the_wheels_that_matter(nix, uv2nix_sources, stack):
     """torch, triton and the kernel: what the deployment depends on, spelled out."""
     got = _library_fixups(nix, stack)
-    audit = libraries.load_audit(model.load(stack))
+    audit = libraries.load_audit(stack_data.load(stack))
     torch = got["torch"]
     # libcuda.so.1 from the driver, never bundled: appended to RUNPATH, not needed at build time.
     assert "/run/opengl-driver/lib" in torch["appendRunpaths"]
@@ -287,7 +287,7 @@ def test_wheel_library_fixups_of_the_wheels_that_matter(nix, uv2nix_sources, sta
 
 def test_an_unexplained_missing_library_stops_evaluation(nix, uv2nix_sources, tmp_path):
     """A library no wheel ships and nix/fixups/wheel-libraries.json does not name is an error, naming both."""
-    audit = libraries.load_audit(model.load("stable"))
+    audit = libraries.load_audit(stack_data.load("stable"))
     audit["libraries"]["triton"]["needs"]["libexample.so.7"] = "missing"
     edited = tmp_path / "wheels.json"
     edited.write_text(json.dumps(audit))

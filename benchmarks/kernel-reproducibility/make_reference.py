@@ -24,9 +24,9 @@ import re
 import sys
 from pathlib import Path
 
+from blackwell_stack.data import registry
 from blackwell_stack.fileio import atomic_write_bytes
-from blackwell_stack.kernel import reference
-from blackwell_stack.model import registry
+from blackwell_stack.kernel.reproducibility import reference
 
 HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "results" / "h200-12.0a-reference"

@@ -16,10 +16,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
+from blackwell_stack.data import stack as stacks  # noqa: E402
+from blackwell_stack.data import wheel_choice  # noqa: E402
+from blackwell_stack.data.lock import sha256_of  # noqa: E402
 from blackwell_stack.download import download  # noqa: E402
-from blackwell_stack.model import stack as stacks  # noqa: E402
-from blackwell_stack.model import wheel_choice  # noqa: E402
-from blackwell_stack.model.lock import sha256_of  # noqa: E402
 
 # What the machine's own environment provides (its torch and what that torch needs), or what the run does
 # without (flashinfer-cubin: 253 MB of prebuilt kernels; without it flashinfer compiles them just in time).

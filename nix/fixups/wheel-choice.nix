@@ -2,7 +2,7 @@
 # Python tag and different platform tags (manylinux2014 and manylinux_2_34
 # builds of cryptography, say), uv2nix takes the first in the lock's order and
 # uv the newest the host's glibc allows. For the packages stacks/<stack>/wheels.json
-# lists under `choices` (computed from the lock by blackwell_stack.model.wheel_choice),
+# lists under `choices` (computed from the lock by blackwell_stack.data.wheel_choice),
 # the set takes uv's file, so a Nix environment and `uv sync --frozen` install
 # the same bytes. soundfile is why it matters: its first file is the pure
 # `any` wheel without the libsndfile the manylinux wheel carries.

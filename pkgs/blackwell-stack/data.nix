@@ -1,6 +1,6 @@
 # The data the CLI reads at run time (the wrapper points BLACKWELL_STACK_ROOT
 # at a copy of it), as paths relative to the repository: the files that
-# src/blackwell_stack/model/registry.py lists as read by the CLI. Builtins
+# src/blackwell_stack/data/registry.py lists as read by the CLI. Builtins
 # only, so that tests/test_data_registry.py evaluates it with a bare
 # nix-instantiate and holds it equal to the registry, file for file.
 let

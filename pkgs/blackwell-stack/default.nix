@@ -2,7 +2,7 @@
 # dependency is `packaging` (pyproject.toml, PEP 621; flit-core builds it).
 # The CLI reads the repository's data (stacks, pins, recipes, profiles,
 # patches) at run time; the wrapper points BLACKWELL_STACK_ROOT at a copy of
-# just that data (./data.nix, src/blackwell_stack/model/registry.py), and a
+# just that data (./data.nix, src/blackwell_stack/data/registry.py), and a
 # user may point it at a checkout.
 {
   lib,

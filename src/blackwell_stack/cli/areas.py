@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from blackwell_stack.data.plan import PlanSection
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.doctor import commands as doctor_commands
 from blackwell_stack.doctor import plan as doctor_plan
 from blackwell_stack.kernel import commands as kernel_commands
 from blackwell_stack.kernel import plan as kernel_plan
-from blackwell_stack.model.plan import PlanSection
-from blackwell_stack.model.stack import Stack
 from blackwell_stack.pins import commands as pins_commands
 from blackwell_stack.pins import plan as pins_plan
 from blackwell_stack.serve import commands as serve_commands

@@ -16,9 +16,8 @@ from collections import Counter
 
 from blackwell_stack import output
 from blackwell_stack.cli import areas, plan_text
-from blackwell_stack.errors import StackError
-from blackwell_stack.model import stack as model_stack
-from blackwell_stack.model.plan import (
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data.plan import (
     NEEDS_GPU_HOST,
     NOT_CHECKABLE,
     STANDINGS,
@@ -26,7 +25,8 @@ from blackwell_stack.model.plan import (
     PlanSection,
     standing,
 )
-from blackwell_stack.model.stack import Stack
+from blackwell_stack.data.stack import Stack
+from blackwell_stack.errors import StackError
 
 PLAN_VERSION = 1
 TARGET = "Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120), CUDA 13.0"
@@ -37,7 +37,7 @@ UNVERIFIED_SECTION = "unverified"
 def sections(stacks: list[Stack] | None = None) -> list[PlanSection]:
     """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack asked for
     (default: the default stack), then each area's part for those stacks."""
-    chosen = stacks or model_stack.select(None)
+    chosen = stacks or stack_data.select(None)
     return [section for part in areas.PLAN_SECTIONS for section in part(chosen)]
 
 
@@ -90,7 +90,7 @@ def summary(stack: Stack, secs: list[dict]) -> dict:
 def build_plan(stacks: list[Stack] | None = None, summarised: list[Stack] | None = None) -> dict:
     """Every section of `stacks` (default: the default stack), every unverified item, and the summary of each
     stack in `summarised` (default: the stacks shown)."""
-    chosen = stacks or model_stack.select(None)
+    chosen = stacks or stack_data.select(None)
     secs = sections(chosen)
     by_name = {}
     for stack in summarised or chosen:
@@ -135,9 +135,9 @@ def _pick(plan: dict, name: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    shown = model_stack.select(args.stack)
+    shown = stack_data.select(args.stack)
     # The default answer gives every stack's verdict, the default stack's first.
-    everyone = shown + [s for s in model_stack.select("all") if s.name != shown[0].name] if args.stack is None else shown
+    everyone = shown + [s for s in stack_data.select("all") if s.name != shown[0].name] if args.stack is None else shown
     plan = build_plan(shown, everyone)
     if args.json:
         output.dump_json(plan if not args.section or args.section == UNVERIFIED_SECTION

@@ -17,7 +17,7 @@ from __future__ import annotations
 import textwrap
 
 from blackwell_stack import output
-from blackwell_stack.model.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, standing
+from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, standing
 
 LEGEND = (
     "checked: what checked a value on this project's machines (a hash computed here, PyPI's own sha256, a test on "

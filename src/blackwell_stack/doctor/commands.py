@@ -7,11 +7,11 @@ import time
 
 from blackwell_stack import inputfiles, output
 from blackwell_stack.argtypes import positive_int
+from blackwell_stack.data.profile import Profile, available_profiles, load_profile
 from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, startup
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.formats import wheeldiff
-from blackwell_stack.kernel import reference
-from blackwell_stack.model.profile import Profile, available_profiles, load_profile
+from blackwell_stack.kernel.reproducibility import reference
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,12 +13,12 @@ import re
 from pathlib import Path
 
 from blackwell_stack import inputfiles
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.doctor import abi
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
 from blackwell_stack.formats import elf, fatbin, linkage, wheelzip
 from blackwell_stack.formats.installed import Environment
-from blackwell_stack.model import stack as model
 
 TARGET_CUDA_MAJOR = 13
 
@@ -26,7 +26,7 @@ TARGET_CUDA_MAJOR = 13
 def pinned_torch() -> str:
     """The torch of the default stack's lock (stacks/<default>/uv.lock), read through the stacks loader
     (a StackError naming the file and the fix when it cannot be read)."""
-    return model.load(model.default_name()).versions()["torch"]
+    return stack_data.load(stack_data.default_name()).versions()["torch"]
 
 
 def torch_cuda(dist) -> tuple[str | None, int | None, Path | None]:

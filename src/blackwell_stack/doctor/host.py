@@ -17,7 +17,7 @@ from blackwell_stack import proc
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel import jobs
-from blackwell_stack.kernel import recipe as kernel_recipe
+from blackwell_stack.kernel.inputs import recipe as kernel_recipe
 
 # CUDA 13.0 needs an R580 driver or newer (CUDA 13.0 release notes, minimum driver 580.65.06 on Linux).
 MIN_DRIVER_MAJOR = 580

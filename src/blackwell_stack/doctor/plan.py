@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from blackwell_stack.data import stack as stacks_model
+from blackwell_stack.data.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.doctor import envcheck, host
 from blackwell_stack.errors import StackError
-from blackwell_stack.kernel import recipe as kernel_recipe
-from blackwell_stack.model import stack as stacks_model
-from blackwell_stack.model.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
-from blackwell_stack.model.stack import Stack
+from blackwell_stack.kernel.inputs import recipe as kernel_recipe
 
 DOCS = "docs/reference-deployment.md"
 ON_THE_HOST = not_checked_here("`doctor` on the GPU host")

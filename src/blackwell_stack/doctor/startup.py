@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from blackwell_stack import parallel, proc
+from blackwell_stack.data import registry
 from blackwell_stack.doctor.checks import FAIL, OK, WARN, Check
 from blackwell_stack.errors import BuildError, ToolchainError
-from blackwell_stack.model import registry
 
 IMPORTED, MISSING, ERROR, CRASHED, TIMED_OUT = "imported", "missing", "error", "crashed", "timed out"
 DEFAULT_TIMEOUT_S = 300.0

@@ -7,21 +7,13 @@ import sys
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float, positive_int, web_url
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import ExitCode, ToolchainError
-from blackwell_stack.kernel import (
-    build,
-    compile_work,
-    execute,
-    patchcheck,
-    recipe,
-    reference,
-    sourcedir,
-    sources,
-    testcommand,
-    toolchain,
-)
-from blackwell_stack.kernel.conditions import CONDITIONS
-from blackwell_stack.model import stack as model
+from blackwell_stack.kernel.build import compile_work, execute, prepare, toolchain
+from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
+from blackwell_stack.kernel.reproducibility import reference
+from blackwell_stack.kernel.reproducibility.conditions import CONDITIONS
+from blackwell_stack.kernel.test import command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -108,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
 
-    testcommand.register(ksub)
+    command.register(ksub)
 
     p = ksub.add_parser("plan", help="device compilations of upstream's defaults against the recipe")
     p.add_argument("--src", default=None, help="sglang checkout or its sgl-kernel directory (default: the recorded lists)")
@@ -130,7 +122,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
         "memory": rec["memory"],
     }
     try:
-        host, plan = build.host_job_plan(rec, arch, cmake=toolchain.build_tool("cmake", sys.executable))
+        host, plan = prepare.host_job_plan(rec, arch, cmake=toolchain.build_tool("cmake", sys.executable))
         data["job_plan_here"] = {"jobs": plan.jobs, "nvcc_threads": plan.threads, "planned_peak_mib": plan.planned_peak_mib,
                                  "available_mib": host.available_mib, "note": plan.note}
     except ToolchainError as exc:
@@ -165,7 +157,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
 
 
 def cmd_patches_check(args: argparse.Namespace) -> int:
-    report = patchcheck.check_series(args.src)
+    report = patch_series.check_series(args.src)
     if args.json:
         output.dump_json(report.to_json())
         return 0 if report.ok else int(ExitCode.CHECK_FAILED)
@@ -177,9 +169,9 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
     print()
     for name, state in report.patch_states().items():
         print(f"  {state:<15} {name}")
-    conflicts = [r for r in report.hunks if r.state == patchcheck.CONFLICTING]
+    conflicts = [r for r in report.hunks if r.state == patch_series.CONFLICTING]
     for r in conflicts:
-        print("\n" + patchcheck.conflict_message(r))
+        print("\n" + patch_series.conflict_message(r))
     if not report.ok:
         print("\nthe series does not apply: check out sglang v0.5.9 afresh, or update the patches named above", file=sys.stderr)
         return int(ExitCode.CHECK_FAILED)
@@ -187,15 +179,15 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    stack = model.load(args.stack) if args.stack else model.load(model.default_name())
+    stack = stack_data.load(args.stack) if args.stack else stack_data.load(stack_data.default_name())
     if args.stack:
         stack.require_source_kernel()
-    request = build.BuildRequest(
+    request = prepare.BuildRequest(
         args.src, args.out, args.python, stack, archs=args.arch, max_jobs=args.jobs, job_peak_mib=args.job_peak_mib,
         memory_gib=args.memory_gib, sources_dir=args.sources, build_dir=args.build_dir, allow_torch=args.allow_torch,
         allow_source_mismatch=tuple(args.allow_source_mismatch or ()),
     )
-    plan = build.make_plan(request, warn=lambda text: print(f"warning: {text}", file=sys.stderr))
+    plan = prepare.make_plan(request, warn=lambda text: print(f"warning: {text}", file=sys.stderr))
     building = not args.dry_run and not plan.blockers
     if args.json and not building:
         output.dump_json(plan.to_json())
@@ -207,7 +199,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         for blocker in plan.blockers:
             print(f"error: {blocker}", file=sys.stderr)
         print(f"dry run: a build would stop here ({len(plan.blockers)} problem(s) above); nothing changed", file=sys.stderr)
-        return build.blocker_exit_code(plan)
+        return prepare.blocker_exit_code(plan)
     if args.dry_run:
         print("dry run: nothing changed, nothing compiled", file=sys.stderr)
         return 0
@@ -235,7 +227,7 @@ def _print_wheel_verdict(config: reference.ConfigVerdict | None, verdict: refere
         output.table(["member", "class", "detail"], output.grouped_rows(verdict.members))
 
 
-def _print_plan(plan: build.BuildPlan) -> None:
+def _print_plan(plan: prepare.BuildPlan) -> None:
     output.heading(f"sgl-kernel build plan ({plan.source.kernel_dir})")
     print(f"architectures: {plan.archs}")
     if plan.torch:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
-from blackwell_stack.kernel import build, compile_work, patchcheck, recipe, toolchain
-from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
-from blackwell_stack.model.stack import Stack
+from blackwell_stack.kernel.build import compile_work, prepare, toolchain
+from blackwell_stack.kernel.inputs import patch_series, recipe
 
 
 def _first_line(text: str) -> str:
@@ -23,7 +24,7 @@ def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
 def plan_section(stacks: list[str] | None = None) -> PlanSection:
     title = "sgl-kernel for SM120, built from source" + (f" (stacks: {', '.join(stacks)})" if stacks else "")
     sec = PlanSection(key="kernel", title=title)
-    sources = build.kernel_sources()
+    sources = prepare.kernel_sources()
     sg = sources["sglang"]
     sec.items.append(PlanItem(
         "sglang source (sourceRoot sgl-kernel)",
@@ -35,7 +36,7 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
         sec.items.append(PlanItem(f"FetchContent {name}", where, dep.get("hash_source"), bool(dep.get("verified")),
                                   dep.get("reason") if not dep.get("verified") else None,
                                   hash_checked_by(dep["hash_checked"])))
-    for patch in patchcheck.load_series():
+    for patch in patch_series.load_series():
         sec.items.append(PlanItem(f"patch {patch.name[:4]}", _first_line(patch.description), str(patch.path.name)))
     rec = recipe.load()
     sec.items.append(PlanItem("recipe cmake flags", " ".join(recipe.cmake_flags(rec)), "pkgs/sgl-kernel/recipe.json"))
@@ -50,7 +51,7 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
         mem["provenance"],
     ))
     try:
-        host, jp = build.host_job_plan(rec, rec["arch"], cmake=toolchain.build_tool("cmake", sys.executable))
+        host, jp = prepare.host_job_plan(rec, rec["arch"], cmake=toolchain.build_tool("cmake", sys.executable))
         pool = f", heavy units {jp.heavy_jobs} at a time" if jp.heavy_jobs else ""
         hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s){pool} here ({host.cores} cores, "
                 f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from blackwell_stack import argtypes, output
 from blackwell_stack import pypi as pypi_api
+from blackwell_stack.data import registry
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.fileio import check_output_path
-from blackwell_stack.kernel import sources as kernel_sources
-from blackwell_stack.model import registry
-from blackwell_stack.model import stack as model
+from blackwell_stack.kernel.inputs import sources as kernel_sources
 from blackwell_stack.pins import inventory
 from blackwell_stack.pins.rescue import rescue
 from blackwell_stack.pins.update import update_pypi, update_torch
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     if args.stack:
-        stack = model.load(args.stack)
+        stack = stack_data.load(args.stack)
         rows = stack_plan.kept_wheel_pins(stack) + (stack_plan.locked_files(stack) if stack.locked
                                                      else [stack_plan.summary_row(stack)])
     else:
@@ -158,7 +158,7 @@ def cmd_rescue(args: argparse.Namespace) -> int:
 
 def cmd_vendor(args: argparse.Namespace) -> int:
     files = args.files or inventory.wheel_pins_paths()
-    locks = [] if args.files else [s.lock_path for s in map(model.load, model.names()) if s.locked]
+    locks = [] if args.files else [s.lock_path for s in map(stack_data.load, stack_data.names()) if s.locked]
     result = vendor(args.wheel, files, record=args.record, locks=locks)
     verb = "pinned and added" if result.recorded else "matches its pin; added"
     print(f"{args.wheel.name} {verb} ({result.package}, {result.key} in {result.pins_file}):\n{result.store_path}")

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from blackwell_stack.kernel import sources as kernel_sources
-from blackwell_stack.model import registry
-from blackwell_stack.model import stack as model
-from blackwell_stack.model.pins import PinRow
+from blackwell_stack.data import registry
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data.pins import PinRow
+from blackwell_stack.kernel.inputs import sources as kernel_sources
 from blackwell_stack.paths import data_path
 from blackwell_stack.stacks import plan
 
 
 def wheel_pins_paths() -> list[Path]:
     """The wheel pins files the stacks keep (stack.json kept_wheels.pins), in stack order."""
-    paths = [data_path(s.data["kept_wheels"]["pins"]) for s in map(model.load, model.names()) if s.data.get("kept_wheels")]
+    paths = [data_path(s.data["kept_wheels"]["pins"]) for s in map(stack_data.load, stack_data.names()) if s.data.get("kept_wheels")]
     return [p for p in paths if p.exists()]
 
 
 def _wheel_rows() -> list[PinRow]:
     """The wheel pins each stack keeps, as `pins show --stack NAME` lists them."""
-    return [row for name in model.names() for row in plan.kept_wheel_pins(model.load(name))]
+    return [row for name in stack_data.names() for row in plan.kept_wheel_pins(stack_data.load(name))]
 
 
 def _github_url(src: dict) -> str | None:
@@ -66,7 +66,7 @@ def _flake_rows() -> list[PinRow]:
 
 
 def _stack_rows() -> list[PinRow]:
-    return [plan.summary_row(model.load(name)) for name in model.names()]
+    return [plan.summary_row(stack_data.load(name)) for name in stack_data.names()]
 
 
 def shared_pins() -> list[PinRow]:

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
-from blackwell_stack.model.stack import Stack
+from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.pins import inventory
 
 

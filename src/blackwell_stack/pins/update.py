@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import pypi
+from blackwell_stack.data.pins import ANY_KEY, SCHEMA_VERSION, load_pins, validate, wheel_key
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri, sha256_file
-from blackwell_stack.model.pins import ANY_KEY, SCHEMA_VERSION, load_pins, validate, wheel_key
 from blackwell_stack.paths import cache_dir, repo_root
 from blackwell_stack.pins import index, wheels
 

@@ -27,13 +27,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack import inputfiles, proc
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import wheel_choice as wheels
+from blackwell_stack.data.pins import PinsFile, load_pins
+from blackwell_stack.data.stack import load_lock
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.formats import wheelrecord, wheelzip
 from blackwell_stack.hashes import hex_to_sri, sha256_file, sri_to_hex
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import wheel_choice as wheels
-from blackwell_stack.model.pins import PinsFile, load_pins
-from blackwell_stack.model.stack import load_lock
 from blackwell_stack.progress import Progress
 
 NIX_HINT = "install Nix (https://nixos.org/download, or Debian/Ubuntu's nix-bin package)"

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from blackwell_stack import proc
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data.profile import DEFAULT_PROFILE
 from blackwell_stack.errors import BuildError, ExitCode, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes, check_output_path
-from blackwell_stack.model import stack as model
-from blackwell_stack.model.profile import DEFAULT_PROFILE
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
 from blackwell_stack.serve import flags_decisions, flags_extract, module_check
@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _service(args: argparse.Namespace) -> Service:
-    stack = model.load(args.stack) if args.stack else None
+    stack = stack_data.load(args.stack) if args.stack else None
     return configure(args.profile, stack=stack, settings=args.settings, extra_args=args.extra_args,
                      table_path=args.flags_table)
 

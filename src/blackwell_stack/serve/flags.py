@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.data import registry, versions
+from blackwell_stack.data.profile import load_profile
 from blackwell_stack.errors import DataError
-from blackwell_stack.model import registry, versions
-from blackwell_stack.model.profile import load_profile
 
 GENERATOR = "blackwell-stack serve flags extract --wheel {wheel} --output modules/sglang-flags/{version}.json"
 SCHEMA_VERSION = 3

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import inputfiles
+from blackwell_stack.data import shape
+from blackwell_stack.data.shape import AnyValue, ListOf, Map, Obj, Opt, Str
 from blackwell_stack.errors import DataError, ExitCode
-from blackwell_stack.model import shape
-from blackwell_stack.model.shape import AnyValue, ListOf, Map, Obj, Opt, Str
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service
 

@@ -7,10 +7,10 @@ profile's own runtime block, and says so.
 
 from __future__ import annotations
 
+from blackwell_stack.data.plan import PlanItem, PlanSection
+from blackwell_stack.data.profile import Runtime
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
-from blackwell_stack.model.plan import PlanItem, PlanSection
-from blackwell_stack.model.profile import Runtime
-from blackwell_stack.model.stack import Stack
 from blackwell_stack.serve.service import command_line, configure
 
 

@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from blackwell_stack.data.profile import Profile, Runtime
 from blackwell_stack.errors import StackError
-from blackwell_stack.model.profile import Profile, Runtime
 from blackwell_stack.serve.flags import FlagTable, canonical, negated
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).

@@ -27,8 +27,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from blackwell_stack.data import versions
 from blackwell_stack.errors import DataError
-from blackwell_stack.model import versions
 from blackwell_stack.serve.flags import canonical, suggest
 from blackwell_stack.serve.render import Rendered
 

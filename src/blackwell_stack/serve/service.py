@@ -3,7 +3,7 @@
 The flag table and the rules are chosen by the runtime's SGLang version, so a
 stack only has to pass the versions of its lock:
 
-    current = model.load("current")
+    current = stack_data.load("current")
     configure(stack=current)                       # its first profile, its lock's versions
     configure("qwen3.5-397b-a17b-nvfp4-v2-sm120-current", stack=current)
     configure("qwen3.5-397b-a17b-nvfp4-sm120",
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data.profile import Profile, Runtime, load_profile, load_rules
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
-from blackwell_stack.model import stack as model
-from blackwell_stack.model.profile import Profile, Runtime, load_profile, load_rules
-from blackwell_stack.model.stack import Stack
 from blackwell_stack.serve import secrets
 from blackwell_stack.serve.flags import FlagTable, load_table
 from blackwell_stack.serve.render import Rendered, parse_set, render
@@ -61,7 +61,7 @@ def check_profile_fits_stack(profile: Profile, stack: Stack, runtime: Runtime) -
                                                                                          runtime.flashinfer)):
         return
     # The stacks to name in the hint: every stack, this one as it was resolved (its lock is parsed once).
-    stacks = {n: stack if n == name else model.load(n) for n in model.names()}
+    stacks = {n: stack if n == name else stack_data.load(n) for n in stack_data.names()}
     if profile.stacks:
         made_for = f"the stacks {', '.join(profile.stacks)}"
         others = [s for s in profile.stacks if s in stacks and stacks[s].locked]

@@ -9,8 +9,8 @@ from typing import Any
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import DataError, ExitCode, StackError
-from blackwell_stack.model import stack as model
 from blackwell_stack.stacks import doctor as stack_doctor
 from blackwell_stack.stacks import libraries
 from blackwell_stack.stacks import lock as locking
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     doctor.set_defaults(func=cmd_doctor)
 
 
-def summary(stack: model.Stack) -> dict[str, Any]:
+def summary(stack: stack_data.Stack) -> dict[str, Any]:
     """What `stack show` and `plan` say about a stack."""
     data: dict[str, Any] = {
         "name": stack.name,
@@ -96,8 +96,8 @@ def summary(stack: model.Stack) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    names = [args.name] if args.name else model.names()
-    stacks = [summary(model.load(n)) for n in names]
+    names = [args.name] if args.name else stack_data.names()
+    stacks = [summary(stack_data.load(n)) for n in names]
     if args.json:
         output.dump_json({"stacks": stacks})
         return 0
@@ -120,7 +120,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    stack = model.load(args.name)
+    stack = stack_data.load(args.name)
     new = locking.lock(stack, python=args.python, uv=args.uv, wheels=args.wheels, check=args.check)
     if args.check:
         print(f"{stack.relpath}/uv.lock is current with its pyproject.toml")
@@ -150,7 +150,7 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    stack = model.load(args.name)
+    stack = stack_data.load(args.name)
     lock = stack.lock()
     data = libraries.audit(stack, lock, libraries.read_all(stack, lock, jobs=args.jobs))
     if args.write:
@@ -175,5 +175,5 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    return stack_doctor.run(model.load(args.name), args.python or sys.executable, verify_files=args.verify_files,
+    return stack_doctor.run(stack_data.load(args.name), args.python or sys.executable, verify_files=args.verify_files,
                             as_json=args.json)

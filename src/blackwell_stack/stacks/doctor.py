@@ -35,14 +35,14 @@ from packaging.tags import parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from blackwell_stack import inputfiles, output, parallel
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import wheel_choice as wheels
+from blackwell_stack.data.stack import LockedPackage, Stack
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip, zipmember
 from blackwell_stack.formats.installed import Environment
 from blackwell_stack.hashes import hex_to_record, sha256_file
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import wheel_choice as wheels
-from blackwell_stack.model.stack import LockedPackage, Stack
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import libraries
 

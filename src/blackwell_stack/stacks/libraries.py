@@ -1,6 +1,6 @@
 """What the locked wheels of a stack hold: the audit that `stack audit` writes to wheels.json.
 
-For the file each package installs on the stack's target (model/wheel_choice.py:
+For the file each package installs on the stack's target (data/wheel_choice.py:
 uv's choice, which the Nix set takes too), the real wheel is downloaded from
 the URL in uv.lock and refused unless its sha256 is the lock's. From it:
 
@@ -34,16 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import inputfiles, parallel
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import registry
+from blackwell_stack.data import wheel_choice as wheels
+from blackwell_stack.data.lock import Lock, LockedPackage
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.download import download
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.formats import elf, linkage, remote_zip, zipmember
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import registry
-from blackwell_stack.model import wheel_choice as wheels
-from blackwell_stack.model.lock import Lock, LockedPackage
-from blackwell_stack.model.stack import Stack
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import pairing
 

@@ -26,11 +26,11 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from blackwell_stack import proc
+from blackwell_stack.data import registry
+from blackwell_stack.data.stack import Lock, Stack, load_lock
 from blackwell_stack.errors import BuildError, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_file, atomic_write_bytes
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.model import registry
-from blackwell_stack.model.stack import Lock, Stack, load_lock
 
 KEPT_INDEX = "./wheels/simple"
 UV_HINT = "install the uv the stack names: python3 -m pip install 'uv=={version}'"

@@ -25,8 +25,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from blackwell_stack.data.stack import Lock, Stack
 from blackwell_stack.formats import linkage
-from blackwell_stack.model.stack import Lock, Stack
 
 
 def torch_linked(contents: dict[str, Any]) -> list[str]:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from blackwell_stack.data import lock as lockfile
+from blackwell_stack.data import wheel_choice as wheels
+from blackwell_stack.data.pins import PinRow, load_pins
+from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.model import lock as lockfile
-from blackwell_stack.model import wheel_choice as wheels
-from blackwell_stack.model.pins import PinRow, load_pins
-from blackwell_stack.model.plan import PlanItem, PlanSection, hash_checked_by
-from blackwell_stack.model.stack import Stack
 from blackwell_stack.paths import data_path
 from blackwell_stack.stacks import libraries
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError
-from blackwell_stack.model import registry
 from blackwell_stack.verify.degeneracy import Finding, excerpt
 
 CHECK = "failure-text"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from blackwell_stack.data.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
+from blackwell_stack.data.profile import load_profile
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
-from blackwell_stack.model.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
-from blackwell_stack.model.profile import load_profile
-from blackwell_stack.model.stack import Stack
 from blackwell_stack.verify import baseline
 
 

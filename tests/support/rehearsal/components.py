@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.data import shape
+from blackwell_stack.data.schemas import NAMES, SHA256
+from blackwell_stack.data.shape import Int, ListOf, Literal, Map, Obj, Str
 from blackwell_stack.errors import DataError
-from blackwell_stack.model import shape
-from blackwell_stack.model.schemas import NAMES, SHA256
-from blackwell_stack.model.shape import Int, ListOf, Literal, Map, Obj, Str
 from blackwell_stack.pypi import ReleaseFile
 from support.rehearsal import glibc
 

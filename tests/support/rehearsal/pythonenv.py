@@ -27,10 +27,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blackwell_stack.data.lock import Lock
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.formats import elf
 from blackwell_stack.formats.remote_zip import RemoteWheel
-from blackwell_stack.model.lock import Lock
-from blackwell_stack.model.stack import Stack
 from blackwell_stack.stacks import libraries
 from support.rehearsal import autopatchelf, wheels
 from support.rehearsal.components import Wheel

@@ -17,9 +17,9 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from blackwell_stack import proc
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import ToolchainError
-from blackwell_stack.kernel import compilers as compilers_mod
-from blackwell_stack.model.stack import Stack
+from blackwell_stack.kernel.build import compilers as compilers_mod
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
 NVCC_MAJOR = 13  # CUDA 13: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
@@ -231,7 +231,7 @@ def check_ninja(python: str | None = None) -> Check:
 
 
 def check_patch() -> Check:
-    """GNU patch, which applies the series here as in Nix (kernel/patchcheck.py)."""
+    """GNU patch, which applies the series here as in Nix (kernel/inputs/patch_series.py)."""
     fix = "install GNU patch (apt-get install patch)"
     path = proc.which("patch")
     if not path:

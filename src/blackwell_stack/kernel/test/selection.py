@@ -1,7 +1,7 @@
 """Which of upstream's kernel tests apply to a wheel on this host: `kernel test`'s selection.
 
 The target is read from the interpreter that will run the tests
-(kernel/target_probe.py): its GPUs, torch, the sgl_kernel package it imports
+(kernel/test/target_probe.py): its GPUs, torch, the sgl_kernel package it imports
 (the wheel's architectures from `_build_archs.py`, its libraries) and which
 of the modules the test files import are installed. The rules are data
 (pkgs/sgl-kernel/kernel-tests.json): a file runs unless a rule or a missing
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import inputfiles, proc
+from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError, StackError, ToolchainError
-from blackwell_stack.model import registry
 
 _CAPABILITY = re.compile(r"^(\d+)\.(\d+)$")
 _ARCH = re.compile(r"^(\d+)\.(\d+)([af]?)$")

@@ -3,7 +3,7 @@
 Each upstream test file runs in its own pytest process (a kernel that kills
 its process takes only that file with it), in a process group of its own
 (killed whole when the file runs past its time limit or when the run is
-interrupted), with its output in a log. The plugin kernel/pytest_outcomes.py
+interrupted), with its output in a log. The plugin kernel/test/pytest_outcomes.py
 writes each test's progress as it happens, so a crash is reported with the
 test that was running. Project checks (pkgs/sgl-kernel/gpu_check.py) run as
 scripts: their exit code is their verdict.
@@ -24,8 +24,8 @@ from typing import Any
 
 from blackwell_stack.errors import ToolchainError
 from blackwell_stack.fileio import atomic_write_json
-from blackwell_stack.kernel import pytest_outcomes
-from blackwell_stack.kernel.testplan import Item
+from blackwell_stack.kernel.test import pytest_outcomes
+from blackwell_stack.kernel.test.selection import Item
 
 PLUGIN = "blackwell_stack_test_outcomes"
 # A file's verdicts; every one but these two is a failure of the run.

@@ -1,8 +1,8 @@
-"""The shapes of the data files (model/shape.py), one per kind of file, and the checks across their fields.
+"""The shapes of the data files (data/shape.py), one per kind of file, and the checks across their fields.
 
 What a file must hold to be read at all lives here; what its values mean
 (a stack's kernel, a recipe's memory rule, a rule's versions) is checked by
-the loader that gives them meaning, after the shape (model/registry.py runs
+the loader that gives them meaning, after the shape (data/registry.py runs
 both). Files whose whole validation predates the registry keep it in their
 loader and have a shape here that says only what those loaders rely on.
 """
@@ -12,9 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack.errors import DataError
-from blackwell_stack.model.plan import HASH_CHECKS
-from blackwell_stack.model.shape import (
+from blackwell_stack.data.plan import HASH_CHECKS
+from blackwell_stack.data.shape import (
     AnyValue,
     Bool,
     Either,
@@ -28,6 +27,7 @@ from blackwell_stack.model.shape import (
     Shape,
     Str,
 )
+from blackwell_stack.errors import DataError
 
 SHA256 = Str(pattern=r"[0-9a-f]{64}")
 NAMES = ListOf(Str(nonempty=True))
@@ -35,7 +35,7 @@ TAKES_VALUE = ("none", "one", "optional", "many")
 
 OBJECT = Obj({})  # the loader checks the rest (it did before the registry)
 
-# stacks/<name>/stack.json (docs/stacks.md); model/stack.py checks that it names its own directory.
+# stacks/<name>/stack.json (docs/stacks.md); data/stack.py checks that it names its own directory.
 KEY_VERSIONS = ("sglang", "flashinfer", "torch")
 _TEXT = Str(nonempty=True)
 STACK = Obj({
@@ -49,7 +49,7 @@ STACK = Obj({
     "lock": Obj({"command": _TEXT, "missing_reason": Opt(Str())}),
 }, optional={"kept_wheels": Obj({"pins": _TEXT})})
 
-# stacks/<name>/uv.lock; model/lock.py says which format version it reads.
+# stacks/<name>/uv.lock; data/lock.py says which format version it reads.
 LOCK = Obj({"version": AnyValue()}, optional={
     "package": ListOf(Obj({"name": Str(nonempty=True)}, optional={
         "version": Str(),
@@ -93,7 +93,7 @@ AUDIT = Obj({
     }),
 })
 
-# stacks/<name>/pins.json (model/pins.py, lib/pins.nix): what a verified pin needs is checked there.
+# stacks/<name>/pins.json (data/pins.py, lib/pins.nix): what a verified pin needs is checked there.
 _WHEEL_PIN = Obj({
     "filename": Opt(Str(pattern=r"[^/%]*", means="a plain file name (no '/' or %-escapes): Nix names the store "
                         "path after it")),
@@ -107,14 +107,14 @@ KEPT_WHEEL_PINS = Obj({
     "packages": Map(Obj({"version": Opt(Str()), "wheels": Map(_WHEEL_PIN, nonempty=True)}), nonempty=True),
 })
 
-# modules/profiles/<name>.json: model/profile.py checks the rest (values, sources, verification).
+# modules/profiles/<name>.json: data/profile.py checks the rest (values, sources, verification).
 PROFILE = Obj({
     "name": Str(nonempty=True),
     "model": Obj({}), "hardware": Obj({}), "runtime": Obj({}), "service": Obj({}),
     "flags": Map(Obj({})), "env": Map(Obj({})),
 }, optional={"stacks": NAMES})
 
-# modules/rules.json: model/profile.py `load_rules` checks each rule's fields and versions.
+# modules/rules.json: data/profile.py `load_rules` checks each rule's fields and versions.
 RULES = Obj({"rules": ListOf(Obj({}))}, optional={"constants": Map(AnyValue())})
 
 # modules/sglang-flags/<version>.json: written by `serve flags extract` (serve/flags_extract.py).
@@ -141,7 +141,7 @@ def check_flag_table(data: dict[str, Any], path: Path) -> None:
                                 "regenerate the table with `blackwell-stack serve flags extract`")
 
 
-# pkgs/sgl-kernel/recipe.json: CMake defines and environment variables by name; kernel/recipe.py checks the
+# pkgs/sgl-kernel/recipe.json: CMake defines and environment variables by name; kernel/inputs/recipe.py checks the
 # architectures and the memory rule (jobs.py) across fields.
 VARIABLE = r"[A-Za-z_][A-Za-z0-9_]*"
 RECIPE = Obj({
@@ -153,7 +153,7 @@ RECIPE = Obj({
 })
 
 # pkgs/sgl-kernel/reference-wheel.json: written by benchmarks/kernel-reproducibility/make_reference.py; the
-# conditions it must name are kernel/conditions.py's (kernel/reference.py checks them).
+# conditions it must name are kernel/reproducibility/conditions.py's (kernel/reproducibility/reference.py checks them).
 _REFERENCE = Obj({
     "configuration": Obj({"command": Str(), "conditions": Map(Str()), "build_record": Obj({})}),
     "result": Obj({
@@ -191,7 +191,7 @@ KERNEL_SOURCES = Obj({
     "fetchcontent": Map(Obj({}, optional={"submodules": Map(Obj({}))})),
 })
 
-# pkgs/sgl-kernel/kernel-tests.json: `kernel test`'s rules (kernel/testplan.py); a rule skips its file with `skip`,
+# pkgs/sgl-kernel/kernel-tests.json: `kernel test`'s rules (kernel/test/selection.py); a rule skips its file with `skip`,
 # or says in `why` what the file tests (the reason given when the host, the wheel or its GPU cannot run it).
 _KERNEL_TEST_RULE_FIELDS = {
     "needs_gpus": Int(minimum=1), "needs_libraries": NAMES,
@@ -290,7 +290,7 @@ ENV_COLLISIONS = Obj({
 BASELINE = Obj({"target": Str(), "model": Str(nonempty=True), "source": Str(), "expectations": ListOf(Obj({}))},
                optional={"tolerance": Num()})
 
-TEXT: Shape = AnyValue()  # patches (parsed by kernel/patchcheck.py) and the kernel's check scripts
+TEXT: Shape = AnyValue()  # patches (parsed by kernel/inputs/patch_series.py) and the kernel's check scripts
 
 _STARTUP_IMPORT = Obj({
     "module": Str(pattern=r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"),

@@ -12,11 +12,11 @@ venv's torch is the one compiled against.
 
 Reproducibility: the recipe's settings (recipe.json) make nvcc's temporary
 names, static archives and the wheel's timestamps deterministic; the build
-compiles from a copy of its inputs at one fixed path (kernel/staging.py: nvcc
+compiles from a copy of its inputs at one fixed path (kernel/build/staging.py: nvcc
 names internal entities after a .cu file's real path), and this module adds
 -ffile-prefix-map flags that write the stage, torch's site-packages, the
 CUDA toolkit and the build directory under fixed names. The compilers are
-tried and pinned (kernel/compilers.py), and the wheel is refused when one of
+tried and pinned (kernel/build/compilers.py), and the wheel is refused when one of
 its libraries carries its own C++ runtime. See docs/sgl-kernel.md.
 """
 
@@ -31,21 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack import inputfiles, proc
+from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import BuildError, DataError, ExitCode, HashMismatch, StackError, ToolchainError
-from blackwell_stack.kernel import (
-    buildinfo,
-    compilers,
-    jobs,
-    patchcheck,
-    recipe,
-    reference,
-    sourcedir,
-    sources,
-    staging,
-    toolchain,
-)
-from blackwell_stack.kernel.conditions import conditions_of
-from blackwell_stack.model.stack import Stack
+from blackwell_stack.kernel import jobs
+from blackwell_stack.kernel.build import compilers, staging, toolchain
+from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
+from blackwell_stack.kernel.reproducibility import buildinfo, reference
+from blackwell_stack.kernel.reproducibility.conditions import conditions_of
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 # The environment variables CMake reads its initial compiler flags from; the
@@ -86,7 +78,7 @@ def pyproject_version(kernel_dir: Path) -> str | None:
 def check_source(src: str | Path) -> SourceCheck:
     """Is the checkout the pinned sgl-kernel? Differences are warnings: a newer tree may still build."""
     # Absolute: the prefix map must name the path CMake compiles from (a relative --src matched nothing).
-    kdir = patchcheck.kernel_dir(src).resolve()
+    kdir = patch_series.kernel_dir(src).resolve()
     pins = kernel_sources()["sglang"]
     version = pyproject_version(kdir)
     rev = None
@@ -119,7 +111,7 @@ class BuildPlan:
     log_path: Path
     patches_to_apply: list[str]
     patches_applied: list[str]
-    series: list[patchcheck.Patch] | None = None  # None: patches/sgl-kernel
+    series: list[patch_series.Patch] | None = None  # None: patches/sgl-kernel
     build_dir: Path | None = None
     stage: staging.Layout | None = None  # where the inputs are placed for the build
     source_links: list[tuple[Path, Path]] = field(default_factory=list)  # read-only sources: (from, staged at)
@@ -300,11 +292,11 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         warnings.append(text)
         say(text)
 
-    series = patchcheck.load_series()
+    series = patch_series.load_series()
     # Without GNU patch the series is not checked here: the toolchain check below says what to install.
-    report = patchcheck.check_series(source.kernel_dir, series) if proc.which("patch") else None
+    report = patch_series.check_series(source.kernel_dir, series) if proc.which("patch") else None
     if report and not report.ok:
-        conflicts = [patchcheck.conflict_message(r) for r in report.hunks if r.state == patchcheck.CONFLICTING]
+        conflicts = [patch_series.conflict_message(r) for r in report.hunks if r.state == patch_series.CONFLICTING]
         blockers.append(BuildError(
             f"the sgl-kernel patch series does not apply to {source.kernel_dir}:\n" + "\n".join(conflicts or [str(report.patch_states())]),
             "check out sglang v0.5.9 afresh (`git -C SRC checkout -- sgl-kernel`); "
@@ -400,8 +392,8 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         note(f"no comparison with the reference wheel: {exc.message}")
     return BuildPlan(
         source, arch, job_plan, host, defines, env, command, out_dir, out_dir / log_name,
-        [n for n, s in states.items() if s == patchcheck.APPLICABLE],
-        [n for n, s in states.items() if s == patchcheck.APPLIED],
+        [n for n, s in states.items() if s == patch_series.APPLICABLE],
+        [n for n, s in states.items() if s == patch_series.APPLIED],
         series=series, build_dir=build_dir, stage=stage, source_links=source_links, torch=expected, checks=checks,
         source_dirs=source_states, source_copies=source_copies, build_info=record, reference=verdict,
         conditions=conditions, warnings=warnings, blockers=blockers,

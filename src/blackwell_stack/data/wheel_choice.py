@@ -26,7 +26,7 @@ from packaging import tags
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from blackwell_stack.model.lock import LockedPackage
+from blackwell_stack.data.lock import LockedPackage
 
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_(.+)$")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}

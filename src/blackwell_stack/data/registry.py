@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import inputfiles
+from blackwell_stack.data import schemas, shape
 from blackwell_stack.errors import DataError, ExitCode, StackError
-from blackwell_stack.model import schemas, shape
 from blackwell_stack.paths import data_path
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # data shipped inside the package (bench baselines)
@@ -66,39 +66,39 @@ class DataFile:
 REGENERATE_AUDIT = "write it again with `blackwell-stack stack audit NAME --write`"
 
 FILES: tuple[DataFile, ...] = (
-    DataFile("stack", "stacks/{name}/stack.json", "what a stack's lock cannot say (model/stack.py)",
+    DataFile("stack", "stacks/{name}/stack.json", "what a stack's lock cannot say (data/stack.py)",
              ("cli", "nix"), schemas.STACK),
-    DataFile("lock", "stacks/{name}/uv.lock", "a stack's uv lock (model/lock.py)", ("cli", "nix"), schemas.LOCK,
+    DataFile("lock", "stacks/{name}/uv.lock", "a stack's uv lock (data/lock.py)", ("cli", "nix"), schemas.LOCK,
              format="toml", hint="lock the stack again with its lock command (`blackwell-stack stack show NAME`)"),
     DataFile("stack-pyproject", "stacks/{name}/pyproject.toml", "what a stack's lock is made from", ("cli", "nix"),
              schemas.STACK_PYPROJECT, format="toml"),
     DataFile("audit", "stacks/{name}/wheels.json", "what a stack's locked wheels hold (`stack audit`)",
              ("cli", "nix"), schemas.AUDIT, hint=REGENERATE_AUDIT),
-    DataFile("kept-wheel-pins", "stacks/{name}/pins.json", "the wheels a stack keeps, pinned (model/pins.py)",
+    DataFile("kept-wheel-pins", "stacks/{name}/pins.json", "the wheels a stack keeps, pinned (data/pins.py)",
              ("cli", "nix"), schemas.KEPT_WHEEL_PINS),
-    DataFile("profile", "modules/profiles/{name}.json", "a serving profile (model/profile.py)", ("cli", "nix"),
+    DataFile("profile", "modules/profiles/{name}.json", "a serving profile (data/profile.py)", ("cli", "nix"),
              schemas.PROFILE, hint="see modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json"),
     DataFile("rules", "modules/rules.json", "the rules over a rendered service (serve/rules.py)", ("cli", "nix"),
              schemas.RULES),
     DataFile("flag-table", "modules/sglang-flags/{name}.json", "an SGLang version's flags (serve/flags.py)",
              ("cli", "nix"), schemas.FLAG_TABLE, schemas.check_flag_table,
              hint="regenerate the table with `blackwell-stack serve flags extract`"),
-    DataFile("recipe", "pkgs/sgl-kernel/recipe.json", "how sgl-kernel is configured (kernel/recipe.py)",
+    DataFile("recipe", "pkgs/sgl-kernel/recipe.json", "how sgl-kernel is configured (kernel/inputs/recipe.py)",
              ("cli", "nix"), schemas.RECIPE),
-    DataFile("kernel-sources", "pkgs/sgl-kernel/sources.json", "sgl-kernel's sources by hash (kernel/sources.py)",
+    DataFile("kernel-sources", "pkgs/sgl-kernel/sources.json", "sgl-kernel's sources by hash (kernel/inputs/sources.py)",
              ("cli", "nix"), schemas.KERNEL_SOURCES),
     DataFile("compile-units", "pkgs/sgl-kernel/compile-units.json", "sgl-kernel's targets and sources at the pin "
-             "(kernel/compile_work.py)", ("cli",), schemas.COMPILE_UNITS, schemas.check_compile_units,
+             "(kernel/build/compile_work.py)", ("cli",), schemas.COMPILE_UNITS, schemas.check_compile_units,
              hint="restore it from the repository"),
     DataFile("reference-wheel", "pkgs/sgl-kernel/reference-wheel.json", "the reference sgl-kernel wheel "
-             "(kernel/reference.py)", ("cli",), schemas.REFERENCE_WHEEL, schemas.check_reference_wheel),
+             "(kernel/reproducibility/reference.py)", ("cli",), schemas.REFERENCE_WHEEL, schemas.check_reference_wheel),
     DataFile("kernel-tests", "pkgs/sgl-kernel/kernel-tests.json", "which of upstream's kernel tests `kernel test` "
-             "runs, and why it skips the others (kernel/testplan.py)", ("cli",), schemas.KERNEL_TESTS,
+             "runs, and why it skips the others (kernel/test/selection.py)", ("cli",), schemas.KERNEL_TESTS,
              schemas.check_kernel_tests, hint="see pkgs/sgl-kernel/kernel-tests.json of the repository"),
     DataFile("kernel-check", "pkgs/sgl-kernel/{name}.py", "the project's own check of a built sgl-kernel on a GPU, "
-             "run by `kernel test` and the derivation's gpuCheck (kernel/testplan.py)", ("cli", "nix"), schemas.TEXT,
+             "run by `kernel test` and the derivation's gpuCheck (kernel/test/selection.py)", ("cli", "nix"), schemas.TEXT,
              format="text"),
-    DataFile("patch", "patches/sgl-kernel/{name}.patch", "one change to sgl-kernel (kernel/patchcheck.py)",
+    DataFile("patch", "patches/sgl-kernel/{name}.patch", "one change to sgl-kernel (kernel/inputs/patch_series.py)",
              ("cli", "nix"), schemas.TEXT, format="text"),
     DataFile("flake-lock", "flake.lock", "the flake's inputs, locked by Nix", ("cli", "nix"), schemas.FLAKE_LOCK,
              schemas.check_flake_lock, hint="lock again with `nix flake lock`, or restore it from the repository"),

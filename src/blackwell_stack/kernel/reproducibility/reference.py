@@ -9,7 +9,7 @@ configuration and what it built:
   sources by pin and by the NAR hash of what was compiled, the torch and the
   --allow-* options that chose it);
 - the conditions the record does not name but the bytes depend on: the
-  stage the build compiled from (kernel/staging.py: nvcc names internal
+  stage the build compiled from (kernel/build/staging.py: nvcc names internal
   entities after the .cu files' real paths), the compilers (version, path
   and the libstdc++ they link) and the versions of the other tools;
 - the result: the wheel's sha256 and size, and every member's sha256.
@@ -32,13 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import inputfiles
+from blackwell_stack.data import registry, schemas
+from blackwell_stack.data import stack as stacks_model
 from blackwell_stack.errors import DataError
 from blackwell_stack.formats import wheeldiff, wheelzip, zipmember
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.kernel import buildinfo, patchcheck, recipe, sourcedir, sources, toolchain
-from blackwell_stack.kernel.conditions import CONDITIONS
-from blackwell_stack.model import registry, schemas
-from blackwell_stack.model import stack as stacks_model
+from blackwell_stack.kernel.build import toolchain
+from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
+from blackwell_stack.kernel.reproducibility import buildinfo
+from blackwell_stack.kernel.reproducibility.conditions import CONDITIONS
 
 SCHEMA_VERSION = schemas.REFERENCE_WHEEL_SCHEMA
 BUILD_RECORD_MEMBER = schemas.BUILD_RECORD_MEMBER
@@ -86,7 +88,7 @@ class Document:
 
 
 def document(path: str | Path | None = None) -> Document:
-    """The whole reference file, checked by its shape (model/schemas.py) and the conditions it must name."""
+    """The whole reference file, checked by its shape (data/schemas.py) and the conditions it must name."""
     path = Path(path) if path is not None else reference_path()
     data = registry.load("reference-wheel", file=path, check=_check_conditions)
     withdrawn = [Withdrawn(w["wheel"]["name"], w["wheel"]["sha256"], w["cuda_archs"], w["measured"], w["why"])
@@ -102,7 +104,7 @@ def document(path: str | Path | None = None) -> Document:
 
 
 def _check_conditions(data: dict[str, Any], path: Path) -> None:
-    """A current reference names every condition of kernel/conditions.py (after the shape)."""
+    """A current reference names every condition of kernel/reproducibility/conditions.py (after the shape)."""
     if data["current"] is None:
         return
     conditions = data["current"]["configuration"]["conditions"]
@@ -170,7 +172,7 @@ def owner_of(record_path: str) -> str:
         return "--python's torch, --allow-torch and the stack's lock"
     if top == "toolchain":
         return "the build tools found"
-    return "src/blackwell_stack/kernel/buildinfo.py"
+    return "src/blackwell_stack/kernel/reproducibility/buildinfo.py"
 
 
 # -- does the recorded configuration still describe the repository? ------------------------
@@ -197,7 +199,7 @@ def expected_record(ref: Reference) -> dict[str, Any]:
         cuda_archs=arch,
         defines=recipe.defines(rec, arch),
         environment=recipe.environment(rec, arch),
-        series=patchcheck.load_series(),
+        series=patch_series.load_series(),
         sources=_expected_sources(recorded.get("sources") or {}, data, arch),
         torch={"built_against": torch_rec.get("built_against"), **expected.to_json()},
         toolchain=dict(recorded.get("toolchain") or {}),

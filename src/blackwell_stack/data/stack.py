@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.data import registry, wheel_choice
+from blackwell_stack.data.lock import Lock, LockedPackage, load_lock
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.model import registry, wheel_choice
-from blackwell_stack.model.lock import Lock, LockedPackage, load_lock
 from blackwell_stack.paths import data_path
 
 STACKS_DIR = "stacks"

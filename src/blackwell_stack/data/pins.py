@@ -13,7 +13,7 @@ The schema (version 1), shared with lib/pins.nix:
           "wheels": {
             "<system>-<pyVerNoDot>" | "any": {
               "filename", "url", "hash" (SRI or null), "hash_source" (prose),
-              "hash_checked" (computed, registry, public or none: model.plan.HASH_CHECKS),
+              "hash_checked" (computed, registry, public or none: data.plan.HASH_CHECKS),
               "verified" (bool), "reason" (why unverified, or null)
             }
           }
@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack.data import registry, schemas, shape
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
-from blackwell_stack.model import registry, schemas, shape
 
 SCHEMA_VERSION = schemas.KEPT_WHEEL_PINS_SCHEMA
 ANY_KEY = "any"  # a pure-Python wheel, the same for every system and Python
@@ -141,7 +141,7 @@ class PinRow:
     url: str | None
     hash: str | None
     hash_source: str | None
-    hash_checked: str  # model.plan.HASH_CHECKS
+    hash_checked: str  # data.plan.HASH_CHECKS
     verified: bool
     reason: str | None
     file: str

@@ -1,6 +1,6 @@
-"""`kernel build`'s build itself, once make_plan found nothing that stops it (kernel/build.py).
+"""`kernel build`'s build itself, once make_plan found nothing that stops it (kernel/build/prepare.py).
 
-The inputs are staged at the fixed path (kernel/staging.py): the checkout's
+The inputs are staged at the fixed path (kernel/build/staging.py): the checkout's
 sgl-kernel/ copied and patched there (the checkout is never changed), the
 FetchContent sources linked or copied beside it; then the wheel is built with
 a progress bar and a log, and refused when one of its libraries carries its
@@ -21,8 +21,9 @@ from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes
 from blackwell_stack.formats import cxxruntime
-from blackwell_stack.kernel import compilers, patchcheck, sourcedir, staging
-from blackwell_stack.kernel.build import BuildPlan
+from blackwell_stack.kernel.build import compilers, staging
+from blackwell_stack.kernel.build.prepare import BuildPlan
+from blackwell_stack.kernel.inputs import patch_series, sourcedir
 from blackwell_stack.progress import Progress
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -48,7 +49,7 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
         except (OSError, shutil.Error) as exc:
             raise StackError(f"cannot copy {plan.source.kernel_dir} to {stage.kernel_dir}: {exc}",
                              f"free space under {stage.root.parent}") from None
-        _, applied = patchcheck.apply_series(stage.kernel_dir, plan.series)
+        _, applied = patch_series.apply_series(stage.kernel_dir, plan.series)
         for name in applied:
             print(f"applied {name} (to the staged copy; {plan.source.kernel_dir} is unchanged)", file=stream)
         for source, dest in plan.source_links:

@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.kernel import patchcheck
+from blackwell_stack.kernel.inputs import patch_series
 
 SCHEMA_VERSION = 1
 FILE_NAME = "sgl-kernel-build-info.json"
 
 
-def patch_digests(series: list[patchcheck.Patch]) -> list[dict[str, str]]:
+def patch_digests(series: list[patch_series.Patch]) -> list[dict[str, str]]:
     return [{"name": p.name, "sha256": sha256_file(p.path)} for p in series]
 
 
@@ -32,7 +32,7 @@ def render(
     cuda_archs: str,
     defines: Mapping[str, str],
     environment: Mapping[str, str],
-    series: list[patchcheck.Patch],
+    series: list[patch_series.Patch],
     sources: Mapping[str, Any],
     torch: Mapping[str, Any],
     toolchain: Mapping[str, str],

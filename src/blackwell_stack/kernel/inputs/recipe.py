@@ -21,9 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from blackwell_stack.data import registry, schemas, shape
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.kernel import jobs
-from blackwell_stack.model import registry, schemas, shape
 
 # A CUDA capability as patch 0005 reads it: "9.0", "12.0a", "10.0f" (major, minor, suffix).
 _CAPABILITY = re.compile(r"(0|[1-9][0-9]*)\.([0-9]+)([af]?)")

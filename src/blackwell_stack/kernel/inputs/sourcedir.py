@@ -6,7 +6,7 @@ DIR/<name>.submodules/<path>/ for the git submodules a pin lists, and,
 optionally, DIR/sglang/ for the sglang tree itself. Each directory is what
 fetchFromGitHub (GitHub's tarball of the revision) or fetchzip unpacks, so
 its NAR hash is the pin's hash: `check` computes it without Nix
-(kernel/nar.py). A submodule's directory in its parent is left empty, as
+(kernel/inputs/nar.py). A submodule's directory in its parent is left empty, as
 GitHub's archive (`git archive`) leaves it. `fetch` downloads what is missing,
 unpacks it beside the target, checks the hash and only then moves it into
 place: a directory that is there has passed its check, and nothing
@@ -33,7 +33,7 @@ from typing import Any
 
 from blackwell_stack.download import download
 from blackwell_stack.errors import HashMismatch, StackError
-from blackwell_stack.kernel import nar, sources
+from blackwell_stack.kernel.inputs import nar, sources
 
 OK, MISMATCH, MISSING, UNPINNED = "ok", "mismatch", "missing", "unverified pin"
 

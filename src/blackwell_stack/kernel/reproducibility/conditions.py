@@ -1,6 +1,6 @@
 """The conditions of a kernel build that its build record does not name but its bytes depend on: the stage it
 compiles from, the compilers (version, path and the libstdc++ they link) and the versions of the other tools.
-The reference wheel records them (kernel/reference.py); `kernel build` shows this build's beside them."""
+The reference wheel records them (kernel/reproducibility/reference.py); `kernel build` shows this build's beside them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from blackwell_stack import proc
-from blackwell_stack.kernel import compilers as compilers_mod
-from blackwell_stack.kernel import toolchain
+from blackwell_stack.kernel.build import compilers as compilers_mod
+from blackwell_stack.kernel.build import toolchain
 
 # The conditions, in the order they are shown. The stage first: its path changes the bytes for certain. The
 # checkout, the sources directory and the venv are not conditions: the build stages the first two at the fixed

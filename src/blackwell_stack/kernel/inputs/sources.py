@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import proc
+from blackwell_stack.data import registry
+from blackwell_stack.data.plan import check_hash_checked
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri, is_sri
-from blackwell_stack.model import registry
-from blackwell_stack.model.plan import check_hash_checked
 
 UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
 UPDATE_FETCH_HINT = "blackwell-stack kernel sources fetch --dir DIR fetches and checks them"

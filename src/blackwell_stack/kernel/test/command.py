@@ -1,7 +1,7 @@
 """`blackwell-stack kernel test`: upstream's kernel tests on this host's GPU, its arguments, run and report.
 
-What runs and why the rest is skipped is kernel/testplan.py; running each file
-in its own process and counting what happened is kernel/testrun.py.
+What runs and why the rest is skipped is kernel/selection.py; running each file
+in its own process and counting what happened is kernel/runner.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.kernel import build, testplan, testrun
+from blackwell_stack.kernel.build import prepare
+from blackwell_stack.kernel.test import runner, selection
 
 
 def register(ksub: argparse._SubParsersAction) -> None:
@@ -59,7 +60,7 @@ def _tests_dir(args: argparse.Namespace) -> Path:
     if src is None:
         raise StackError("no tests to run: pass --src SGLANG (or --sources DIR, or --tests DIR)",
                          "the tests are sgl-kernel/tests of the sglang tree the wheel was built from")
-    checked = build.check_source(src)
+    checked = prepare.check_source(src)
     for text in checked.warnings:
         print(f"warning: {text}", file=sys.stderr)
     tests = checked.kernel_dir / "tests"
@@ -68,33 +69,33 @@ def _tests_dir(args: argparse.Namespace) -> Path:
     return tests.resolve()
 
 
-def _test_report(target: testplan.Target, tests_dir: Path, wheel: str | None, results: list[testrun.FileResult]) -> dict:
+def _test_report(target: selection.Target, tests_dir: Path, wheel: str | None, results: list[runner.FileResult]) -> dict:
     return {"target": target.to_json(), "tests_dir": str(tests_dir), "wheel": wheel,
-            "ok": all(r.ok for r in results), "totals": testrun.totals(results), "files": [r.to_json() for r in results]}
+            "ok": all(r.ok for r in results), "totals": runner.totals(results), "files": [r.to_json() for r in results]}
 
 
 def cmd_test(args: argparse.Namespace) -> int:
     tests_dir = _tests_dir(args)
-    rules = testplan.load_rules()
-    if args.gpu is not None and not testplan.runs_on(args.gpu + "a", args.gpu):
+    rules = selection.load_rules()
+    if args.gpu is not None and not selection.runs_on(args.gpu + "a", args.gpu):
         raise StackError(f"--gpu {args.gpu} is not a compute capability", "write it as major.minor, e.g. 12.0 or 9.0")
     with tempfile.TemporaryDirectory(prefix="sgl-kernel-test-") as tmp:
         env = dict(os.environ)
         if args.wheel:
-            site = testplan.unpack_wheel(args.wheel, Path(tmp) / "site")
+            site = selection.unpack_wheel(args.wheel, Path(tmp) / "site")
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-        files, _checks = testplan.chosen(tests_dir, rules, args.file or None)
-        target = testplan.probe(args.python, testplan.modules_to_probe(tests_dir, files), env, args.gpu)
+        files, _checks = selection.chosen(tests_dir, rules, args.file or None)
+        target = selection.probe(args.python, selection.modules_to_probe(tests_dir, files), env, args.gpu)
         if not target.runnable_archs:
             raise StackError(
                 f"this sgl_kernel was built for {', '.join(target.wheel_archs or ())}, and none of those runs on this "
                 f"GPU ({target.capability}): its import would refuse it",
                 f"build for this GPU: blackwell-stack kernel build --arch {target.capability}a", code=ExitCode.CHECK_FAILED)
-        items = testplan.select(tests_dir, rules, target, args.file or None)
+        items = selection.select(tests_dir, rules, target, args.file or None)
         if args.dry_run:
             return _print_test_selection(target, items, args.json)
         logs = Path(args.logs).resolve() if args.logs else Path(tmp) / "logs"
-        results = testrun.run(
+        results = runner.run(
             items, args.python, env, tests_dir, logs, timeout=args.timeout,
             say=lambda text: print(text, file=sys.stderr),
             summary=lambda done: _test_report(target, tests_dir, args.wheel, done),
@@ -107,14 +108,14 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else int(ExitCode.CHECK_FAILED)
 
 
-def _target_lines(target: testplan.Target) -> list[str]:
+def _target_lines(target: selection.Target) -> list[str]:
     gpus = ", ".join(f"{n} ({c})" for n, c in zip(target.gpu_names, target.gpus))
     built = ", ".join(target.wheel_archs) if target.wheel_archs is not None else "upstream's list"
     return [f"GPU: {gpus}; torch {target.torch or '(not asked)'} ({target.python})",
             f"sgl_kernel: {target.package_dir} (built for {built}; runs {', '.join(target.runnable_archs)} here)"]
 
 
-def _print_test_selection(target: testplan.Target, items: list[testplan.Item], as_json: bool) -> int:
+def _print_test_selection(target: selection.Target, items: list[selection.Item], as_json: bool) -> int:
     if as_json:
         output.dump_json({"target": target.to_json(), "files": [{"name": i.name, "run": i.skip is None, "skip": i.skip}
                                                                 for i in items]})
@@ -126,7 +127,7 @@ def _print_test_selection(target: testplan.Target, items: list[testplan.Item], a
     return 0
 
 
-def _print_test_report(target: testplan.Target, results: list[testrun.FileResult], *, kept_logs: bool) -> None:
+def _print_test_report(target: selection.Target, results: list[runner.FileResult], *, kept_logs: bool) -> None:
     output.heading("sgl-kernel tests")
     for line in _target_lines(target):
         print(line)
@@ -144,9 +145,9 @@ def _print_test_report(target: testplan.Target, results: list[testrun.FileResult
         if kept_logs:
             print(f"  log: {r.log}")
         else:
-            for line in testrun.failure_tail(r):
+            for line in runner.failure_tail(r):
                 print(f"  | {line}")
-    t = testrun.totals(results)
+    t = runner.totals(results)
     verdict = "all passed" if t["files_failed"] == 0 else f"{t['files_failed']} file(s) FAILED"
     print(f"\n{t['files_run']} file(s) run, {t['files_skipped']} skipped; tests: {t['passed']} passed, {t['failed']} "
           f"failed, {t['skipped']} skipped, {t['errors']} errors: {verdict}")

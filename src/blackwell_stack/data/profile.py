@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import inputfiles
+from blackwell_stack.data import registry, versions
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.model import registry, versions
 
 DEFAULT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120"
 # The runtime components a rule may state versions for (Runtime's fields).
@@ -115,7 +115,7 @@ def load_profile(name_or_path: str | None = None) -> Profile:
 
 
 def _validate(path: Path, data: Any) -> None:
-    """What a profile's values mean (its shape is the registry's: model/schemas.py PROFILE)."""
+    """What a profile's values mean (its shape is the registry's: data/schemas.py PROFILE)."""
     for section, fields in _REQUIRED.items():
         for field in fields:
             if field not in data[section]:
@@ -166,7 +166,7 @@ def load_rules(path: Path | None = None) -> dict[str, Any]:
 
 
 def _check_rules(data: dict[str, Any], path: Path) -> None:
-    """Each rule's fields and versions (the file's shape is the registry's: model/schemas.py RULES)."""
+    """Each rule's fields and versions (the file's shape is the registry's: data/schemas.py RULES)."""
     seen = set()
     for i, rule in enumerate(data["rules"]):
         rid = rule.get("id") or f"#{i}"

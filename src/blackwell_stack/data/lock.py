@@ -15,8 +15,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from blackwell_stack import inputfiles
+from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.model import registry
 
 
 @dataclass(frozen=True)

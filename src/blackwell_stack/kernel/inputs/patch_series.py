@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack import inputfiles, proc
+from blackwell_stack.data import registry
 from blackwell_stack.errors import BuildError, DataError, StackError
 from blackwell_stack.fileio import atomic_write_bytes
-from blackwell_stack.model import registry
 
 APPLIED, APPLICABLE, CONFLICTING = "applied", "applicable", "conflicting"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack import inputfiles
+from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError
-from blackwell_stack.kernel import patchcheck, recipe
-from blackwell_stack.model import registry
+from blackwell_stack.kernel.inputs import patch_series, recipe
 
 GOAL = 1 / 8  # issue 3: the SM120 recipe needs at most 1/8 of upstream's device compilations
 
@@ -50,7 +50,7 @@ def is_cuda(source: str) -> bool:
 
 
 def sources_from_checkout(src: str | Path) -> dict[str, list[str]]:
-    kdir = patchcheck.kernel_dir(src)
+    kdir = patch_series.kernel_dir(src)
     out = {}
     for target, (rel, var) in SOURCE_VARIABLES.items():
         path = kdir / rel
@@ -63,7 +63,7 @@ def sources_from_checkout(src: str | Path) -> dict[str, list[str]]:
 
 
 def load_data(path: Path | None = None) -> dict:
-    """compile-units.json, checked (its shape and arch sets: model/schemas.py)."""
+    """compile-units.json, checked (its shape and arch sets: data/schemas.py)."""
     return registry.load("compile-units", file=path)
 
 
@@ -171,7 +171,7 @@ def compare(src: str | Path | None = None, archs: str | None = None) -> WorkComp
     if src is not None:
         sources = sources_from_checkout(src)
         note = (
-            f"translation units parsed from {patchcheck.kernel_dir(src)} (CMakeLists.txt, cmake/flashmla.cmake); "
+            f"translation units parsed from {patch_series.kernel_dir(src)} (CMakeLists.txt, cmake/flashmla.cmake); "
             "FA3's globbed instantiations and upstream's architecture sets from pkgs/sgl-kernel/compile-units.json"
         )
     else:
