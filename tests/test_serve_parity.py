@@ -304,15 +304,16 @@ def test_a_version_a_rule_was_not_checked_for_gives_a_warning(nix, tmp_path):
     unchecked = case(extra_args=["--moe-runner-backend", "flashinfer_cutedsl"], runtime={"sglang": "0.5.9", "flashinfer": "0.6.9"})
     # An SGLang without a table of its own, rendered with 0.5.23's: every version-scoped rule is unknown.
     unknown_sglang = now(overrides={"attention-backend": "fa3"}, runtime={"sglang": "0.5.15", "flashinfer": "0.7.2"}, table="0.5.23")
-    # A local build is another build: 0.5.23+cu130 is not 0.5.23.
+    # A local build is its public version (PEP 440 matching ignores the local label): 0.5.23+cu130 is checked.
     local_build = now(overrides={"attention-backend": "fa3"}, runtime={"sglang": "0.5.23+cu130", "flashinfer": "0.7.2"}, table="0.5.23")
     no_flashinfer = case(extra_args=["--moe-runner-backend", "flashinfer_cutedsl"], runtime={"sglang": "0.5.9", "flashinfer": None})
     assert_same(nix, [unchecked, unknown_sglang, local_build, no_flashinfer], tmp_path)
 
     v = _verdict(unchecked, "sm120-moe-flashinfer-cutedsl")
     assert (v["fired"], v["severity"], v["applies"]) == (True, "warning", "unknown")
-    assert v["messages"][0].startswith("(truth unknown: not checked for flashinfer 0.6.9 (holds for 0.6.5, 0.7.2; does not hold for none)) ")
-    for c, version in ((unknown_sglang, "0.5.15"), (local_build, "0.5.23+cu130")):
+    assert v["messages"][0].startswith("(truth unknown: not checked for flashinfer 0.6.9 (holds for ==0.6.5, ==0.7.2; does not hold for none)) ")
+    assert _verdict(local_build, "sm120-attention-backend-without-kernels")["applies"] == "yes"
+    for c, version in ((unknown_sglang, "0.5.15"),):
         v = _verdict(c, "sm120-attention-backend-without-kernels")
         assert (v["fired"], v["severity"], v["applies"]) == (True, "warning", "unknown"), v
         assert f"not checked for sglang {version}" in v["messages"][0]

@@ -27,7 +27,7 @@ def tables_of(rule):
     held = rule["versions"].get("sglang", {}).get("holds")
     if held is None:
         return list(TABLES.values())
-    return [t for v, t in TABLES.items() if any(versions.in_range(v, r) for r in held)]
+    return [t for v, t in TABLES.items() if any(versions.holds(v, r) for r in held)]
 
 
 def flag_reads(node):
@@ -71,7 +71,7 @@ def test_every_rule_states_its_versions_and_scoped_ones_name_both_checked_sglang
         if spec is not None:
             stated = spec["holds"] + spec.get("not", [])
             for version in TABLES:
-                assert any(versions.in_range(version, r) for r in stated), (rule["id"], version, "truth not stated")
+                assert any(versions.holds(version, r) for r in stated), (rule["id"], version, "truth not stated")
 
 
 def test_sources_cite_upstream_or_a_section_of_the_docs(repo):
@@ -118,11 +118,12 @@ def _write(tmp_path, data):
     "patch, problem",
     [
         (lambda r: r.pop("versions"), "versions"),
-        (lambda r: r.update(versions={"torch": {"holds": [{"min": "2.12.1"}]}}), "unknown runtime component"),
-        (lambda r: r.update(versions={"sglang": {"not": [{"min": "0.5.9"}]}}), "at least one holds range"),
-        (lambda r: r.update(versions={"sglang": {"holds": [{"from": "0.5.9"}]}}), "a range is an object"),
-        (lambda r: r.update(versions={"sglang": {"holds": [{"min": "v0.5.9"}]}}), "PEP 440"),
-        (lambda r: r.update(versions={"sglang": {"holds": [{"max": "0.5.23"}], "not": [{"min": "0.5.23"}]}}), "both held and not held"),
+        (lambda r: r.update(versions={"torch": {"holds": [">=2.12.1"]}}), "unknown runtime component"),
+        (lambda r: r.update(versions={"sglang": {"not": [">=0.5.9"]}}), "at least one holds set"),
+        (lambda r: r.update(versions={"sglang": {"holds": ">=0.5.9"}}), "at least one holds set"),
+        (lambda r: r.update(versions={"sglang": {"holds": [{"min": "0.5.9"}]}}), "not a PEP 440 specifier set"),
+        (lambda r: r.update(versions={"sglang": {"holds": [">=v0.5.9"]}}), "PEP 440"),
+        (lambda r: r.update(versions={"sglang": {"holds": ["<=0.5.23"], "not": [">=0.5.23"]}}), "both held"),
     ],
 )
 def test_malformed_versions_are_refused_with_the_rule_and_field(tmp_path, patch, problem):
@@ -148,4 +149,24 @@ def test_an_unverified_profile_entry_must_say_why(tmp_path):
     path = tmp_path / "p.json"
     path.write_text(json.dumps(data))
     with pytest.raises(DataError, match="unverified_reason"):
+        load_profile(str(path))
+
+
+@pytest.mark.parametrize(
+    "patch, problem",
+    [
+        (lambda p: p["hardware"].update(gpus=0), r"hardware.*gpus.*at least 1"),
+        (lambda p: p["model"].pop("uses_mla"), r"model.*uses_mla.*missing"),
+        (lambda p: p["flags"].update({"quantization": p["flags"].pop("--quantization")}), r"'quantization' is not a flag written with its dashes"),
+        (lambda p: p["flags"]["--quantization"].pop("source"), r"flags.*--quantization.*source.*missing"),
+        (lambda p: p["env"][next(iter(p["env"]))].update(value=1), r"env.*value.*a string"),
+        (lambda p: p.update(stacks="stable"), r"stacks.*a list"),
+    ],
+)
+def test_a_malformed_profile_is_refused_naming_its_field(tmp_path, patch, problem):
+    data = copy.deepcopy(load_profile().data)
+    patch(data)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=problem):
         load_profile(str(path))

@@ -24,14 +24,6 @@ DEFAULT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120"
 # The runtime components a rule may state versions for (Runtime's fields).
 RUNTIME_COMPONENTS = ("sglang", "flashinfer")
 
-_REQUIRED = {
-    "model": ("id", "revision", "kv_cache_scales_calibrated", "uses_mla"),
-    "hardware": ("gpus", "compute_capability", "interconnect"),
-    "runtime": ("sglang", "flashinfer"),
-    "service": ("host", "port"),
-}
-
-
 @dataclass(frozen=True)
 class Runtime:
     """The versions the rules hold against (a stack passes the versions of its lock)."""
@@ -115,16 +107,7 @@ def load_profile(name_or_path: str | None = None) -> Profile:
 
 
 def _validate(path: Path, data: Any) -> None:
-    """What a profile's values mean (its shape is the registry's: data/schemas.py PROFILE)."""
-    for section, fields in _REQUIRED.items():
-        for field in fields:
-            if field not in data[section]:
-                raise DataError(path, section, field, "missing")
-    if not isinstance(data["hardware"]["gpus"], int) or data["hardware"]["gpus"] < 1:
-        raise DataError(path, "hardware", "gpus", f"must be a positive integer, got {data['hardware']['gpus']!r}")
-    stacks = data.get("stacks", [])
-    if not isinstance(stacks, list) or not all(isinstance(s, str) and s for s in stacks):
-        raise DataError(path, None, "stacks", f"must be a list of stack names, got {stacks!r}")
+    """Across a profile's fields (its shape is the registry's: data/schemas.py PROFILE)."""
     for component in RUNTIME_COMPONENTS:
         value = data["runtime"].get(component)
         if value is None and component != "sglang":
@@ -133,31 +116,12 @@ def _validate(path: Path, data: Any) -> None:
             versions.parse(value)
         except StackError as exc:
             raise DataError(path, "runtime", component, exc.message, exc.hint) from None
-    for flag, spec in data["flags"].items():
-        if not flag.startswith("--"):
-            raise DataError(path, f"flags.{flag}", None, "flag names start with --", f"write it as --{flag}")
-        for field in ("value", "reason", "source"):
-            if not isinstance(spec, dict) or field not in spec:
-                raise DataError(path, f"flags.{flag}", field, "missing", "every flag has a value, a reason and a source")
-        _check_verified(path, f"flags.{flag}", spec)
-    for name, spec in data["env"].items():
-        for field in ("value", "reason", "source"):
-            if not isinstance(spec, dict) or field not in spec:
-                raise DataError(path, f"env.{name}", field, "missing", "every variable has a value, a reason and a source")
-        if not isinstance(spec["value"], str):
-            raise DataError(path, f"env.{name}", "value", "environment values are strings")
-        _check_verified(path, f"env.{name}", spec)
-
-
-def _check_verified(path: Path, entry: str, spec: dict[str, Any]) -> None:
-    verified = spec.get("verified")
-    if verified is None:
-        return
-    if not isinstance(verified, bool):
-        raise DataError(path, entry, "verified", f"must be true or false, got {verified!r}")
-    need = "verified_by" if verified else "unverified_reason"
-    if not isinstance(spec.get(need), str) or not spec[need]:
-        raise DataError(path, entry, need, "missing", "say how it was verified (verified_by), or why it is not (unverified_reason)")
+    for kind in ("flags", "env"):
+        for name, spec in data[kind].items():
+            need = "verified_by" if spec.get("verified") else "unverified_reason"
+            if "verified" in spec and need not in spec:
+                raise DataError(path, f"{kind}.{name}", need, "missing",
+                                "say how it was verified (verified_by), or why it is not (unverified_reason)")
 
 
 def load_rules(path: Path | None = None) -> dict[str, Any]:
@@ -184,23 +148,26 @@ def _check_rules(data: dict[str, Any], path: Path) -> None:
 
 
 def _check_versions(path: Path, rid: str, spec: Any) -> None:
-    """A rule's `versions`: per runtime component, the ranges it holds and does not hold for, never both."""
+    """A rule's `versions`: per runtime component, the specifier sets it holds and does not hold for, never both."""
     if not isinstance(spec, dict):
         raise DataError(path, rid, "versions", "missing or not an object",
-                        'state the versions the rule holds for, e.g. {"sglang": {"holds": [{"min": "0.5.9", "max": "0.5.9"}]}}, '
+                        'state the versions the rule holds for, e.g. {"sglang": {"holds": ["==0.5.9"]}}, '
                         "or {} for a rule that no SGLang or flashinfer version changes")
-    for component, ranges in spec.items():
+    for component, sets in spec.items():
         where = f"versions.{component}"
         if component not in RUNTIME_COMPONENTS:
             raise DataError(path, rid, where, f"unknown runtime component; use one of {', '.join(RUNTIME_COMPONENTS)}")
-        if not isinstance(ranges, dict) or set(ranges) - {"holds", "not"} or not ranges.get("holds"):
-            raise DataError(path, rid, where, 'must be {"holds": [ranges...], "not": [ranges...]} with at least one holds range')
+        if not isinstance(sets, dict) or set(sets) - {"holds", "not"} or not sets.get("holds") or \
+                not all(isinstance(sets.get(kind, []), list) for kind in ("holds", "not")):
+            raise DataError(path, rid, where, 'must be {"holds": [specifier sets...], "not": [specifier sets...]} '
+                            "with at least one holds set")
         for kind in ("holds", "not"):
-            for r in ranges.get(kind, []):
-                problem = versions.check_range(r)
-                if problem:
-                    raise DataError(path, rid, f"{where}.{kind}", problem)
-        for a in ranges["holds"]:
-            for b in ranges.get("not", []):
-                if versions.overlap(a, b):
-                    raise DataError(path, rid, where, f"{versions.show_range(a)} is both held and not held ({versions.show_range(b)})")
+            for text in sets.get(kind, []):
+                try:
+                    versions.specifiers(text)
+                except StackError as exc:
+                    raise DataError(path, rid, f"{where}.{kind}", exc.message, exc.hint) from None
+        for a in sets["holds"]:
+            for b in sets.get("not", []):
+                if both := versions.overlap(a, b):
+                    raise DataError(path, rid, where, f"{both} is both held ({a}) and not held ({b})")

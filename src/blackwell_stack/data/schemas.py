@@ -107,12 +107,20 @@ KEPT_WHEEL_PINS = Obj({
     "packages": Map(Obj({"version": Opt(Str()), "wheels": Map(_WHEEL_PIN, nonempty=True)}), nonempty=True),
 })
 
-# modules/profiles/<name>.json: data/profile.py checks the rest (values, sources, verification).
+# modules/profiles/<name>.json; data/profile.py checks across fields (its runtime's versions, what a verified
+# entry must say).
+_SAID = {"value": AnyValue(), "reason": _TEXT, "source": _TEXT}
+_VERIFIED = {"verified": Bool(), "verified_by": _TEXT, "unverified_reason": _TEXT}
 PROFILE = Obj({
-    "name": Str(nonempty=True),
-    "model": Obj({}), "hardware": Obj({}), "runtime": Obj({}), "service": Obj({}),
-    "flags": Map(Obj({})), "env": Map(Obj({})),
+    "name": _TEXT,
+    "model": Obj({"id": _TEXT, "revision": Opt(_TEXT), "kv_cache_scales_calibrated": Bool(), "uses_mla": Bool()}),
+    "hardware": Obj({"gpus": Int(minimum=1), "compute_capability": _TEXT, "interconnect": _TEXT}),
+    "runtime": Obj({"sglang": _TEXT, "flashinfer": Opt(_TEXT)}),
+    "service": Obj({"host": _TEXT, "port": Int(minimum=1)}),
+    "flags": Map(Obj(_SAID, optional=_VERIFIED), keys=r"--.+", means="a flag written with its dashes, --name"),
+    "env": Map(Obj({**_SAID, "value": Str()}, optional=_VERIFIED)),
 }, optional={"stacks": NAMES})
+
 
 # modules/rules.json: data/profile.py `load_rules` checks each rule's fields and versions.
 RULES = Obj({"rules": ListOf(Obj({}))}, optional={"constants": Map(AnyValue())})

@@ -158,6 +158,7 @@ class Map(Shape):
     values: Shape
     nonempty: bool = False
     keys: str | None = None  # a regular expression every key matches
+    means: str | None = None  # what the keys are, for the message ("a flag, --name")
 
     def describe(self) -> str:
         return f"an object of {self.values.describe()}"
@@ -167,7 +168,7 @@ class Map(Shape):
             return where, f"must be {'a non-empty' if self.nonempty else 'an'} object, found {_show(value)}"
         for key, item in value.items():
             if self.keys and not re.fullmatch(self.keys, key):
-                return (*where, key), f"{key!r} is not a name of the form {self.keys}"
+                return (*where, key), f"{key!r} is not {self.means or 'a name of the form ' + self.keys}"
             found = self.values.problem(item, (*where, key))
             if found:
                 return found

@@ -11,7 +11,6 @@ abbreviations, ambiguous prefixes and negating spellings.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,7 @@ def table_path(version: str) -> Path:
 def available_versions() -> list[str]:
     """The SGLang versions that have a committed flag table, oldest first."""
     found = [p.stem for p in registry.entry("flag-table").files()]
-    return sorted(found, key=functools.cmp_to_key(versions.compare))
+    return sorted(found, key=versions.parse)
 
 
 def extract_command(version: str) -> str:

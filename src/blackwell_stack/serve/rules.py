@@ -13,8 +13,8 @@ false, as is version_lt with a non-string (versions.py orders the strings).
 Messages interpolate `{path.to.value}`.
 
 Every rule states the versions it holds for, per runtime component
-({"versions": {"sglang": {"holds": [ranges], "not": [ranges]}, ...}}; {} for a
-rule that no version changes). Against the runtime's versions a rule
+as lists of PEP 440 specifier sets ({"versions": {"sglang": {"holds": ["==0.5.9"],
+"not": [">=0.6.7"]}, ...}}; {} for a rule that no version changes). Against the runtime's versions a rule
 applies ("yes": its condition decides, at its severity), does not apply
 ("no": it never fires), or its truth is unknown ("unknown": when its
 condition holds it fires as a warning that says which version was not
@@ -80,7 +80,7 @@ def operand(node: Any, ctx: dict[str, Any]) -> Any:
 def version_lt(a: Any, b: Any) -> bool:
     if not isinstance(a, str) or not isinstance(b, str):
         return False
-    return versions.compare(a, b) < 0
+    return versions.parse(a) < versions.parse(b)
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -192,15 +192,15 @@ def applicability(rule: dict[str, Any], runtime: dict[str, Any]) -> tuple[str, s
         held, not_held = spec.get("holds", []), spec.get("not", [])
         version = runtime.get(component)
         if not isinstance(version, str):
-            unknown.append(f"the {component} version is not known (holds for {component} {versions.show_ranges(held)})")
-        elif any(versions.in_range(version, r) for r in held):
+            unknown.append(f"the {component} version is not known (holds for {component} {versions.show(held)})")
+        elif any(versions.holds(version, r) for r in held):
             continue
-        elif any(versions.in_range(version, r) for r in not_held):
-            outside.append(f"{component} {version} (it holds for {component} {versions.show_ranges(held)})")
+        elif any(versions.holds(version, r) for r in not_held):
+            outside.append(f"{component} {version} (it holds for {component} {versions.show(held)})")
         else:
             unknown.append(
-                f"not checked for {component} {version} (holds for {versions.show_ranges(held)}; "
-                f"does not hold for {versions.show_ranges(not_held)})"
+                f"not checked for {component} {version} (holds for {versions.show(held)}; "
+                f"does not hold for {versions.show(not_held)})"
             )
     if outside:
         return "no", "does not apply to " + "; ".join(outside)
