@@ -157,7 +157,7 @@ def msgspec_path(pypi_file, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def rehearsal(tmp_path_factory):
-    """The Nix rehearsal's shared pieces (tests/rehearsal.py): CUDA components, torch, tools; built on first use."""
-    import rehearsal as rehearsal_module
+    """The Nix rehearsal's shared pieces (tests/support/rehearsal/session.py): CUDA components, torch, tools; built on first use."""
+    from support.rehearsal import session as rehearsal_module
 
     return rehearsal_module.Session(tmp_path_factory.mktemp("rehearsal"))

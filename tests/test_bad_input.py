@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from index_server import serve_fixed
-from verify_server import FaultServer
+from support.index_server import serve_fixed
+from support.verify_server import FaultServer
 
 from blackwell_stack.errors import ExitCode
 

@@ -219,7 +219,7 @@ def test_tables_and_prose_fit_80_columns(argv):
 @pytest.mark.proc
 def test_what_a_server_names_reaches_the_terminal_as_text_not_control_sequences():
     """A model id with ESC sequences (clear the screen, set the title) is printed escaped, as is a user's argument."""
-    from verify_server import ESCAPE_MODEL, FaultServer
+    from support.verify_server import ESCAPE_MODEL, FaultServer
 
     server = FaultServer("escape-model")
     try:

@@ -177,7 +177,7 @@ def test_doctor_reports_a_malformed_torch_pin(tmp_path):
 
 
 def test_inspect_reports_a_wheel_whose_record_disagrees(tmp_path):
-    from index_server import build_wheel
+    from support.index_server import build_wheel
 
     good = build_wheel(tmp_path, "demo", "1.0")
     assert cli("inspect", str(good)).returncode == 0

@@ -143,7 +143,7 @@ def test_an_unusable_cache_is_a_clear_error(tmp_path, monkeypatch, kind):
 @pytest.mark.proc
 def test_an_unusable_cache_through_the_cli(tmp_path, repo, monkeypatch, capsys):
     """`pins update` against a real index on loopback, with the cache under a regular file."""
-    from index_server import Index, build_wheel, serve
+    from support.index_server import Index, build_wheel, serve
 
     wheel = build_wheel(tmp_path, "torch", "2.12.0.dev20260307+cu130")
     server = serve(index := Index(projects={"torch": [wheel]}))
@@ -165,7 +165,7 @@ def test_an_unusable_cache_through_the_cli(tmp_path, repo, monkeypatch, capsys):
 @pytest.mark.proc
 def test_bench_prints_its_results_even_when_the_file_cannot_be_written(tmp_path, capsys, monkeypatch):
     """A disk that fills during the sweep: the results still reach stdout, then the error and exit 2."""
-    from verify_server import FaultServer
+    from support.verify_server import FaultServer
 
     from blackwell_stack.verify import commands
 

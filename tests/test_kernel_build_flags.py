@@ -82,7 +82,7 @@ install(FILES "${CMAKE_BINARY_DIR}/seen.json" DESTINATION sgl_kernel)
 
 
 def derivation_flags(nix, arch: str) -> dict:
-    import nix_inputs
+    from support import nix_inputs
 
     return nix.eval(DERIVATION.format(arch=arch, nixpkgs_lib=nix_inputs.source("nixpkgs-lib")))
 

@@ -12,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from kernel_probe import probe_plan, probe_project
 from support.cli import run
+from support.kernel_probe import probe_plan, probe_project
 
 from blackwell_stack.kernel.build import compile_work
 from blackwell_stack.kernel.inputs import patch_series, recipe

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from kernel_probe import minimal_checkout
+from support.kernel_probe import minimal_checkout
 
 from blackwell_stack.kernel.build import compilers
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, copy_data_root
-from kernel_probe import probe_plan, probe_project
 from support.cli import run as cli
+from support.kernel_probe import probe_plan, probe_project
 
 from blackwell_stack.data import registry
 from blackwell_stack.hashes import sha256_file

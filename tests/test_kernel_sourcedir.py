@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_probe import minimal_checkout
+from support.kernel_probe import minimal_checkout
 
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.kernel.build import staging

@@ -18,15 +18,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import nix_inputs
 import pytest
-from support import REPO
+from support import REPO, nix_inputs
 
 LOCK = json.loads((REPO / "flake.lock").read_text())
 PROVENANCE = json.loads((REPO / "nix" / "flake-inputs.json").read_text())
 FLAKES = ["--extra-experimental-features", "nix-command flakes"]
 
-# The inputs whose trees the tests can check (git bundles: tests/nix_inputs.py).
+# The inputs whose trees the tests can check (git bundles: tests/support/nix_inputs.py).
 CHECKABLE = sorted(nix_inputs.BUNDLES)
 
 
@@ -124,7 +123,7 @@ def test_follows_in_flake_nix_are_the_lock_nodes_inputs(flake_inputs):
 @pytest.mark.nix
 @pytest.mark.parametrize("name", CHECKABLE)
 def test_input_narhash_and_commit_time_are_recomputed_from_the_repository(name):
-    """tests/nix_inputs.py archives the locked rev and fails unless `nix hash path` is flake.lock's narHash."""
+    """tests/support/nix_inputs.py archives the locked rev and fails unless `nix hash path` is flake.lock's narHash."""
     tree = nix_inputs.source(name)
     locked = input_nodes()[name]["locked"]
     repo = tree.parent.parent / f"{name}.git"

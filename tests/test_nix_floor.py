@@ -3,7 +3,7 @@
 The floor is nixpkgs' own (its lib/minfeatures.nix, the locked one asks for
 2.18): under the suite's Debian Nix 2.8 every output built from nixpkgs stops
 with the message of lib/nix-floor.nix, read through the real `nix` from the
-real flake (tests/flake_eval.py: its inputs at their locked revisions, the
+real flake (tests/support/flake_eval.py: its inputs at their locked revisions, the
 stand-in nixpkgs with the locked minfeatures.nix); `lib` stays usable. The
 same function lets the outputs through for a Nix that meets the floor
 (minfeatures.nix evaluated with builtins.nixVersion replaced, since no such Nix
@@ -18,10 +18,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import nix_inputs
 import pytest
-from flake_eval import NIX, FlakeEval
-from support import REPO
+from support import REPO, nix_inputs
+from support.flake_eval import NIX, FlakeEval
 
 pytestmark = pytest.mark.nix
 

@@ -1,6 +1,6 @@
 """The flake's overlays (overlays/) and `nix flake check` without KVM,
 evaluated from the real flake.nix with the real uv2nix, pyproject.nix,
-build-system-pkgs and nixpkgs.lib and a stand-in nixpkgs (tests/flake_eval.py).
+build-system-pkgs and nixpkgs.lib and a stand-in nixpkgs (tests/support/flake_eval.py).
 
 - overlays.default adds the flake's own packages.<system> derivations (the
   pinned configuration) by the names of overlays/attributes.nix,
@@ -20,7 +20,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from flake_eval import FLAKE_NIXPKGS, FlakeEval
+from support.flake_eval import FLAKE_NIXPKGS, FlakeEval
 
 from blackwell_stack.data import stack as stack_data
 

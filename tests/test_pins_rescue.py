@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from uv_venv import install, make_venv, uv_or_skip
+from support.uv_venv import install, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 

@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from index_server import Index, build_wheel, serve
+from support.index_server import Index, build_wheel, serve
 
 from blackwell_stack.data.pins import load_pins, wheel_pin
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError

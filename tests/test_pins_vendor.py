@@ -9,7 +9,7 @@ import subprocess
 import uuid
 
 import pytest
-from index_server import build_wheel
+from support.index_server import build_wheel
 
 from blackwell_stack.cli import main
 from blackwell_stack.data.pins import load_pins

@@ -11,7 +11,7 @@ import shutil
 import zipfile
 
 import pytest
-from index_server import build_wheel
+from support.index_server import build_wheel
 
 from blackwell_stack.cli import main
 from blackwell_stack.errors import ExitCode, HashMismatch

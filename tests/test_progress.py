@@ -9,7 +9,7 @@ import sys
 import zipfile
 
 import pytest
-from index_server import build_wheel
+from support.index_server import build_wheel
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 

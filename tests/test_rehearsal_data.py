@@ -13,8 +13,8 @@ import json
 import tomllib
 from pathlib import Path
 
-import nix_inputs
 import pytest
+from support import nix_inputs
 from support.rehearsal import components, layout, stdenv
 
 from blackwell_stack import pypi

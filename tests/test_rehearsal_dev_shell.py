@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import subprocess
 
-import nix_rehearsal
 import pytest
-import rehearsal as rh
+from support import nix_rehearsal
+from support.rehearsal import session as rh
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
 

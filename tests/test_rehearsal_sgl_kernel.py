@@ -21,8 +21,8 @@ import re
 import subprocess
 
 import pytest
-import rehearsal as rh
 from support.rehearsal import diagnose
+from support.rehearsal import session as rh
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 from support import REPO
-from verify_server import free_port
+from support.verify_server import free_port
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 

@@ -15,7 +15,7 @@ import re
 import subprocess
 
 import pytest
-from module_eval import (
+from support.module_eval import (
     CC_PATH,
     CUDA_PATH,
     ENV_PATH,

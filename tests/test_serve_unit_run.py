@@ -1,6 +1,6 @@
 """The unit's own commands, run for real, without systemd.
 
-services.sglang is evaluated with the real nixpkgs lib (tests/module_eval.py);
+services.sglang is evaluated with the real nixpkgs lib (tests/support/module_eval.py);
 its ExecStart and ExecStartPost lines are split as systemd splits them and run
 in order, with the unit's environment and PATH, $MAINPID and
 $CREDENTIALS_DIRECTORY as systemd sets them. The package is the stand-in SGLang
@@ -25,8 +25,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from module_eval import REPO, evaluate_one, exec_argv, host, nixpkgs_lib  # noqa: F401  (fixture)
-from verify_server import free_port
+from support.module_eval import REPO, evaluate_one, exec_argv, host, nixpkgs_lib  # noqa: F401  (fixture)
+from support.verify_server import free_port
 
 pytestmark = pytest.mark.nix
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from uv_venv import install, make_venv, uv_or_skip
+from support.uv_venv import install, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 from blackwell_stack.data import lock as lockfile

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO
-from uv_venv import NO_DOWNLOADS, make_venv, uv_or_skip
+from support.uv_venv import NO_DOWNLOADS, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 from blackwell_stack.data import stack as stack_data

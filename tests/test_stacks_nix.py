@@ -1,5 +1,5 @@
 """The Nix side of each lock, evaluated with the real uv2nix, pyproject.nix and
-nixpkgs.lib at the revisions flake.lock pins (tests/nix_inputs.py checks each
+nixpkgs.lib at the revisions flake.lock pins (tests/support/nix_inputs.py checks each
 tree's narHash first).
 
 What is evaluated for real: uv2nix's lock parsing, marker evaluation, wheel
@@ -23,9 +23,8 @@ import json
 import re
 import zipfile
 
-import nix_inputs
 import pytest
-from support import REPO
+from support import REPO, nix_inputs
 
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data import wheel_choice as wheels

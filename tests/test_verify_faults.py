@@ -15,7 +15,7 @@ import time
 import urllib.request
 
 import pytest
-from verify_server import HUGE_EVENT_BYTES, FaultServer, free_port
+from support.verify_server import HUGE_EVENT_BYTES, FaultServer, free_port
 
 from blackwell_stack.errors import ExitCode
 from blackwell_stack.verify import bench

@@ -1,5 +1,5 @@
 """smoke and bench against a real OpenAI-compatible server: `transformers serve` on 127.0.0.1
-with tiny models made by the test (tests/verify_server.py), nothing downloaded."""
+with tiny models made by the test (tests/support/verify_server.py), nothing downloaded."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 for _module in ("torch", "transformers", "tokenizers", "fastapi", "uvicorn", "openai"):
     pytest.importorskip(_module, reason="the verify server tests need the test extra (torch, transformers[serving], tokenizers)")
 
-import verify_server  # noqa: E402  (tests/ is on sys.path under pytest)
+from support import verify_server  # noqa: E402  (tests/ is on sys.path under pytest)
 
 from blackwell_stack.cli import main  # noqa: E402
 from blackwell_stack.verify import bench  # noqa: E402

@@ -12,7 +12,7 @@ tokenizers = pytest.importorskip("tokenizers", reason="the tokenizer fallback ne
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    import verify_server
+    from support import verify_server
 
     directory = tmp_path_factory.mktemp("tok")
     verify_server._train_tokenizer().save(str(directory / "tokenizer.json"))

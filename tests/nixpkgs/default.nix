@@ -1,6 +1,6 @@
 # A stand-in for nixpkgs, so that tests can evaluate this flake's own
 # outputs (packages, checks, overlays, legacyPackages) where nixpkgs cannot
-# be had: it needs Nix >= 2.18 and a 4 GB download (tests/flake_eval.py).
+# be had: it needs Nix >= 2.18 and a 4 GB download (tests/support/flake_eval.py).
 # The flake's code, uv2nix, pyproject.nix and build-system-pkgs run for real
 # on it; of nixpkgs itself only what they call is here, as recorders:
 #

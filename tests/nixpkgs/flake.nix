@@ -1,5 +1,5 @@
 # The stand-in nixpkgs (./default.nix) as a flake, for `nix eval
-# --override-input nixpkgs` (tests/flake_eval.py): what this flake and its
+# --override-input nixpkgs` (tests/support/flake_eval.py): what this flake and its
 # inputs read of a nixpkgs flake, `lib` and `legacyPackages`. lib/ is
 # nixpkgs.lib's, copied beside this file by the test.
 {

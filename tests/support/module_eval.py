@@ -13,9 +13,9 @@ import json
 import subprocess
 from pathlib import Path
 
-import nix_inputs
 import pytest
-from support import REPO
+
+from support import REPO, nix_inputs
 from support.cli import run as cli_run
 
 PROFILE = json.loads((REPO / "modules" / "profiles" / "qwen3.5-397b-a17b-nvfp4-sm120.json").read_text())

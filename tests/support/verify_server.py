@@ -34,9 +34,9 @@ GET /stats: how many completions it was asked for, by max_tokens, to see what
 a client sends).
 
 Also usable by hand (the device run uses it):
-    python tests/verify_server.py DIR [--port P] [--device cuda] [--size small|gpu]
+    python tests/support/verify_server.py DIR [--port P] [--device cuda] [--size small|gpu]
 makes the models under DIR and serves them until interrupted, and
-    python tests/verify_server.py --fault KIND --port P
+    python tests/support/verify_server.py --fault KIND --port P
 serves one fault.
 """
 

@@ -1,7 +1,7 @@
 """The Nix code's own input lists, evaluated with the real nix for the rehearsal (docs/nix-rehearsal.md).
 
 nix/cuda-home.nix and pkgs/sgl-kernel/default.nix are imported as they are,
-with the locked nixpkgs lib (tests/nix_inputs.py) and a `pkgs` in which the
+with the locked nixpkgs lib (tests/support/nix_inputs.py) and a `pkgs` in which the
 nixpkgs parts are stand-ins: every cudaPackages_13_0 member is a package
 whose outputs are directories laid out from NVIDIA's wheels
 (support/rehearsal/layout.py), with nixpkgs' `outputs`, `outputName`
@@ -25,9 +25,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import nix_inputs
 import pytest
-from support import REPO
+
+from support import REPO, nix_inputs
 from support.rehearsal.layout import CudaTree
 from support.rehearsal.stdenv import Input
 

@@ -5,7 +5,7 @@ nixpkgs itself cannot be evaluated here (it needs Nix >= 2.18, and 4 GB to
 fetch), so the flake is evaluated as a user's Nix would evaluate it with
 `--override-input nixpkgs` pointing at tests/nixpkgs/: the flake's own
 Nix code, uv2nix, pyproject.nix and build-system-pkgs (their trees checked
-against flake.lock's narHash, tests/nix_inputs.py) run for real, on a package
+against flake.lock's narHash, tests/support/nix_inputs.py) run for real, on a package
 set whose derivations are recorders of their arguments (tests/nixpkgs/default.nix
 says what it holds). nixpkgs.lib is the locked nixpkgs-lib, copied beside
 the stand-in.
@@ -27,8 +27,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import nix_inputs
-from support import REPO
+from support import REPO, nix_inputs
 
 # What the flake reads of its own tree: its Nix code and data, and the CLI's sources.
 FLAKE_PARTS = ("flake.nix", "flake.lock", "pyproject.toml", "README.md", "lib", "nix", "overlays", "pkgs",

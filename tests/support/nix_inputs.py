@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from support import REPO
 
 ENV = "BLACKWELL_STACK_NIX_INPUTS"

@@ -31,17 +31,15 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import nix_inputs
-import nix_rehearsal
 import pytest
-from support import REPO
-from support.rehearsal import components, glibc, layout, phases, stdenv, tools
-from support.rehearsal.pythonenv import PythonSet
 
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import StackError, ToolchainError
 from blackwell_stack.formats import elf, fatbin
 from blackwell_stack.stacks import lock as locking
+from support import REPO, nix_inputs, nix_rehearsal
+from support.rehearsal import components, glibc, layout, phases, stdenv, tools
+from support.rehearsal.pythonenv import PythonSet
 
 SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"
 SOURCES_TARBALL = "sgl-kernel-0.3.21-sources.tar.xz"
