@@ -33,7 +33,6 @@ SHA256 = Str(pattern=r"[0-9a-f]{64}")
 NAMES = ListOf(Str(nonempty=True))
 TAKES_VALUE = ("none", "one", "optional", "many")
 
-OBJECT = Obj({})  # the loader checks the rest (it did before the registry)
 
 # stacks/<name>/stack.json (docs/stacks.md); data/stack.py checks that it names its own directory.
 KEY_VERSIONS = ("sglang", "flashinfer", "torch")
