@@ -1,5 +1,5 @@
-# Pin lookup over the JSON pins files (builtins only, so tests evaluate it with
-# a bare `nix-instantiate` and compare with blackwell_stack.data.pins).
+# Pin lookup over the JSON pins files, the one lookup of a wheel pin for
+# fetchurl (builtins only, so tests evaluate it with a bare `nix-instantiate`).
 let
   # "3.12" -> "312", the key suffix nixpkgs' binary-hashes.nix uses too.
   pythonKey = pythonVersion:

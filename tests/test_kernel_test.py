@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from support.cli import run
 
+from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError
 from blackwell_stack.kernel.test import runner, selection
 
@@ -239,7 +240,7 @@ def test_unknown_file_and_missing_package_are_named(tests_dir, tmp_path):
 
 
 def test_rules_are_checked(tmp_path):
-    real = json.loads(selection.rules_path().read_text())
+    real = json.loads(registry.path("kernel-tests").read_text())
     assert selection.load_rules()["files"]["test_flash_attention.py"]["needs_libraries"] == ["flash_ops"]
     for mutate, named in (
         (lambda d: d["files"].__setitem__("test_x.py", {"needs_archs": ["9.0"]}), "why"),

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from blackwell_stack.cli import main
-from blackwell_stack.data.pins import load_pins, unverified, wheel_pin
-from blackwell_stack.errors import DataError, ExitCode, StackError
+from blackwell_stack.data.pins import load_pins, unverified
+from blackwell_stack.errors import DataError, ExitCode
 
 
 @pytest.fixture
@@ -26,20 +26,6 @@ def write(tmp_path, data):
 def test_repo_pins_files_are_valid(repo):
     pins = load_pins(repo / "stacks/nightly/pins.json")
     assert {u["package"] for u in unverified(pins)} == {"torch", "triton"}
-
-
-def test_unverified_pin_names_the_fill_command(repo):
-    pins = load_pins(repo / "stacks/nightly/pins.json")
-    with pytest.raises(StackError) as err:
-        wheel_pin(pins, "torch", "x86_64-linux", "3.12")
-    assert "not verified" in str(err.value)
-    assert pins.update_command in str(err.value)
-
-
-def test_missing_system_lists_what_is_pinned(repo):
-    pins = load_pins(repo / "stacks/nightly/pins.json")
-    with pytest.raises(StackError, match=r"pins no torch wheel for aarch64-linux-312 \(pinned: x86_64-linux-312\)"):
-        wheel_pin(pins, "torch", "aarch64-linux", "3.12")
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,20 @@ import shutil
 import pytest
 from support.index_server import Index, build_wheel, serve
 
-from blackwell_stack.data.pins import load_pins, wheel_pin
+from blackwell_stack.data.pins import load_pins
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.hashes import hex_to_sri
 from blackwell_stack.pins.update import update_pypi, update_torch
 
 pytestmark = pytest.mark.proc  # the index's wheels are built by pip
+
+
+def wheel_pin(pins, package: str) -> dict:
+    """The pin of `package` for x86_64-linux and Python 3.12, as lib/pins.nix hands it to fetchurl."""
+    entry = pins.packages[package]["wheels"]["x86_64-linux-312"]
+    assert entry["verified"]
+    return {"version": pins.packages[package]["version"], "name": entry["filename"], "url": entry["url"],
+            "hash": entry["hash"]}
 
 TRITON = "3.6.0+git1a2b3c4d"
 
@@ -62,12 +70,12 @@ def test_update_torch_pins_the_dated_wheel_and_its_triton(index, wheels, repo, t
     update_torch(pins_path, date="20260307", cuda="cu130", pythons=["3.12"], systems=["x86_64-linux"], index_url=index.url)
 
     pins = load_pins(pins_path)
-    torch = wheel_pin(pins, "torch", "x86_64-linux", "3.12")
+    torch = wheel_pin(pins, "torch")
     assert torch["version"] == "2.12.0.dev20260307+cu130"
     assert torch["name"] == wheels["torch-0307"].name
     assert torch["hash"] == sri(wheels["torch-0307"])
     assert "%2B" in torch["url"] and torch["url"].startswith("http://127.0.0.1:")
-    triton = wheel_pin(pins, "triton", "x86_64-linux", "3.12")
+    triton = wheel_pin(pins, "triton")
     assert triton["version"] == TRITON
     assert triton["hash"] == sri(wheels["triton"])
     assert pins.update_command == "blackwell-stack pins update torch --date 20260307 --cuda cu130 --python 3.12"

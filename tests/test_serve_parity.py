@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blackwell_stack.data import stack as stacks_model
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import Profile, Runtime, available_profiles, load_profile, load_rules
 from blackwell_stack.serve import flags
 from blackwell_stack.serve.render import render
@@ -451,15 +451,15 @@ STACK_SETTINGS = [
     {"moe-runner-backend": "flashinfer_cutedsl"},
     {"attention-backend": "fa3"},
 ]
-LOCKED_STACKS = [n for n in stacks_model.names() if stacks_model.load(n).locked]
+LOCKED_STACKS = [n for n in stack_data.names() if stack_data.load(n).locked]
 
 
 def _stack_python(c: dict) -> dict:
     """`serve check --stack STACK --profile PROFILE --set K=V`: the lock's runtime, the profile held to the stack."""
-    from blackwell_stack.data import stack as stacks_model
+    from blackwell_stack.data import stack as stack_data
     from blackwell_stack.serve.service import configure
 
-    service = configure(c["profile"], stack=stacks_model.load(c["stack"]), settings=[f"{k}={v}" for k, v in c["overrides"].items()])
+    service = configure(c["profile"], stack=stack_data.load(c["stack"]), settings=[f"{k}={v}" for k, v in c["overrides"].items()])
     return {
         "argv": service.rendered.argv,
         "env": service.rendered.env,
@@ -474,7 +474,7 @@ def test_nix_and_python_render_each_stack_alike(nix, tmp_path, stack):
     """lib/stacks.nix reads the lock's versions, lib/sglang-service.nix renders with them; the
     CLI's `--stack` does the same from the same lock: the same argv; and its verdicts."""
     cases = [{"stack": stack, "profile": profile, "overrides": overrides}
-             for profile in stacks_model.load(stack).profiles for overrides in STACK_SETTINGS]
+             for profile in stack_data.load(stack).profiles for overrides in STACK_SETTINGS]
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(cases))
     got = nix.eval(STACK_BATCH.format(path=path))
@@ -484,7 +484,7 @@ def test_nix_and_python_render_each_stack_alike(nix, tmp_path, stack):
         assert rendered(py) == n, c
     fired = {(c["profile"], json.dumps(c["overrides"])): {v["id"] for v in py["verdicts"] if v["fired"] and v["severity"] == "error"}
              for c, py in zip(cases, python)}
-    first = stacks_model.load(stack).profiles[0]
+    first = stack_data.load(stack).profiles[0]
     assert fired[(first, "{}")] == set()
     cutlass = fired[(first, json.dumps({"fp4-gemm-backend": "flashinfer_cutlass"}))]
     trtllm = fired[(first, json.dumps({"attention-backend": "trtllm_mha"}))]

@@ -45,7 +45,3 @@ def hex_to_record(hex_digest: str) -> str:
 
 def is_sri(value: str) -> bool:
     return bool(_SRI_RE.match(value))
-
-
-def is_hex(value: str) -> bool:
-    return bool(_HEX_RE.match(value))

@@ -95,35 +95,6 @@ def _check_pins(data: dict[str, Any], path: str | Path) -> None:
                 raise DataError(path, f"packages.{name}", "version", "a package with a verified wheel needs a version")
 
 
-def wheel_pin(pins: PinsFile, package: str, system: str, python_version: str) -> dict[str, str]:
-    """The fetchurl arguments of a verified wheel pin (the system's, else the pure "any" one);
-    the same answer as lib/pins.nix `wheel`.
-
-    Raises StackError naming the command that fills the pin when it is missing
-    or unverified.
-    """
-    pkg = pins.packages.get(package)
-    if pkg is None:
-        raise StackError(f"blackwell-stack: {pins.path} has no package {package}")
-    wanted = wheel_key(system, python_version)
-    # A pure-Python wheel is pinned once, under "any", for every system.
-    key = wanted if wanted in pkg["wheels"] else ANY_KEY
-    entry = pkg["wheels"].get(key)
-    if entry is None:
-        pinned = ", ".join(sorted(pkg["wheels"]))
-        raise StackError(
-            f"blackwell-stack: {pins.path} pins no {package} wheel for {wanted} (pinned: {pinned})",
-            f"add it with: {pins.update_command}",
-        )
-    if not (entry["verified"] and entry["hash"] and entry["url"]):
-        reason = f" ({entry['reason']})" if entry.get("reason") else ""
-        raise StackError(
-            f"blackwell-stack: the pin of {package} for {key} in {pins.path} is not verified{reason}",
-            f"fill it in with: {pins.update_command}",
-        )
-    return {"pname": package, "version": pkg["version"], "name": entry["filename"], "url": entry["url"], "hash": entry["hash"]}
-
-
 def unverified(pins: PinsFile) -> list[dict[str, str]]:
     """Every (package, key) whose pin is not verified; the same as lib/pins.nix `unverified`."""
     return [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from blackwell_stack.data import stack as stacks_model
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.doctor import envcheck, host
@@ -42,7 +42,7 @@ def plan_section(stack: Stack | None = None, *, key: str = "doctor") -> PlanSect
     title = "Host checks (doctor)" + (f" for stack {stack.name}" if stack else "")
     s = PlanSection(key=key, title=title)
     try:
-        stack = stack or stacks_model.load_default_or(None)
+        stack = stack or stack_data.load_default_or(None)
         runtime = stack.versions()
     except StackError as exc:  # a stack without a lock: nothing to check a host against yet
         s.items.append(PlanItem("versions", "unknown", verified=False, note=str(exc)))

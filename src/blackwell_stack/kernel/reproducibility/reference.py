@@ -33,7 +33,7 @@ from typing import Any
 
 from blackwell_stack import inputfiles
 from blackwell_stack.data import registry, schemas
-from blackwell_stack.data import stack as stacks_model
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import DataError
 from blackwell_stack.formats import wheeldiff, wheelzip, zipmember
 from blackwell_stack.hashes import sha256_file
@@ -192,7 +192,7 @@ def expected_record(ref: Reference) -> dict[str, Any]:
     torch_rec = recorded.get("torch") or {}
     override = torch_rec.get("override") or ""
     allow_torch = override.split()[-1] if override.startswith("--allow-torch ") else None
-    expected = toolchain.expected_torch("python", stacks_model.load_default_or(_stack_of(torch_rec)), allow_torch)
+    expected = toolchain.expected_torch("python", stack_data.load_default_or(_stack_of(torch_rec)), allow_torch)
     return json.loads(buildinfo.render(
         sgl_kernel_version=data["sglang"].get("sgl_kernel_version"),
         sglang_pin=data["sglang"],
@@ -382,8 +382,3 @@ def _member_difference(ref: Reference, zf: zipfile.ZipFile, info: zipfile.ZipInf
         return {"name": name, "class": COMPILED,
                 "detail": f"{info.file_size} bytes, reference {ref.compiled[name].get('size')} bytes"}
     return {"name": name, "class": OTHER, "detail": f"{info.file_size} bytes"}
-
-
-def record_text(ref: Reference) -> str:
-    """The recorded build record as `kernel build` writes it (its sha256 is the member's)."""
-    return buildinfo.dumps(ref.build_record)

@@ -28,10 +28,6 @@ _CAPABILITY = re.compile(r"^(\d+)\.(\d+)$")
 _ARCH = re.compile(r"^(\d+)\.(\d+)([af]?)$")
 
 
-def rules_path() -> Path:
-    return registry.path("kernel-tests")
-
-
 def load_rules(path: str | Path | None = None) -> dict[str, Any]:
     """kernel-tests.json, checked; DataError names the entry and field that is wrong."""
     return registry.load("kernel-tests", file=path, check=_check_project_checks)
