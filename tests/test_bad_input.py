@@ -173,9 +173,9 @@ ROWS = [
     # A user's own file that is not what it should be is a bad input (2), not the project's data (3).
     row("serve", "check", "--profile", "/etc/passwd", code=USAGE, fragment="/etc/passwd: not valid JSON"),
     # A baseline value NaN compared as "ok" with any figure; a concurrency "8" crashed after the sweep.
-    row("bench", PASS, "--baseline", "{nan_baseline}", code=USAGE, fragment="field 'value': nan is not a positive number"),
+    row("bench", PASS, "--baseline", "{nan_baseline}", code=USAGE, fragment="field 'value': must be a finite number above 0, found nan"),
     row("bench", PASS, "--baseline", "{text_concurrency}", code=USAGE,
-        fragment="field 'concurrency': '8' is not a whole number of requests"),
+        fragment="field 'concurrency': must be a whole number of at least 1, found '8'"),
     # A level's prompts are made before it starts: a huge sweep is refused at once, not after a minute.
     row("bench", PASS, "--requests", "100000000", code=USAGE, fragment="words of prompts before it starts"),
     # An empty string is not "the default": `inspect ""` inspected the working directory.

@@ -41,7 +41,3 @@ def sri_to_hex(sri: str) -> str:
 def hex_to_record(hex_digest: str) -> str:
     """A digest as a wheel's RECORD writes it: urlsafe base64 without padding (PEP 376, PEP 427)."""
     return base64.urlsafe_b64encode(bytes.fromhex(hex_digest)).rstrip(b"=").decode()
-
-
-def is_sri(value: str) -> bool:
-    return bool(_SRI_RE.match(value))

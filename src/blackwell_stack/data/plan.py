@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from blackwell_stack.errors import DataError
-
 NOT_CHECKED_HERE = "not checked here"
 # What an item needs before it can be checked (PlanItem.needs): the GPU host (doctor, smoke, bench there).
 GPU_HOST = "gpu-host"
@@ -84,11 +82,3 @@ HASH_CHECKS = tuple(HASH_CHECKED_BY)
 
 def hash_checked_by(kind: str) -> str:
     return HASH_CHECKED_BY[kind]
-
-
-def check_hash_checked(value: object, path: object, entry: str | None) -> None:
-    """A DataError naming the field unless a pin's `hash_checked` is one of HASH_CHECKS."""
-    if value not in HASH_CHECKS:
-        raise DataError(path, entry, "hash_checked", f"must be one of {', '.join(HASH_CHECKS)}, found {value!r}",
-                        "say what checked the hash: computed here, the registry's sha256, only a public source, "
-                        "or nothing")

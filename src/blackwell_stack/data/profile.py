@@ -130,44 +130,24 @@ def load_rules(path: Path | None = None) -> dict[str, Any]:
 
 
 def _check_rules(data: dict[str, Any], path: Path) -> None:
-    """Each rule's fields and versions (the file's shape is the registry's: data/schemas.py RULES)."""
+    """Across each rule's fields (the file's shape is the registry's: data/schemas.py RULES)."""
     seen = set()
-    for i, rule in enumerate(data["rules"]):
-        rid = rule.get("id") or f"#{i}"
-        for field in ("id", "severity", "message", "source"):
-            if field not in rule:
-                raise DataError(path, rid, field, "missing")
-        if rule["severity"] not in ("error", "warning"):
-            raise DataError(path, rid, "severity", f"must be error or warning, got {rule['severity']!r}")
+    for rule in data["rules"]:
+        rid = rule["id"]
         if ("condition" in rule) == ("check" in rule):
             raise DataError(path, rid, "condition", "a rule has exactly one of condition or check")
-        _check_versions(path, rid, rule.get("versions"))
         if rid in seen:
             raise DataError(path, rid, "id", "duplicate rule id")
         seen.add(rid)
-
-
-def _check_versions(path: Path, rid: str, spec: Any) -> None:
-    """A rule's `versions`: per runtime component, the specifier sets it holds and does not hold for, never both."""
-    if not isinstance(spec, dict):
-        raise DataError(path, rid, "versions", "missing or not an object",
-                        'state the versions the rule holds for, e.g. {"sglang": {"holds": ["==0.5.9"]}}, '
-                        "or {} for a rule that no SGLang or flashinfer version changes")
-    for component, sets in spec.items():
-        where = f"versions.{component}"
-        if component not in RUNTIME_COMPONENTS:
-            raise DataError(path, rid, where, f"unknown runtime component; use one of {', '.join(RUNTIME_COMPONENTS)}")
-        if not isinstance(sets, dict) or set(sets) - {"holds", "not"} or not sets.get("holds") or \
-                not all(isinstance(sets.get(kind, []), list) for kind in ("holds", "not")):
-            raise DataError(path, rid, where, 'must be {"holds": [specifier sets...], "not": [specifier sets...]} '
-                            "with at least one holds set")
-        for kind in ("holds", "not"):
-            for text in sets.get(kind, []):
-                try:
-                    versions.specifiers(text)
-                except StackError as exc:
-                    raise DataError(path, rid, f"{where}.{kind}", exc.message, exc.hint) from None
-        for a in sets["holds"]:
-            for b in sets.get("not", []):
-                if both := versions.overlap(a, b):
-                    raise DataError(path, rid, where, f"{both} is both held ({a}) and not held ({b})")
+        for component, sets in rule["versions"].items():
+            where = f"versions.{component}"
+            for kind in ("holds", "not"):
+                for text in sets.get(kind, []):
+                    try:
+                        versions.specifiers(text)
+                    except StackError as exc:
+                        raise DataError(path, rid, f"{where}.{kind}", exc.message, exc.hint) from None
+            for a in sets["holds"]:
+                for b in sets.get("not", []):
+                    if both := versions.overlap(a, b):
+                        raise DataError(path, rid, where, f"{both} is both held ({a}) and not held ({b})")

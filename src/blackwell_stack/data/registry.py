@@ -79,7 +79,8 @@ FILES: tuple[DataFile, ...] = (
     DataFile("profile", "modules/profiles/{name}.json", "a serving profile (data/profile.py)", ("cli", "nix"),
              schemas.PROFILE, hint="see modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json"),
     DataFile("rules", "modules/rules.json", "the rules over a rendered service (serve/rules.py)", ("cli", "nix"),
-             schemas.RULES),
+             schemas.RULES, hint='each rule has an id, severity, message, source and versions, per runtime component '
+             'the PEP 440 specifier sets it holds for ({"sglang": {"holds": ["==0.5.9"]}}; {} when none changes it)'),
     DataFile("flag-table", "modules/sglang-flags/{name}.json", "an SGLang version's flags (serve/flags.py)",
              ("cli", "nix"), schemas.FLAG_TABLE, schemas.check_flag_table,
              hint="regenerate the table with `blackwell-stack serve flags extract`"),

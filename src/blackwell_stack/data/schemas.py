@@ -26,10 +26,12 @@ from blackwell_stack.data.shape import (
     Opt,
     Shape,
     Str,
+    Tagged,
 )
 from blackwell_stack.errors import DataError
 
 SHA256 = Str(pattern=r"[0-9a-f]{64}")
+_SRI = Str(pattern=r"sha256-[A-Za-z0-9+/]{43}=", means="a sha256 SRI hash (sha256-<base64>)")
 NAMES = ListOf(Str(nonempty=True))
 TAKES_VALUE = ("none", "one", "optional", "many")
 
@@ -97,8 +99,7 @@ _WHEEL_PIN = Obj({
     "filename": Opt(Str(pattern=r"[^/%]*", means="a plain file name (no '/' or %-escapes): Nix names the store "
                         "path after it")),
     "url": Opt(Str()), "hash_source": Opt(Str()),
-    "hash": Opt(Str(pattern=r"sha256-[A-Za-z0-9+/]{43}=", means="a sha256 SRI hash (sha256-<base64>)")),
-    "hash_checked": Literal(HASH_CHECKS), "verified": Bool(), "reason": Opt(Str()),
+    "hash": Opt(_SRI), "hash_checked": Literal(HASH_CHECKS), "verified": Bool(), "reason": Opt(Str()),
 })
 KEPT_WHEEL_PINS_SCHEMA = 1
 KEPT_WHEEL_PINS = Obj({
@@ -121,8 +122,13 @@ PROFILE = Obj({
 }, optional={"stacks": NAMES})
 
 
-# modules/rules.json: data/profile.py `load_rules` checks each rule's fields and versions.
-RULES = Obj({"rules": ListOf(Obj({}))}, optional={"constants": Map(AnyValue())})
+# modules/rules.json (serve/rules.py reads the conditions); data/profile.py `load_rules` checks across fields:
+# one of condition or check, unique ids, the versions as PEP 440 specifier sets.
+_RULE_VERSIONS = Obj({"holds": ListOf(_TEXT, nonempty=True)}, optional={"not": ListOf(_TEXT)})
+RULES = Obj({"rules": ListOf(Obj({
+    "id": _TEXT, "severity": Literal(("error", "warning")), "message": _TEXT, "source": _TEXT,
+    "versions": Map(_RULE_VERSIONS, keys="sglang|flashinfer", means="a runtime component: sglang or flashinfer"),
+}, optional={"condition": AnyValue(), "check": _TEXT, "option": _TEXT}), key="id")}, optional={"constants": Map(AnyValue())})
 
 # modules/sglang-flags/<version>.json: written by `serve flags extract` (serve/flags_extract.py).
 FLAG_TABLE = Obj({
@@ -193,9 +199,28 @@ def check_reference_wheel(data: dict[str, Any], path: Path) -> None:
     for name, compiled in current["result"]["compiled"].items():
         if members.get(name) != compiled["sha256"]:
             raise DataError(path, None, f"current.result.compiled.{name}", "is not the same as its entry in result.members")
+# pkgs/sgl-kernel/sources.json (kernel/inputs/sources.py, lib/kernel-sources.nix); sources.py checks what a
+# verified or unverified pin must say. A pin is fetched from GitHub (a commit or a release tag) or as a zip.
+_SOURCE_PIN = {
+    "hash": Opt(_SRI), "hash_source": Opt(Str()), "hash_checked": Literal(HASH_CHECKS), "verified": Bool(),
+    "reason": Opt(Str()),
+}
+_SUBMODULE_PATH = r"(?!/)(?!.*(^|/)\.{0,2}(/|$)).+"
+
+
+def _source(optional: dict[str, Shape]) -> Shape:
+    return Tagged("fetcher", "fetchFromGitHub", {
+        "fetchFromGitHub": Obj({"owner": _TEXT, "repo": _TEXT, "rev": Str(
+            pattern=r"[0-9a-f]{40}|v\d+(\.\d+)+", means="a full commit (40 hex digits) or a vX.Y tag"),
+            **_SOURCE_PIN}, optional),
+        "fetchzip": Obj({"url": _TEXT, **_SOURCE_PIN}, optional),
+    })
+
+
 KERNEL_SOURCES = Obj({
-    "schema_version": AnyValue(), "update_command": Str(nonempty=True), "sglang": Obj({}),
-    "fetchcontent": Map(Obj({}, optional={"submodules": Map(Obj({}))})),
+    "schema_version": Literal((1,)), "update_command": _TEXT, "sglang": _source({}),
+    "fetchcontent": Map(_source({"submodules": Opt(Map(_source({}), keys=_SUBMODULE_PATH, means=(
+        "a path inside the source, as .gitmodules writes it (csrc/cutlass)")))})),
 })
 
 # pkgs/sgl-kernel/kernel-tests.json: `kernel test`'s rules (kernel/test/selection.py); a rule skips its file with `skip`,
@@ -293,9 +318,15 @@ ENV_COLLISIONS = Obj({
     "skip": Map(Obj({"packages": NAMES, "why": Str(nonempty=True)})),
 })
 
-# src/blackwell_stack/verify/baselines/<name>.json: verify/baseline.py checks each expectation.
-BASELINE = Obj({"target": Str(), "model": Str(nonempty=True), "source": Str(), "expectations": ListOf(Obj({}))},
-               optional={"tolerance": Num()})
+# src/blackwell_stack/verify/baselines/<name>.json; verify/baseline.py checks that each expectation names one
+# of concurrency and min_concurrency.
+BASELINE_RELATIONS = ("at_least", "about")
+BASELINE = Obj({
+    "target": Str(), "model": _TEXT, "source": Str(),
+    "expectations": ListOf(Obj({"name": _TEXT, "metric": _TEXT, "value": Num(above=0),
+                                "relation": Literal(BASELINE_RELATIONS)},
+                               optional={"concurrency": Int(minimum=1), "min_concurrency": Int(minimum=1)}), key="name"),
+}, optional={"tolerance": Num(minimum=0, below=1)})
 
 TEXT: Shape = AnyValue()  # patches (parsed by kernel/inputs/patch_series.py) and the kernel's check scripts
 

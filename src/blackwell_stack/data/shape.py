@@ -12,6 +12,7 @@ allowed unless a shape says otherwise: files carry descriptions and notes.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -74,13 +75,23 @@ class Int(Shape):
 
 @dataclass(frozen=True)
 class Num(Shape):
+    """A finite number (NaN compares as neither below nor above anything; true is not 1), within bounds."""
+
+    above: float | None = None  # exclusive
+    below: float | None = None  # exclusive
+    minimum: float | None = None  # inclusive
+
     def describe(self) -> str:
-        return "a number"
+        bounds = [f"above {self.above:g}" if self.above is not None else "",
+                  f"of at least {self.minimum:g}" if self.minimum is not None else "",
+                  f"below {self.below:g}" if self.below is not None else ""]
+        return " ".join(["a finite number", *filter(None, bounds)])
 
     def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return where, f"must be a number, found {_show(value)}"
-        return None
+        fits = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+            (self.above is None or value > self.above) and (self.below is None or value < self.below) and \
+            (self.minimum is None or value >= self.minimum)
+        return None if fits else (where, f"must be {self.describe()}, found {_show(value)}")
 
 
 @dataclass(frozen=True)
@@ -134,9 +145,30 @@ class Either(Shape):
 
 
 @dataclass(frozen=True)
+class Tagged(Shape):
+    """An object whose field `tag` (or `default` when it has none) says which of `variants` it must fit."""
+
+    tag: str
+    default: str
+    variants: dict[str, Shape]
+
+    def describe(self) -> str:
+        return f"an object with {self.tag} one of {', '.join(self.variants)}"
+
+    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
+        if not isinstance(value, dict):
+            return where, f"must be an object, found {_show(value)}"
+        kind = value.get(self.tag, self.default)
+        if not isinstance(kind, str) or kind not in self.variants:
+            return (*where, self.tag), f"must be {' or '.join(map(repr, self.variants))}, found {_show(kind)}"
+        return self.variants[kind].problem(value, where)
+
+
+@dataclass(frozen=True)
 class ListOf(Shape):
     items: Shape
     nonempty: bool = False
+    key: str | None = None  # a field that names an item in messages (a rule's "id"), where it is a string
 
     def describe(self) -> str:
         return ("a non-empty list" if self.nonempty else "a list") + f" of {self.items.describe()}"
@@ -145,7 +177,8 @@ class ListOf(Shape):
         if not isinstance(value, list) or (self.nonempty and not value):
             return where, f"must be {self.describe()}, found {_show(value)}"
         for i, item in enumerate(value):
-            found = self.items.problem(item, (*where, i))
+            name = item.get(self.key) if self.key and isinstance(item, dict) else None
+            found = self.items.problem(item, (*where, name if isinstance(name, str) and name else i))
             if found:
                 return found
         return None

@@ -16,12 +16,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_stack.data import registry
+from blackwell_stack.data import registry, schemas
 from blackwell_stack.errors import DataError
 
 BASELINE_DIR = registry.entry("baseline").directory()
 DEFAULT_BASELINE = registry.path("baseline", "qwen3.5-397b-a17b-nvfp4-sm120")
-RELATIONS = ("at_least", "about")
+RELATIONS = schemas.BASELINE_RELATIONS
 
 
 @dataclass(frozen=True)
@@ -63,41 +63,16 @@ def _check(data: dict, file: Path) -> None:
 
 
 def _build(path: Path, data: dict) -> Baseline:
-    """The baseline of data, every value checked (a DataError naming the entry and field otherwise)."""
-    tolerance = data.get("tolerance", 0.1)
-    if not _number(tolerance) or not 0 <= tolerance < 1:
-        raise DataError(path, None, "tolerance", f"{tolerance!r} is not a fraction in [0, 1)", "for example 0.1")
+    """The baseline of data (its shape is the registry's: data/schemas.py BASELINE)."""
     expectations = []
-    for i, item in enumerate(data["expectations"]):
-        entry = str(item.get("name", i)) if isinstance(item, dict) else str(i)
-        if not isinstance(item, dict):
-            raise DataError(path, entry, None, "an expectation is an object", None)
-        for key in ("name", "metric", "value", "relation"):
-            if key not in item:
-                raise DataError(path, entry, key, "missing", None)
-        if item["relation"] not in RELATIONS:
-            raise DataError(path, entry, "relation", f"{item['relation']!r} is not one of {', '.join(RELATIONS)}", None)
-        if not _number(item["value"]) or item["value"] <= 0:
-            raise DataError(path, entry, "value", f"{item['value']!r} is not a positive number", None)
+    for item in data["expectations"]:
         if ("concurrency" in item) == ("min_concurrency" in item):
-            raise DataError(path, entry, None, "needs exactly one of concurrency and min_concurrency", None)
-        for key in ("name", "metric"):
-            if not isinstance(item[key], str) or not item[key]:
-                raise DataError(path, entry, key, f"{item[key]!r} is not a name", None)
-        for key in ("concurrency", "min_concurrency"):
-            if key in item and (isinstance(item[key], bool) or not isinstance(item[key], int) or item[key] < 1):
-                raise DataError(path, entry, key, f"{item[key]!r} is not a whole number of requests (1 or more)", None)
-        expectations.append(
-            Expectation(
-                name=item["name"],
-                metric=item["metric"],
-                value=float(item["value"]),
-                relation=item["relation"],
-                concurrency=item.get("concurrency"),
-                min_concurrency=item.get("min_concurrency"),
-            )
-        )
-    return Baseline(path, data["target"], data["model"], data["source"], float(tolerance), tuple(expectations))
+            raise DataError(path, f"expectations.{item['name']}", None, "needs exactly one of concurrency and min_concurrency")
+        expectations.append(Expectation(name=item["name"], metric=item["metric"], value=float(item["value"]),
+                                        relation=item["relation"], concurrency=item.get("concurrency"),
+                                        min_concurrency=item.get("min_concurrency")))
+    return Baseline(path, data["target"], data["model"], data["source"], float(data.get("tolerance", 0.1)),
+                    tuple(expectations))
 
 
 def _number(value: object) -> bool:
