@@ -82,6 +82,13 @@ def test_series_applicable_then_applied_then_idempotent(clean_tree):
     assert applied == [p.name for p in SERIES]
     after = patch_series.check_series(clean_tree)
     assert set(after.patch_states().values()) == {patch_series.APPLIED}
+    # Each applied hunk is reported at the line where its new text stands (the last patch's tree: 0009 is last).
+    final = {fp.path: fp for p in SERIES[-1:] for fp in p.files}
+    for r in after.hunks:
+        if r.patch == SERIES[-1].name and r.file in final:
+            new = final[r.file].hunks[r.hunk - 1].new
+            text = (clean_tree / "sgl-kernel" / r.file).read_text().splitlines()
+            assert text[r.line - 1 : r.line - 1 + len(new)] == new, r
     before = snapshot(clean_tree)
     assert patch_series.apply_series(clean_tree)[1] == []  # already applied: skipped, nothing written
     assert snapshot(clean_tree) == before

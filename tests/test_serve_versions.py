@@ -44,3 +44,8 @@ def test_overlap_names_a_version_both_hold_for():
     assert versions.overlap("<0.6.7", ">=0.6.7") is None
     assert versions.overlap("==0.5.9", ">=0.5.9,<=0.5.23") == "0.5.9"
     assert versions.overlap("==0.5.9", "==0.5.23") is None
+
+
+def test_sets_are_shown_with_exact_releases_as_versions():
+    assert versions.show(["==0.5.9", "<=0.6.6", ">=0.6.0,<0.6.7"]) == "0.5.9, <=0.6.6, >=0.6.0,<0.6.7"
+    assert versions.show([]) == "none"

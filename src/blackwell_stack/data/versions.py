@@ -61,4 +61,6 @@ def overlap(a: str, b: str) -> str | None:
 
 
 def show(specs: list[str]) -> str:
-    return ", ".join(specs) if specs else "none"
+    """The sets for people: an exact release as its version alone ("0.5.9" for "==0.5.9")."""
+    exact = [s[2:] if s.startswith("==") and "," not in s and "*" not in s else s for s in specs]
+    return ", ".join(exact) if exact else "none"

@@ -37,6 +37,7 @@ _GNU_PATCH_FLAGS = ("-p1", "-F0", "--force", "--verbose", "--no-backup-if-mismat
 class Hunk:
     index: int  # 1-based within its file section
     old_start: int
+    new_start: int
     header: str
     old: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
@@ -107,7 +108,7 @@ def parse_patch(path: Path) -> Patch:
                 raise DataError(path, None, None, f"line {i + 1}: hunk before any ---/+++ file header")
             old_len = int(m.group(2)) if m.group(2) is not None else 1
             new_len = int(m.group(4)) if m.group(4) is not None else 1
-            hunk = Hunk(len(current.hunks) + 1, int(m.group(1)), line)
+            hunk = Hunk(len(current.hunks) + 1, int(m.group(1)), int(m.group(3)), line)
             i += 1
             while i < len(lines) and (len(hunk.old) < old_len or len(hunk.new) < new_len):
                 body = lines[i]
@@ -204,7 +205,8 @@ def _check_patch(patch: Patch, work: Path) -> list[HunkResult]:
             if ahead and (back is None or abs(ahead[1]) < abs(back[1])):
                 results.append(HunkResult(patch.name, fp.path, h.index, h.header, APPLICABLE, *ahead))
             elif back:
-                results.append(HunkResult(patch.name, fp.path, h.index, h.header, APPLIED, *back))
+                # Reversed, GNU patch counts lines as in the file without the hunk; where its new text is now:
+                results.append(HunkResult(patch.name, fp.path, h.index, h.header, APPLIED, h.new_start + back[1], back[1]))
             elif text is None:
                 results.append(HunkResult(patch.name, fp.path, h.index, h.header, CONFLICTING, expected=h.old,
                                           upstream_now=["(file is missing)"]))
