@@ -57,9 +57,6 @@ def test_the_committed_file_loads_and_is_what_update_would_write():
         (lambda d: d["fetchcontent"]["repo-triton"].update(hash=None), "fetchcontent.repo-triton", "verified"),
         (lambda d: d["fetchcontent"]["repo-fmt"].update(fetcher="git"), "fetchcontent.repo-fmt", "fetcher"),
         (lambda d: d["fetchcontent"]["repo-fmt"].update(hash_checked="by hand"), "fetchcontent.repo-fmt", "hash_checked"),
-        (lambda d: d["fetchcontent"]["repo-flashmla"]["submodules"].update(
-            {"../escape": next(iter(d["fetchcontent"]["repo-flashmla"]["submodules"].values()))}),
-         "fetchcontent.repo-flashmla.submodules", "../escape"),
     ],
 )
 def test_bad_data_names_entry_and_field(tmp_path, mutate, entry, field):

@@ -220,7 +220,7 @@ def _source(optional: dict[str, Shape]) -> Shape:
 KERNEL_SOURCES = Obj({
     "schema_version": Literal((1,)), "update_command": _TEXT, "sglang": _source({}),
     "fetchcontent": Map(_source({"submodules": Opt(Map(_source({}), keys=_SUBMODULE_PATH, means=(
-        "a path inside the source, as .gitmodules writes it (csrc/cutlass)")))})),
+        "a relative path inside the source, as .gitmodules writes it (csrc/cutlass)")))})),
 })
 
 # pkgs/sgl-kernel/kernel-tests.json: `kernel test`'s rules (kernel/test/selection.py); a rule skips its file with `skip`,
