@@ -107,6 +107,19 @@ def test_patches_check_cli_reports_every_hunk(clean_tree):
     assert set(data["patches"].values()) == {"applicable"}
 
 
+def test_without_gnu_patch_the_check_says_what_to_install(clean_tree, tmp_path):
+    # No patch on PATH, then a real program that is not GNU patch under its name (coreutils' true).
+    missing = run_cli("patches", "check", "--src", str(clean_tree), env=_env(_tool_path(tmp_path)))
+    assert missing.returncode == 6 and "patch is not on PATH" in missing.stderr and "apt-get install patch" in missing.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "patch").symlink_to(shutil.which("true"))
+    wrong = run_cli("patches", "check", "--src", str(clean_tree), env=_env(str(other)))
+    assert wrong.returncode == 6 and "is not GNU patch (true (GNU coreutils)" in wrong.stderr, wrong.stderr
+    build = run_cli("build", "--src", str(clean_tree), "--dry-run", env=_env(str(other)))
+    assert build.returncode == 6 and "[BAD] patch:" in build.stderr and "is not GNU patch" in build.stderr
+
+
 def test_conflict_names_patch_file_hunk_and_upstream_text(clean_tree):
     cmake = clean_tree / "sgl-kernel" / "CMakeLists.txt"
     cmake.write_text(cmake.read_text().replace("cmake_policy(SET CMP0177 NEW)", "cmake_policy(SET CMP0177 OLD) # changed upstream"))

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = psub.add_parser(
         "check",
         help="dry-run the series against a checkout, hunk by hunk",
-        epilog="exit codes: 0 every patch applied or applicable; 1 a hunk conflicts or a patch is half applied; 2 bad --src",
+        epilog="exit codes: 0 every patch applied or applicable; 1 a hunk conflicts or a patch is half applied; 2 bad --src; "
+        "6 no GNU patch on PATH",
     )
     p.add_argument("--src", required=True, help="sglang checkout or its sgl-kernel directory")
     p.add_argument("--json", action="store_true", help="print JSON")

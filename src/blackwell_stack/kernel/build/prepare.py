@@ -293,8 +293,12 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         say(text)
 
     series = patch_series.load_series()
-    # Without GNU patch the series is not checked here: the toolchain check below says what to install.
-    report = patch_series.check_series(source.kernel_dir, series) if proc.which("patch") else None
+    try:
+        patch_series.gnu_patch()
+        have_patch = True
+    except ToolchainError:  # the toolchain check below says what to install
+        have_patch = False
+    report = patch_series.check_series(source.kernel_dir, series) if have_patch else None
     if report and not report.ok:
         conflicts = [patch_series.conflict_message(r) for r in report.hunks if r.state == patch_series.CONFLICTING]
         blockers.append(BuildError(

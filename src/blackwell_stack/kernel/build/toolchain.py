@@ -20,6 +20,7 @@ from blackwell_stack import proc
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import ToolchainError
 from blackwell_stack.kernel.build import compilers as compilers_mod
+from blackwell_stack.kernel.inputs import patch_series
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
 NVCC_MAJOR = 13  # CUDA 13: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
@@ -232,13 +233,11 @@ def check_ninja(python: str | None = None) -> Check:
 
 def check_patch() -> Check:
     """GNU patch, which applies the series here as in Nix (kernel/inputs/patch_series.py)."""
-    fix = "install GNU patch (apt-get install patch)"
-    path = proc.which("patch")
-    if not path:
-        return Check("patch", False, "not on PATH", fix)
-    code, out = proc.probe([path, "--version"])
-    ok = code == 0 and out.startswith("GNU patch")
-    return Check("patch", ok, f"{path}: {out.splitlines()[0] if out else code}", None if ok else fix)
+    try:
+        path, version = patch_series.gnu_patch()
+    except ToolchainError as exc:
+        return Check("patch", False, exc.message, exc.hint)
+    return Check("patch", True, f"{path}: {version}")
 
 
 def check_compilers(found: list[compilers_mod.Compiler]) -> list[Check]:

@@ -14,6 +14,7 @@ or its sgl-kernel directory.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from blackwell_stack import inputfiles, proc
 from blackwell_stack.data import registry
-from blackwell_stack.errors import BuildError, DataError, StackError
+from blackwell_stack.errors import BuildError, DataError, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes
 
 APPLIED, APPLICABLE, CONFLICTING = "applied", "applicable", "conflicting"
@@ -157,9 +158,28 @@ def kernel_dir(src: str | Path) -> Path:
     )
 
 
+GNU_PATCH_FIX = "install GNU patch (apt-get install patch): it applies the series here as in Nix"
+
+
+def gnu_patch() -> tuple[str, str]:
+    """GNU patch on PATH and its version line; a ToolchainError when there is none, or another patch (busybox's,
+    BSD's) whose report this does not read."""
+    path = proc.require("patch", GNU_PATCH_FIX)
+    return path, _gnu_version(path)
+
+
+@functools.cache
+def _gnu_version(path: str) -> str:
+    code, out = proc.probe([path, "--version"], env={"LC_ALL": "C"})
+    first = out.splitlines()[0] if out else f"exit code {code}"
+    if code != 0 or not first.startswith("GNU patch"):
+        raise ToolchainError(f"{path} is not GNU patch ({first})", GNU_PATCH_FIX)
+    return first
+
+
 def _gnu_patch(patch: Patch, work: Path, *flags: str) -> dict[tuple[str, int], tuple[int, int] | None]:
     """(file, hunk) -> (line, offset) where GNU patch put it, or None where it did not apply."""
-    binary = proc.require("patch", "install GNU patch (`apt-get install patch`): it applies the series, as in Nix")
+    binary, _ = gnu_patch()
     result = proc.run([binary, *_GNU_PATCH_FLAGS, *flags, "-d", work, "-i", patch.path.resolve()], check=False,
                       env={"LC_ALL": "C"}, timeout=120)
     outcomes: dict[tuple[str, int], tuple[int, int] | None] = {}
