@@ -250,6 +250,7 @@ def test_a_patch_series_is_every_patch_of_its_directory_in_order(nix, series):
 def test_derivation_applies_the_whole_series_in_order():
     text = DERIVATION.read_text()
     assert "patches = import ../../lib/patch-series.nix ../../patches/sgl-kernel;" in text
+    assert 'patchFlags = [\n    "-p1"\n    "-F0"\n  ];' in text  # no fuzz, as `kernel patches check`
     assert 'sourceRoot = "source/sgl-kernel"' in text
     assert "dontUseCmakeConfigure = true" in text and "pyprojectHook" in text
     assert 'requiredSystemFeatures = [ "cuda" ]' in text

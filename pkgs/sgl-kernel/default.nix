@@ -194,8 +194,15 @@ cudaPackages.backendStdenv.mkDerivation (finalAttrs: {
   };
   sourceRoot = "source/sgl-kernel";
 
-  # Sorted by number, applied with -p1 inside sourceRoot.
+  # Sorted by number, applied with -p1 inside sourceRoot, without fuzz (GNU
+  # patch's default allows 2 lines): a hunk whose context moved upstream fails
+  # here, as `blackwell-stack kernel patches check` reports it, instead of
+  # applying at a guess (stdenv's patchPhase runs `patch ${patchFlags:--p1}`).
   patches = import ../../lib/patch-series.nix ../../patches/sgl-kernel;
+  patchFlags = [
+    "-p1"
+    "-F0"
+  ];
 
   # `out`: the installed package, in the stack's environment; `dist`: the
   # wheel (pyproject.nix's install hook copies it there), for pip/uv users.

@@ -156,6 +156,7 @@ in
   inherit (drv) uvBuildFlags preBuild sourceRoot env;
   src = "${drv.src}";
   patches = map toString drv.patches;
+  patchFlags = drv.patchFlags or [ "-p1" ];
   buildInputs = map lib.getDev drv.buildInputs;
   nativeBuildInputs = map lib.getDev drv.nativeBuildInputs;
   flags = { inherit (drv) dontUseCmakeConfigure dontUseNinjaBuild; };

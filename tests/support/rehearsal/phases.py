@@ -1,7 +1,7 @@
 """The phases of a stdenv build, run outside Nix on an evaluated derivation's attributes.
 
 - `unpack` and `apply_patches`: stdenv's unpackPhase (a directory source is
-  copied to `source/` and made writable) and patchPhase (`patch -p1 < each`).
+  copied to `source/` and made writable) and patchPhase (`patch ${patchFlags:--p1} < each`).
 - `hook`: a setup hook's script (pyproject.nix's configure and build hooks,
   read from the locked pyproject.nix) with its @substitutions@ made, as
   makeSetupHook makes them.
@@ -40,10 +40,10 @@ def unpack(src: Path, top: Path) -> Path:
     return dest
 
 
-def apply_patches(source_root: Path, patches: Sequence[str | Path]) -> None:
-    """stdenv's patchPhase: each patch, in order, with `patch -p1`."""
+def apply_patches(source_root: Path, patches: Sequence[str | Path], flags: Sequence[str] = ("-p1",)) -> None:
+    """stdenv's patchPhase: each patch, in order, with `patch ${patchFlags:--p1}`."""
     for patch in patches:
-        result = proc.run(["patch", "-p1", "--batch", "-i", str(patch)], cwd=source_root, check=False, timeout=120)
+        result = proc.run(["patch", *flags, "--batch", "-i", str(patch)], cwd=source_root, check=False, timeout=120)
         if result.returncode != 0:
             raise StackError(f"{Path(patch).name} does not apply to {source_root}:\n{result.stdout[-1500:]}")
 

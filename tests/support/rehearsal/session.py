@@ -207,7 +207,7 @@ def sgl_kernel_build(session: Session, top: Path) -> tuple[subprocess.CompletedP
     source = phases.unpack(Path(evaluated["src"]), top)
     source_root = top / evaluated["sourceRoot"]
     assert source_root.parent == source
-    phases.apply_patches(source_root, evaluated["patches"])
+    phases.apply_patches(source_root, evaluated["patches"], evaluated["patchFlags"])
 
     tree = session.tree
     hosts = stdenv.host_closure(nix_rehearsal.as_inputs(evaluated["buildInputs"], tree), tree)
