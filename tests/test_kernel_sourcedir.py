@@ -29,6 +29,13 @@ pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 NIX_HASH = ["nix", "--extra-experimental-features", "nix-command", "hash", "path"]
 
 
+
+def directories(directory, data, cuda_archs, copied=()):
+    """FetchContent name -> the directory a build reads it from: under `directory`, or its copy."""
+    dirs = {name: str(Path(directory).resolve() / name) for name in sources.needed_names(data, cuda_archs)}
+    dirs.update({c.name: str(c.dest) for c in copied})
+    return dirs
+
 def nix_hash(path: Path) -> str:
     if shutil.which("nix") is None:
         pytest.skip("nix is not installed (apt-get install nix-bin); .ci/run installs it")
@@ -314,7 +321,7 @@ def test_a_source_with_a_submodule_is_fetched_checked_and_copied_whole(tmp_path,
     assert config.read_text() == "// SM101 and SM101a\n"
     config.write_text("// SM103 and SM103a\n")
     (copy.dest / "csrc" / "kernel.cu").write_text("// edited\n")
-    assert sourcedir.directories(target, data, ["9.0a"], [copy])["repo-mla"] == str(copy.dest)
+    assert directories(target, data, ["9.0a"], [copy])["repo-mla"] == str(copy.dest)
     assert {s.state for s in sourcedir.check(target, sourcedir.entries(data, ["9.0a"], names=["repo-mla"]))} == {"ok"}
     # A second build gets a fresh copy, not the edited one.
     sourcedir.make_copy(copy)
@@ -381,7 +388,7 @@ def test_real_cmake_edits_the_copy_and_not_the_sources(tmp_path):
     copied = sourcedir.copies(fc, data, ["9.0a"], tmp_path / "b" / "fetchcontent")
     for c in copied:
         sourcedir.make_copy(c)
-    dirs = sourcedir.directories(fc, data, ["9.0a"], copied)
+    dirs = directories(fc, data, ["9.0a"], copied)
     flags = [f"-D{k}={v}" for k, v in sources.fetchcontent_settings(data, ["9.0a"], dirs).items()]
     result = subprocess.run([cmake, "-S", str(tmp_path / "proj"), "-B", str(tmp_path / "b" / "cmake"), *flags],
                             capture_output=True, text=True, timeout=300)

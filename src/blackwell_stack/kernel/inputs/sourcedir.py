@@ -221,12 +221,3 @@ def make_copy(copy: Copy) -> None:
         shutil.rmtree(partial, ignore_errors=True)
         raise StackError(f"cannot copy {copy.source} to {copy.dest}: {exc}",
                          "the build copies it because CMake edits it in place; free space or pick another --build-dir") from None
-
-
-def directories(directory: str | Path, data: dict[str, Any], cuda_archs: Iterable[str],
-                copied: Iterable[Copy] = ()) -> dict[str, str]:
-    """FetchContent name -> the directory the build reads it from: under `directory`, or its copy."""
-    base = Path(directory).resolve()
-    dirs = {name: str(base / name) for name in sources.needed_names(data, cuda_archs)}
-    dirs.update({c.name: str(c.dest) for c in copied})
-    return dirs
