@@ -29,7 +29,6 @@ pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 NIX_HASH = ["nix", "--extra-experimental-features", "nix-command", "hash", "path"]
 
 
-
 def directories(directory, data, cuda_archs, copied=()):
     """FetchContent name -> the directory a build reads it from: under `directory`, or its copy."""
     dirs = {name: str(Path(directory).resolve() / name) for name in sources.needed_names(data, cuda_archs)}
