@@ -24,6 +24,7 @@ DEFAULT_PROFILE = "qwen3.5-397b-a17b-nvfp4-sm120"
 # The runtime components a rule may state versions for (Runtime's fields).
 RUNTIME_COMPONENTS = ("sglang", "flashinfer")
 
+
 @dataclass(frozen=True)
 class Runtime:
     """The versions the rules hold against (a stack passes the versions of its lock)."""
