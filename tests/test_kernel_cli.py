@@ -94,6 +94,13 @@ def test_series_applicable_then_applied_then_idempotent(clean_tree):
     assert snapshot(clean_tree) == before
 
 
+def test_the_report_is_read_whatever_the_callers_patch_settings(clean_tree):
+    # GNU patch quotes file names as QUOTING_STYLE says, translates its report, and has a POSIX mode.
+    env = {**os.environ, "QUOTING_STYLE": "c", "POSIXLY_CORRECT": "1", "LANGUAGE": "de", "LC_ALL": "de_DE.UTF-8"}
+    data = json.loads(run_cli("patches", "check", "--src", str(clean_tree), "--json", env=env).stdout)
+    assert set(data["patches"].values()) == {"applicable"}
+
+
 def test_checkout_given_as_sgl_kernel_dir(clean_tree):
     assert patch_series.kernel_dir(clean_tree / "sgl-kernel") == patch_series.kernel_dir(clean_tree)
 

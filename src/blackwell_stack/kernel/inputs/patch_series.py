@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ APPLIED, APPLICABLE, CONFLICTING = "applied", "applicable", "conflicting"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # GNU patch's report, in the C locale: a file section starts with "checking file X" (a dry run) or
 # "patching file X"; each hunk says "Hunk #N succeeded at L (offset K lines)." or "FAILED at L" or "ignored at L".
-_REPORT_FILE = re.compile(r"^(?:checking|patching) file '?(.+?)'?$")
+_REPORT_FILE = re.compile(r"^(?:checking|patching) file (.+)$")
 _REPORT_HUNK = re.compile(r"^Hunk #(\d+) (succeeded|FAILED|ignored) at (\d+)(?: \(offset (-?\d+) lines?\))?")
 _GNU_PATCH_FLAGS = ("-p1", "-F0", "--force", "--verbose", "--no-backup-if-mismatch", "--reject-file=-")
 
@@ -170,18 +171,25 @@ def gnu_patch() -> tuple[str, str]:
 
 @functools.cache
 def _gnu_version(path: str) -> str:
-    code, out = proc.probe([path, "--version"], env={"LC_ALL": "C"})
+    code, out = proc.probe([path, "--version"], env=_environment())
     first = out.splitlines()[0] if out else f"exit code {code}"
     if code != 0 or not first.startswith("GNU patch"):
         raise ToolchainError(f"{path} is not GNU patch ({first})", GNU_PATCH_FIX)
     return first
 
 
+def _environment() -> dict[str, str]:
+    """The caller's environment (TMPDIR among it: patch writes its temporary files there), with the report in
+    the C locale and its file names unquoted (QUOTING_STYLE would quote them), and no POSIX mode."""
+    env = {k: v for k, v in os.environ.items() if k != "POSIXLY_CORRECT"}
+    return {**env, "LC_ALL": "C", "QUOTING_STYLE": "literal"}
+
+
 def _gnu_patch(patch: Patch, work: Path, *flags: str) -> dict[tuple[str, int], tuple[int, int] | None]:
     """(file, hunk) -> (line, offset) where GNU patch put it, or None where it did not apply."""
     binary, _ = gnu_patch()
     result = proc.run([binary, *_GNU_PATCH_FLAGS, *flags, "-d", work, "-i", patch.path.resolve()], check=False,
-                      env={"LC_ALL": "C"}, timeout=120)
+                      env=_environment(), timeout=120)
     outcomes: dict[tuple[str, int], tuple[int, int] | None] = {}
     file = ""
     for line in result.stdout.splitlines():
