@@ -34,7 +34,6 @@ MACHINES = {
     258: "loongarch",
 }
 
-SHT_SYMTAB = 2
 SHT_NOTE = 7
 SHT_DYNAMIC = 6
 SHT_NOBITS = 8

@@ -39,7 +39,6 @@ FLAG_FAMILY = 0x200000
 # which never runs as is and which `cuobjdump --list-elf` does not list either.
 LOADABLE_SECTION = ".nv_fatbin"
 RELOCATABLE_SECTION = "__nv_relfatbin"
-FATBIN_SECTIONS = (LOADABLE_SECTION, RELOCATABLE_SECTION)
 
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQ")  # the first 48 bytes of an entry header

@@ -27,8 +27,6 @@ from blackwell_stack.formats import elf, zipmember
 # Members up to this size are read into memory; bigger ones go through a temp file.
 IN_MEMORY_LIMIT = 64 << 20
 
-_SHARED_LIB_HINTS = (".so", ".so.", ".pyd", ".dylib")
-
 
 class NotAWheelError(StackError):
     pass

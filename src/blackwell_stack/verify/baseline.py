@@ -16,12 +16,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_stack.data import registry, schemas
+from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError
 
-BASELINE_DIR = registry.entry("baseline").directory()
 DEFAULT_BASELINE = registry.path("baseline", "qwen3.5-397b-a17b-nvfp4-sm120")
-RELATIONS = schemas.BASELINE_RELATIONS
 
 
 @dataclass(frozen=True)
