@@ -3,20 +3,17 @@ with its partial file removed and the signal's exit code (cli/__init__.py, paral
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from support.cli import start
 
 from blackwell_stack import parallel
-
-SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 
 def test_an_interrupt_cancels_the_queue_and_stops_the_running_jobs():
@@ -78,17 +75,42 @@ def _partial_files(directory: Path) -> list[Path]:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_a_download_removes_the_partial_file(tmp_path, stalling_server, signum):
     sources = tmp_path / "sources"
-    child = subprocess.Popen([sys.executable, "-m", "blackwell_stack", "kernel", "sources", "fetch", "--dir",
-                              str(sources), "--all", "--github", stalling_server],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": SRC})
-    deadline = time.monotonic() + 120  # a bound for a broken run, not a timing assumption
-    while not (sources.is_dir() and _partial_files(sources)) and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert child.poll() is None, child.communicate()
-    assert _partial_files(sources), "the download never started"
+    child = _downloading(sources, stalling_server)
     child.send_signal(signum)
     _out, err = child.communicate(timeout=120)
     assert child.returncode == 128 + signum, err
     assert f"terminated ({signal.Signals(signum).name})" in err and "Traceback" not in err
     assert not list(sources.rglob("*.part")) and not [p for p in sources.rglob(".*") if p.is_dir()]
+
+
+@pytest.mark.proc
+def test_a_signal_ignored_at_start_stays_ignored(tmp_path, stalling_server):
+    """Under `nohup` (SIGHUP ignored) the command, once running, still ignores the hang-up and still catches SIGTERM,
+    as the kernel keeps them (/proc/PID/status); the SIGTERM then ends it as usual."""
+    sources = tmp_path / "sources"
+    child = _downloading(sources, stalling_server, ignored=(signal.SIGHUP,))
+    ignored, caught = _dispositions(child.pid)
+    child.send_signal(signal.SIGTERM)
+    _out, err = child.communicate(timeout=120)
+    assert signal.SIGHUP in ignored and signal.SIGHUP not in caught and signal.SIGTERM in caught
+    assert child.returncode == 128 + signal.SIGTERM, err
+    assert "terminated (SIGTERM)" in err and not list(sources.rglob("*.part"))
+
+
+def _dispositions(pid: int) -> tuple[set[int], set[int]]:
+    """The signals a process ignores and the ones it catches, from its SigIgn and SigCgt masks."""
+    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    def members(mask: str) -> set[int]:
+        return {n for n in range(1, 65) if int(mask, 16) >> (n - 1) & 1}
+    return members(fields["SigIgn"]), members(fields["SigCgt"])
+
+
+def _downloading(sources: Path, server: str, ignored: tuple[signal.Signals, ...] = ()) -> subprocess.Popen:
+    """`kernel sources fetch` from the stalling server, once its first partial file is on disk."""
+    child = start("kernel", "sources", "fetch", "--dir", str(sources), "--all", "--github", server, ignored=ignored)
+    deadline = time.monotonic() + 120  # a bound for a broken run, not a timing assumption
+    while not (sources.is_dir() and _partial_files(sources)) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child.poll() is None, child.communicate()
+    assert _partial_files(sources), "the download never started"
+    return child

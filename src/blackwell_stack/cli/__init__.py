@@ -89,10 +89,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _install(handler: Callable[[int, object], None]) -> dict[int, Any]:
-    """handler for SIGTERM and SIGHUP (signals reach only the main thread); the handlers it replaced."""
+    """handler for SIGTERM and SIGHUP (signals reach only the main thread); the handlers it replaced.
+
+    A signal that was ignored when the CLI started stays ignored, as Python leaves an ignored SIGINT: under
+    `nohup blackwell-stack kernel build … &` the hang-up of the terminal must not end the build."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    return {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)
+            if signal.getsignal(signum) is not signal.SIG_IGN}
 
 
 def _main(argv: list[str] | None) -> int:
