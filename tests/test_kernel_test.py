@@ -13,14 +13,13 @@ import functools
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
-from support.cli import run
+from support.cli import run, start
 
 from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError
@@ -155,9 +154,8 @@ def test_each_file_in_its_own_process_crash_and_timeout_isolated(tests_dir, tmp_
 def test_an_interrupted_run_keeps_what_it_found_and_stops_the_file_it_ran(tests_dir, tmp_path):
     wheel = make_wheel(tmp_path / "k.whl", ("9.0a",))
     pid_file, logs = tmp_path / "worker.pid", tmp_path / "logs"
-    child = subprocess.Popen([sys.executable, "-m", "blackwell_stack", "kernel", "test", "--tests", str(tests_dir), "--wheel",
-                              str(wheel), "--gpu", "9.0", "--logs", str(logs), "--file", "test_norm.py", "--file", "test_sampling.py"],
-                             env={**os.environ, "WORKER_PID_FILE": str(pid_file)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = start("kernel", "test", "--tests", str(tests_dir), "--wheel", str(wheel), "--gpu", "9.0", "--logs", str(logs),
+                  "--file", "test_norm.py", "--file", "test_sampling.py", env={**os.environ, "WORKER_PID_FILE": str(pid_file)})
     deadline = time.monotonic() + 120
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
