@@ -20,8 +20,7 @@ def run(*args: str, env: dict[str, str] | None = None, root: Path | None = None,
         **kwargs) -> subprocess.CompletedProcess:
     """Its output captured as text unless `stdout`/`stderr` say otherwise; `env` replaces the environment,
     `root` is the data root it reads (BLACKWELL_STACK_ROOT); this checkout's package first on PYTHONPATH."""
-    base = dict(os.environ if env is None else env)
-    base["PYTHONPATH"] = SRC + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+    base = _environment(env)
     if root is not None:
         base["BLACKWELL_STACK_ROOT"] = str(root)
     if "stdout" not in kwargs and "stderr" not in kwargs:
@@ -46,10 +45,16 @@ def start(*args: str, ignored: tuple[signal.Signals, ...] = (), env: dict[str, s
           **kwargs) -> subprocess.Popen:
     """The CLI started in the background, its signals as a terminal gives them but for `ignored` (as nohup
     leaves SIGHUP); output piped as text unless `stdout`/`stderr` say otherwise."""
-    base = dict(os.environ if env is None else env)
-    base["PYTHONPATH"] = SRC + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+    base = _environment(env)
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
     kwargs.setdefault("text", True)
     return subprocess.Popen([sys.executable, "-c", _LAUNCH, ",".join(s.name for s in ignored), *args], env=base,
                             **kwargs)
+
+
+def _environment(env: dict[str, str] | None) -> dict[str, str]:
+    """env (default: this one) with this checkout's package first on PYTHONPATH."""
+    base = dict(os.environ if env is None else env)
+    base["PYTHONPATH"] = SRC + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+    return base
