@@ -88,12 +88,34 @@ rec {
   prefixMaps = sources: cudaArchs: dirs:
     map (name: "-ffile-prefix-map=${toString dirs.${name}}=${name}") (namesWithDirs sources cudaArchs dirs);
 
+  # The shell that leaves in a fetched tree ($out, as fetchzip's postFetch
+  # sees it: unpacked, before its final chmod) only what the pin's filter
+  # selects: the parts the build reads. The pin's hash is of that tree;
+  # blackwell_stack.kernel.inputs.source_filter selects the same for
+  # `kernel sources check/fetch` and the build. A kept path that is missing
+  # fails the fetch (mv), as a changed upstream tree should.
+  filterScript = filter:
+    if filter ? drop then
+      builtins.concatStringsSep "" (map (path: "rm -r \"$out/${path}\"\n") filter.drop)
+    else
+      "kept=\"$TMPDIR/filter-kept\"\nmkdir \"$kept\"\n"
+      + builtins.concatStringsSep "" (map
+        (path: "mkdir -p \"$(dirname \"$kept/${path}\")\"\nmv \"$out/${path}\" \"$kept/${path}\"\n")
+        filter.keep)
+      + "rm -r \"$out\"\nmv \"$kept\" \"$out\"\n";
+
+  # A fetcher's arguments for a pin: with its filter, a postFetch that applies it.
+  fetchArgs = entry: names:
+    builtins.intersectAttrs (builtins.listToAttrs (map (n: { name = n; value = null; }) names)) entry
+    // (if entry ? filter then { postFetch = filterScript entry.filter; } else { });
+
   # The sglang source pin, checked.
   sglang = sources: checked sources "sglang" sources.sglang;
 
   # One FetchContent dependency, checked, with its submodules checked too:
   # { name, variable, fetcher, args, submodules = [ { path, args } ], writable }.
-  # `args` are fetchFromGitHub's (owner, repo, rev, hash) or fetchzip's (url, hash).
+  # `args` are fetchFromGitHub's (owner, repo, rev, hash) or fetchzip's (url,
+  # hash), with a postFetch where the pin has a filter (filterScript).
   dependency = sources: name:
     let
       entry = checked sources "fetchcontent.${name}" (sources.fetchcontent.${name} or (throw
@@ -106,12 +128,12 @@ rec {
       inherit name fetcher;
       variable = cmakeVariable name;
       args =
-        if fetcher == "fetchzip" then { inherit (entry) url hash; }
-        else { inherit (entry) owner repo rev hash; };
+        if fetcher == "fetchzip" then fetchArgs entry [ "url" "hash" ]
+        else fetchArgs entry [ "owner" "repo" "rev" "hash" ];
       submodules = map
         (path:
           let sub = checked sources "fetchcontent.${name}.submodules.${path}" submodules.${path};
-          in { inherit path; args = { inherit (sub) owner repo rev hash; }; })
+          in { inherit path; args = fetchArgs sub [ "owner" "repo" "rev" "hash" ]; })
         (builtins.attrNames submodules);
       # Copied into the build directory when CMake edits it in place, or when
       # submodules have to be put inside it.

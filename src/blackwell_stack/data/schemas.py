@@ -206,9 +206,16 @@ _SOURCE_PIN = {
     "reason": Opt(Str()),
 }
 _SUBMODULE_PATH = r"(?!/)(?!.*(^|/)\.{0,2}(/|$)).+"
+# A path a pin's filter keeps or drops (kernel/inputs/source_filter.py): relative, no '.' or '..', and only
+# characters that the Nix fetch's postFetch can name without quoting.
+_FILTER_PATH = Str(pattern=r"(?!.*(^|/)\.{1,2}(/|$))[A-Za-z0-9_+.-]+(/[A-Za-z0-9_+.-]+)*",
+                   means="a relative path of letters, digits and ._+- (no '.' or '..' parts)")
+_FILTER = Obj({"why": _TEXT}, {"keep": ListOf(_FILTER_PATH, nonempty=True),
+                               "drop": ListOf(_FILTER_PATH, nonempty=True)})
 
 
 def _source(optional: dict[str, Shape]) -> Shape:
+    optional = {"filter": _FILTER, **optional}
     return Tagged("fetcher", "fetchFromGitHub", {
         "fetchFromGitHub": Obj({"owner": _TEXT, "repo": _TEXT, "rev": Str(
             pattern=r"[0-9a-f]{40}|v\d+(\.\d+)+", means="a full commit (40 hex digits) or a vX.Y tag"),

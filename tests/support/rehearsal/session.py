@@ -23,12 +23,10 @@ the kernel sources, the tests that need them are skipped, saying which.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -37,16 +35,9 @@ from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import StackError, ToolchainError
 from blackwell_stack.formats import elf, fatbin
 from blackwell_stack.stacks import lock as locking
-from support import REPO, nix_inputs, nix_rehearsal
+from support import nix_inputs, nix_rehearsal, offline_sources
 from support.rehearsal import components, glibc, layout, phases, stdenv, tools
 from support.rehearsal.pythonenv import PythonSet
-
-SOURCES_ENV = "BLACKWELL_STACK_KERNEL_SOURCES"
-SOURCES_TARBALL = "sgl-kernel-0.3.21-sources.tar.xz"
-
-
-def kernel_sources_dir() -> Path:
-    return Path(os.environ.get(SOURCES_ENV) or REPO.parent / "shared" / "kernel-build")
 
 
 class Session:
@@ -160,13 +151,7 @@ class Session:
     @functools.cached_property
     def kernel_sources(self) -> Path:
         """The sglang tree (sglang/sgl-kernel) and the FetchContent sources (fc/<name>), unpacked."""
-        tarball = kernel_sources_dir() / SOURCES_TARBALL
-        if not tarball.is_file():
-            pytest.skip(f"no {SOURCES_TARBALL} at {tarball.parent} (set {SOURCES_ENV} to the directory that holds it)")
-        dest = self.root / "kernel-sources"
-        with tarfile.open(tarball) as tar:
-            tar.extractall(dest, filter="tar")
-        return dest
+        return offline_sources.layout(self.root / "kernel-sources")
 
     def pyproject_hooks(self) -> Path:
         return nix_inputs.source("pyproject-nix") / "build" / "hooks"

@@ -52,8 +52,8 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
         _, applied = patch_series.apply_series(stage.kernel_dir, plan.series)
         for name in applied:
             print(f"applied {name} (to the staged copy; {plan.source.kernel_dir} is unchanged)", file=stream)
-        for source, dest in plan.source_links:
-            staging.link_tree(source, dest)
+        for source, dest, selected in plan.source_links:
+            staging.link_tree(source, dest, sourcedir.filtered(selected, source))
         for copy in plan.source_copies:
             sourcedir.make_copy(copy)
             with_subs = f" with {', '.join(path for path, _ in copy.submodules)}" if copy.submodules else ""

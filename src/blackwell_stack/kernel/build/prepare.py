@@ -36,6 +36,7 @@ from blackwell_stack.errors import BuildError, DataError, ExitCode, HashMismatch
 from blackwell_stack.kernel import jobs
 from blackwell_stack.kernel.build import compilers, staging, toolchain
 from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
+from blackwell_stack.kernel.inputs.source_filter import Filter
 from blackwell_stack.kernel.reproducibility import buildinfo, reference
 from blackwell_stack.kernel.reproducibility.conditions import conditions_of
 
@@ -114,7 +115,8 @@ class BuildPlan:
     series: list[patch_series.Patch] | None = None  # None: patches/sgl-kernel
     build_dir: Path | None = None
     stage: staging.Layout | None = None  # where the inputs are placed for the build
-    source_links: list[tuple[Path, Path]] = field(default_factory=list)  # read-only sources: (from, staged at)
+    # read-only sources: (from, staged at, the part its pin covers)
+    source_links: list[tuple[Path, Path, Filter | None]] = field(default_factory=list)
     torch: toolchain.TorchExpectation | None = None
     checks: list[toolchain.Check] = field(default_factory=list)
     source_dirs: list[sourcedir.State] = field(default_factory=list)
@@ -208,7 +210,8 @@ def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
 
 def _source_directories(
     data: dict, arch: str, sources_dir: Path, allow_mismatch: list[str], warn: Callable[[str], None], stage: Path
-) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict, list[sourcedir.Copy], list[tuple[Path, Path]]]:
+) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict, list[sourcedir.Copy],
+           list[tuple[Path, Path, Filter | None]]]:
     """FetchContent name -> its directory in the stage, the states, blockers, the build record's sources block,
     the writable copies and the read-only links the build places there before CMake runs."""
     archs = recipe.arch_list(arch)
@@ -243,7 +246,8 @@ def _source_directories(
     copied = sourcedir.copies(sources_dir, data, archs, stage)
     copied_names = {c.name for c in copied}
     base = sources_dir.resolve()
-    links = [(base / name, stage / name) for name in sources.needed_names(data, archs) if name not in copied_names]
+    links = [(base / name, stage / name, Filter.of(data["fetchcontent"][name]))
+             for name in sources.needed_names(data, archs) if name not in copied_names]
     dirs = {name: str(stage / name) for name in sources.needed_names(data, archs)}
     return dirs, states, blockers, record, copied, links
 
@@ -319,7 +323,7 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     maps = [f"-ffile-prefix-map={stage.kernel_dir}=sgl-kernel"]
     source_states: list[sourcedir.State] = []
     source_copies: list[sourcedir.Copy] = []
-    source_links: list[tuple[Path, Path]] = []
+    source_links: list[tuple[Path, Path, Filter | None]] = []
     if sources_dir is not None:
         dirs, source_states, source_blockers, sources_record, source_copies, source_links = _source_directories(
             data, arch, Path(sources_dir), list(request.allow_source_mismatch), note, stage.sources_dir)

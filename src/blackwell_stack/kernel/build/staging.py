@@ -26,7 +26,7 @@ import fcntl
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,8 +113,9 @@ def acquire(where: Layout) -> Iterator[Layout]:
         os.close(fd)  # releases the lock
 
 
-def link_tree(source: Path, dest: Path) -> None:
-    """A read-only source placed by hard links (a copy where links cannot cross file systems)."""
+def link_tree(source: Path, dest: Path, ignore: Callable[[str, list[str]], set[str]] | None = None) -> None:
+    """A read-only source placed by hard links (a copy where links cannot cross file systems); `ignore` leaves out
+    what its pin does not cover (kernel/inputs/source_filter.py)."""
 
     def place(src: str, dst: str) -> None:
         try:
@@ -123,7 +124,7 @@ def link_tree(source: Path, dest: Path) -> None:
             shutil.copy2(src, dst)
 
     try:
-        shutil.copytree(source, dest, symlinks=True, copy_function=place)
+        shutil.copytree(source, dest, symlinks=True, copy_function=place, ignore=ignore)
     except (OSError, shutil.Error) as exc:
         raise StackError(f"cannot place {source} at {dest}: {exc}",
                          f"free space under {dest.parent} (the sources are staged there)") from None

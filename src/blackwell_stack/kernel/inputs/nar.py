@@ -18,9 +18,11 @@ import hashlib
 import os
 import stat
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 _CHUNK = 1 << 20
+Select = Callable[[str], bool]  # a relative path -> whether the tree holds it (a pin's filter)
 
 
 def _str(h, data: bytes) -> None:
@@ -43,7 +45,7 @@ def _contents(h, path: bytes, size: int) -> None:
         h.update(b"\0" * (8 - size % 8))
 
 
-def _node(h, path: bytes) -> None:
+def _node(h, path: bytes, rel: str, select: Select | None) -> None:
     st = os.lstat(path)
     _str(h, b"(")
     _str(h, b"type")
@@ -61,26 +63,30 @@ def _node(h, path: bytes) -> None:
     elif stat.S_ISDIR(st.st_mode):
         _str(h, b"directory")
         for name in sorted(os.listdir(path)):
+            child = f"{rel}/{os.fsdecode(name)}" if rel else os.fsdecode(name)
+            if select is not None and not select(child):
+                continue
             _str(h, b"entry")
             _str(h, b"(")
             _str(h, b"name")
             _str(h, name)
             _str(h, b"node")
-            _node(h, os.path.join(path, name))
+            _node(h, os.path.join(path, name), child, select)
             _str(h, b")")
     else:
         raise OSError(f"{os.fsdecode(path)} is neither a file, a directory nor a symlink: a NAR cannot hold it")
     _str(h, b")")
 
 
-def nar_sha256(path: str | Path) -> bytes:
-    """The sha256 digest of the NAR serialisation of path (a file, directory or symlink)."""
+def nar_sha256(path: str | Path, select: Select | None = None) -> bytes:
+    """The sha256 digest of the NAR serialisation of path (a file, directory or symlink); with `select`, of the
+    tree that holds only the paths (relative, '/'-separated) it selects, as if the rest had been removed."""
     h = hashlib.sha256()
     _str(h, b"nix-archive-1")
-    _node(h, os.fsencode(str(path)))
+    _node(h, os.fsencode(str(path)), "", select)
     return h.digest()
 
 
-def nar_hash_sri(path: str | Path) -> str:
-    """`nix hash path PATH`'s answer: "sha256-<base64>"."""
-    return "sha256-" + base64.b64encode(nar_sha256(path)).decode()
+def nar_hash_sri(path: str | Path, select: Select | None = None) -> str:
+    """`nix hash path PATH`'s answer: "sha256-<base64>" (of the selected part, with `select`)."""
+    return "sha256-" + base64.b64encode(nar_sha256(path, select)).decode()

@@ -34,6 +34,7 @@ from typing import Any
 from blackwell_stack.download import download
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.kernel.inputs import nar, sources
+from blackwell_stack.kernel.inputs.source_filter import Filter
 
 OK, MISMATCH, MISSING, UNPINNED = "ok", "mismatch", "missing", "unverified pin"
 
@@ -49,6 +50,16 @@ class Entry:
     @property
     def expected(self) -> str | None:
         return self.pin.get("hash") if self.pin.get("verified") else None
+
+    @property
+    def filter(self) -> Filter | None:
+        """What of the tree the pin covers (None: all of it)."""
+        return Filter.of(self.pin)
+
+    def hash_of(self, path: Path) -> str:
+        """The NAR hash of the tree at path, of the part the pin's filter selects."""
+        selected = self.filter
+        return nar.nar_hash_sri(path, selected.selects if selected else None)
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,7 @@ def check(directory: str | Path, items: list[Entry]) -> list[State]:
         if not path.is_dir():
             out.append(State(entry, path, MISSING, None))
             continue
-        actual = nar.nar_hash_sri(path)
+        actual = entry.hash_of(path)
         if entry.expected is None:
             out.append(State(entry, path, UNPINNED, actual))
         else:
@@ -150,6 +161,8 @@ def fetch(directory: str | Path, items: list[Entry], *, github: str = sources.GI
             download(url, archive, label=entry.relpath)
             unpacked = Path(tmp) / "tree"
             _unpack(archive, unpacked)
+            if entry.filter:
+                entry.filter.apply(unpacked)
             actual = nar.nar_hash_sri(unpacked)
             if actual != entry.expected:
                 raise HashMismatch(
@@ -171,6 +184,7 @@ class Copy:
     source: Path
     dest: Path
     submodules: tuple[tuple[str, Path], ...]
+    filters: tuple[Filter | None, ...] = ()  # the source's, then each submodule's
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "from": str(self.source), "to": str(self.dest),
@@ -184,9 +198,16 @@ def copies(directory: str | Path, data: dict[str, Any], cuda_archs: Iterable[str
     for name in sources.needed_names(data, cuda_archs):
         entry = data["fetchcontent"][name]
         if sources.writable(entry):
-            subs = tuple((sub, base / f"{name}.submodules" / sub) for sub in sorted(entry.get("submodules") or {}))
-            out.append(Copy(name, base / name, Path(root).resolve() / name, subs))
+            names = sorted(entry.get("submodules") or {})
+            subs = tuple((sub, base / f"{name}.submodules" / sub) for sub in names)
+            filters = (Filter.of(entry), *(Filter.of(entry["submodules"][sub]) for sub in names))
+            out.append(Copy(name, base / name, Path(root).resolve() / name, subs, filters))
     return out
+
+
+def filtered(selected: Filter | None, root: Path) -> Callable[[str, list[str]], set[str]] | None:
+    """A copytree `ignore` that stages only what a pin covers: the build reads exactly the hashed tree."""
+    return selected.ignore(root) if selected else None
 
 
 def _make_writable(root: Path) -> None:
@@ -205,15 +226,16 @@ def make_copy(copy: Copy) -> None:
     partial = copy.dest.with_name(copy.dest.name + ".partial")
     try:
         shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(copy.source, partial, symlinks=True)
-        for path, src in copy.submodules:
+        filters = copy.filters or (None,) * (1 + len(copy.submodules))
+        shutil.copytree(copy.source, partial, symlinks=True, ignore=filtered(filters[0], copy.source))
+        for (path, src), selected in zip(copy.submodules, filters[1:]):
             target = partial / path
             if target.is_symlink() or target.is_file():
                 target.unlink()
             elif target.is_dir():
                 shutil.rmtree(target)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(src, target, symlinks=True)
+            shutil.copytree(src, target, symlinks=True, ignore=filtered(selected, src))
         _make_writable(partial)
         shutil.rmtree(copy.dest, ignore_errors=True)
         partial.rename(copy.dest)

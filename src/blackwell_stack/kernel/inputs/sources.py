@@ -72,6 +72,10 @@ def _check_pins(data: dict[str, Any], path: Path) -> None:
                             f"set verified to false with a reason, or run {UPDATE_COMMAND}")
         if not e["verified"] and not e["reason"]:
             raise DataError(path, pin.where, "reason", "an unverified pin must say why", "add a reason")
+        spec = e.get("filter")
+        if spec is not None and ("keep" in spec) == ("drop" in spec):
+            raise DataError(path, pin.where, "filter", "must keep a list of paths or drop one, not both or neither",
+                            'write {"keep": [...]} or {"drop": [...]}, with "why"')
 
 
 def pins(data: dict[str, Any]) -> Iterator[Pin]:
