@@ -4,8 +4,11 @@
 # Run from a checkout of this repository:
 #
 #   benchmarks/sglang-gpu/device.sh start SOURCES_DIR SECONDS
-#       SOURCES_DIR holds sgl-kernel-0.3.21-sources.tar.xz and the FlashMLA bundle; lays them out, writes
-#       env.txt, and starts the whole run in the background; SECONDS: when, from now, it must be over
+#       SOURCES_DIR holds sgl-kernel-0.3.21-sources.tar.xz, triton-kernels-v3.5.1.tar.xz and the FlashMLA bundle;
+#       lays them out, writes env.txt, and starts the whole run in the background; SECONDS: when, from now, it must
+#       be over. With SGLANG_GPU_TORCH_WHEELS=a directory of the stable lock's torch wheel and the NVIDIA libraries
+#       whose locked versions the machine lacks, everything runs on that torch, installed into a copy of the
+#       machine's venv (torch_venv); else on the machine's torch, named by SGLANG_GPU_TORCH.
 #   benchmarks/sglang-gpu/device.sh install WHEEL_DIR...
 #       installs carried wheels into the run's site directory (the stable lock's, less what the machine has)
 #   benchmarks/sglang-gpu/device.sh wait SECONDS
@@ -27,14 +30,18 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 W="${SGLANG_GPU_WORK:-/tmp/sglang-gpu}"
 OUT="${OUT:-$PWD/out}"
 PY="${SGLANG_GPU_PYTHON:-$(command -v python3)}"
-TORCH_STANDIN="${SGLANG_GPU_TORCH:-2.11.0+cu130}"
+# A torch other than the stable lock's, named to `kernel build --allow-torch` (empty: the lock's own, 2.12.1, which
+# `start` installs from SGLANG_GPU_TORCH_WHEELS into a copy of the machine's venv)
+TORCH_STANDIN="${SGLANG_GPU_TORCH:-}"
 R="$W/results"
 SITE="$W/site"
 KSITE="$W/kernel-site"
 MODELS="$W/models"
 # The distribution's compilers: the machine's environment names a second GCC with a static libstdc++ only.
 DIST=(CXX=/usr/bin/g++ CC=/usr/bin/gcc CUDAHOSTCXX=/usr/bin/g++)
-MISMATCH=(--allow-source-mismatch repo-cutlass --allow-source-mismatch json --allow-source-mismatch repo-triton)
+# The offline sources match every pin a 12.0a build reads (triton's triton_kernels from its own bundle); FlashMLA's
+# cutlass, read by 9.0a only, lost git's executable bit on 19 headers (tests/test_kernel_source_filter.py).
+MISMATCH=()
 # NVLink multicast stays off wherever a program starts (the machine's notes).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -50,6 +57,9 @@ layout() {
   local sources="$1" src="$W/src"
   rm -rf "$src"; mkdir -p "$src"
   tar -xJf "$sources/sgl-kernel-0.3.21-sources.tar.xz" -C "$src"
+  # repo-triton in that bundle is a placeholder; what its pin's filter keeps is triton-kernels-v3.5.1.tar.xz
+  rm -rf "$src/fc/repo-triton"; tar -xJf "$sources/triton-kernels-v3.5.1.tar.xz" -C "$src"
+  mv "$src/triton-kernels-v3.5.1" "$src/fc/repo-triton"
   tar -xJf "$sources"/flashmla-*.tar.xz -C "$src/fc"
   # The layout `kernel sources fetch` makes: FlashMLA's submodule apart under repo-flashmla.submodules/.
   mkdir -p "$src/fc/repo-flashmla.submodules/csrc"
@@ -61,7 +71,8 @@ build() {  # ARCH OUTDIR STAGE MEMORY_GIB NICE
   local arch="$1" out="$2" stage="$3" mem="$4" nice="$5" extra=()
   [ "$arch" = 9.0a ] && extra=(--allow-source-mismatch repo-flashmla.submodules/csrc/cutlass)
   local args=(kernel build --src "$W/src/sglang" --sources "$W/src/fc" --arch "$arch" --python "$PY"
-    --allow-torch "$TORCH_STANDIN" "${MISMATCH[@]}" "${extra[@]}" --out "$out" --jobs 16 --memory-gib "$mem" --json)
+    ${TORCH_STANDIN:+--allow-torch "$TORCH_STANDIN"} "${MISMATCH[@]}" "${extra[@]}" --out "$out" --jobs 16
+    --memory-gib "$mem" --json)
   printf '%q ' "${DIST[@]}" blackwell-stack "${args[@]}" > "$R/build-$arch-command.txt"; echo >> "$R/build-$arch-command.txt"
   ( cd "$W" && env "${DIST[@]}" ${stage:+BLACKWELL_STACK_KERNEL_STAGE=$stage} nice -n "$nice" \
       env PYTHONPATH="$ROOT/src" "$PY" -m blackwell_stack "${args[@]}" > "$R/build-$arch.json" 2> "$R/build-$arch.err" )
@@ -105,7 +116,7 @@ run_all() {
   cd "$W"
   stamp "compilers as the machine names them"
   ( cd "$W" && env PYTHONPATH="$ROOT/src" "$PY" -m blackwell_stack kernel build --src "$W/src/sglang" --sources "$W/src/fc" \
-      --arch 9.0a --python "$PY" --allow-torch "$TORCH_STANDIN" "${MISMATCH[@]}" \
+      --arch 9.0a --python "$PY" ${TORCH_STANDIN:+--allow-torch "$TORCH_STANDIN"} "${MISMATCH[@]}" \
       --allow-source-mismatch repo-flashmla.submodules/csrc/cutlass --out "$W/dry" --dry-run ) \
       > "$R/compilers-default-env.txt" 2>&1 || echo "exit code $?" >> "$R/compilers-default-env.txt"
   [ "${SGLANG_GPU_REFERENCE:-0}" = only ] && { reference_only; return; }
@@ -202,12 +213,26 @@ reference_only() {  # SGLANG_GPU_REFERENCE=only: the 12.0a build alone, with the
   pack
 }
 
+# The stable lock's torch (with the NVIDIA libraries whose locked versions differ from the machine's) in a copy of
+# the machine's venv: overlay_venv.py links every other entry of its site-packages in, so the machine's other CUDA
+# 13.0 libraries serve torch's import through its RUNPATH.
+torch_venv() {  # WHEEL_DIR DEST
+  "${SGLANG_GPU_BASE_PYTHON:-$(command -v python3)}" "$HERE/overlay_venv.py" "${SGLANG_GPU_BASE_PYTHON:-$(command -v python3)}" \
+    "$2" "$ROOT/stacks/stable/uv.lock" "$1"/*.whl || return 1
+  ls "$1" > "$R/torch-venv-wheels.txt"
+  "$2/bin/python3" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())'
+}
+
 start() {
   local sources="$1" seconds="$2"
   # run-all works from $W: a carried wheel's directory, named from the checkout, must not depend on that.
   [ -n "${SGLANG_GPU_WHEEL_PARTS:-}" ] && export SGLANG_GPU_WHEEL_PARTS="$(cd "$SGLANG_GPU_WHEEL_PARTS" && pwd)"
   rm -rf "$W"; mkdir -p "$W" "$R" "$SITE"
   date +%s > "$W/t0"; echo $(( $(date +%s) + seconds )) > "$W/deadline"
+  if [ -n "${SGLANG_GPU_TORCH_WHEELS:-}" ]; then
+    torch_venv "$SGLANG_GPU_TORCH_WHEELS" "$W/venv-torch" > "$R/torch-venv.txt" 2>&1 || { cat "$R/torch-venv.txt"; return 1; }
+    PY="$W/venv-torch/bin/python3"; export SGLANG_GPU_PYTHON="$PY"
+  fi
   {
     echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)"; free -g | sed -n 2p; uname -r
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
