@@ -213,9 +213,10 @@ reference_only() {  # SGLANG_GPU_REFERENCE=only: the 12.0a build alone, with the
   pack
 }
 
-# The stable lock's torch (with the NVIDIA libraries whose locked versions differ from the machine's) in a copy of
-# the machine's venv: overlay_venv.py links every other entry of its site-packages in, so the machine's other CUDA
-# 13.0 libraries serve torch's import through its RUNPATH.
+# The stable lock's torch in a copy of the machine's venv, with the lock's NVIDIA libraries that torch 2.12.1 needs
+# newer than the machine's (NCCL 2.29.7: ncclCommResume; the machine's cuDNN 9.19 and cuSPARSELt 0.8.0 define every
+# symbol its libraries need from them, by nm -D): overlay_venv.py links every other entry of the machine's
+# site-packages in, so its other CUDA 13.0 libraries serve torch's import through its RUNPATH.
 torch_venv() {  # WHEEL_DIR DEST
   "${SGLANG_GPU_BASE_PYTHON:-$(command -v python3)}" "$HERE/overlay_venv.py" "${SGLANG_GPU_BASE_PYTHON:-$(command -v python3)}" \
     "$2" "$ROOT/stacks/stable/uv.lock" "$1"/*.whl || return 1
