@@ -39,14 +39,29 @@ def test_reference_file_is_what_its_script_writes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_reference_file_lists_the_withdrawn_ones_and_says_why_none_is_current():
+def test_the_measured_reference_is_the_lock_configuration_and_lists_the_withdrawn_ones():
     doc = reference.document()
-    assert doc.current is None and "filtered trees" in doc.reason
+    assert doc.current is not None and doc.current.arch == "12.0a" and reference.stale_inputs() == []
+    record = doc.current.build_record
+    assert record["torch"]["override"] is None and record["torch"]["source"] == "stacks/stable/uv.lock"
+    assert not any(p["accepted_mismatch"] for p in record["sources"]["pins"].values())
+    assert "--allow-source-mismatch" not in doc.current.command and "--allow-torch" not in doc.current.command
+    assert doc.current.wheel_sha256.startswith("5911bbbd") and doc.current.conditions["c++"].startswith("gcc 13.3.0 (/usr/bin/g++")
     assert [w.wheel_sha256[:8] for w in doc.withdrawn] == ["a0e6a8d7", "51b2e673"]
     assert "torch 2.11.0+cu130" in doc.withdrawn[0].why and "static libstdc++" in doc.withdrawn[1].why
     result = cli("kernel", "reference")
     assert result.returncode == 0, result.stderr
-    assert "none for the repository's recipe" in result.stdout and "to record one" in result.stdout
+    assert "current: every recorded input" in result.stdout and "5911bbbd" in result.stdout
+    assert json.loads(cli("kernel", "reference", "--json").stdout)["current"] is True
+
+
+def test_the_reference_wheel_holds_the_real_triton_kernels_package():
+    data = json.loads((REPO / "pkgs" / "sgl-kernel" / "reference-wheel.json").read_text())
+    members = data["current"]["result"]["members"]
+    kernels = sorted(m for m in members if m.startswith("triton_kernels/"))
+    assert len(kernels) == 40 and not any("PLACEHOLDER" in m for m in members)
+    # sgl-kernel 0.3.21's PyPI wheel RECORD has this sha256 for the file (the repo-triton pin's filtered tree)
+    assert members["triton_kernels/matmul_ogs.py"] == "56061a61a2d018245b4a6ee3e41ff79d9f6cf089ffc072d1ca95fb5ded1da4a2"
 
 
 def test_without_a_current_reference_it_says_how_to_record_one(tmp_path):

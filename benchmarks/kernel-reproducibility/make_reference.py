@@ -65,7 +65,7 @@ def current() -> dict | None:
         "measured": f"{WHERE}: one build on the GPU machine (16 cores, 128 GiB) with the stable lock's torch 2.12.1 "
         "installed into a copy of the machine's venv (the lock's NCCL 2.29.7 wheel beside it, the "
         "machine's other CUDA 13.0 libraries serving its import: torch-venv-wheels.txt), the pinned sources with no "
-        "--allow-source-mismatch; timeline.txt has the time. Its libraries need libstdc++.so.6 and carry no C++ "
+        "--allow-source-mismatch, 2026-12-03, 761 s (timeline.txt). Its libraries need libstdc++.so.6 and carry no C++ "
         "runtime (12.0a-inspect.json). That the checkout's and the venv's paths do not reach the bytes is shown on "
         "the CPU (tests/test_kernel_stage.py)",
         "configuration": {
