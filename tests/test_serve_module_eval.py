@@ -591,3 +591,31 @@ def test_the_vm_test_machines_pass_the_modules_checks(nix, nixpkgs_lib, tmp_path
     for subtest in ("readiness gate and the smoke test pass", "never in the unit", "firewall stays closed",
                     "smoke gate stops the garbage server", "readiness timeout stops the unit", "start limit"):
         assert subtest in script, subtest
+
+
+# --- decimals ----------------------------------------------------------------------------------
+
+def test_a_decimal_passes_the_check_as_a_string_and_a_float_is_refused_with_the_fix(nix, nixpkgs_lib, tmp_path):
+    """A decimal is a string in a profile: Nix's toString prints the float 0.88 as 0.880000, so the module's
+    argv and the checker's render (str: 0.88) would differ and the system build would fail."""
+    def with_fraction(value: str) -> str:
+        return ('services.sglang.profile = lib.recursiveUpdate (lib.importJSON '
+                f'{REPO}/modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json) '
+                f'{{ flags."--mem-fraction-static" = {{ value = {value}; reason = "r"; source = "s"; }}; }};')
+    results = evaluate(nix, nixpkgs_lib, {
+        "string": host(with_fraction('"0.88"')),
+        "float": host(with_fraction("0.88")),
+        "out-of-range": host(with_fraction('"1.5"')),
+        "extra": host('services.sglang.extraArgs = [ "--mem-fraction-static" "0.88" ];'),
+    }, tmp_path)
+    for name in ("string", "extra"):
+        args = results[name]["final"]["finalArgs"]
+        assert args[args.index("--mem-fraction-static") + 1] == "0.88", name
+        checked = run_check(results[name], tmp_path)
+        assert checked.returncode == 0, (name, checked.stderr)
+    refused = run_check(results["float"], tmp_path)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert 'flags.--mem-fraction-static' in refused.stderr and '"value": "0.88"' in refused.stderr
+    # The string is still the number SGLang reads: the range rule sees 1.5.
+    out_of_range = run_check(results["out-of-range"], tmp_path)
+    assert out_of_range.returncode == 1 and "[mem-fraction-static-out-of-range]" in out_of_range.stderr
