@@ -32,6 +32,9 @@ let
 
   # --- values --------------------------------------------------------------------------------
 
+  # A decimal is a string in the data ("0.88": blackwell_stack.data.profile refuses
+  # a float, which toString would print as 0.880000), so every value here renders
+  # as Python's str() renders it.
   valueStrings = v:
     if isList v then concatMap valueStrings v
     else if isBool v then [ (if v then "true" else "false") ]

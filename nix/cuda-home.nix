@@ -63,12 +63,24 @@ pkgs.symlinkJoin {
   # include/ too, as NVIDIA's installers lay it out: tvm-ffi's load_inline
   # (SGLang's jit_kernel: the KV-cache store, QK norm, RoPE) and a bare
   # `nvcc x.cu` pass no CUDA include directory.
+  #
+  # bin/nvcc itself is a copy, not a link: a caller that resolves the path
+  # before running it would otherwise run cuda_nvcc's, beside cuda_nvcc's
+  # profile, and lose the runtime's headers again. flashinfer 0.7.2 does
+  # (jit/cake_gdn.py: (CUDA_HOME / "bin" / "nvcc").resolve(); its
+  # cake_fmha_request_ordered.py takes include/ beside the resolved nvcc), and
+  # so does torch's Inductor for its CUTLASS kernels
+  # (_inductor/codegen/cuda/compile_utils.py: os.path.realpath). nixpkgs'
+  # bin/nvcc is a binary wrapper (wrapProgramBinary, --inherit-argv0) that runs
+  # the real nvcc with the path it was started by, so the copy reads this
+  # tree's profile.
   postBuild = ''
     ln -s lib $out/lib64
     profile=$(readlink -f $out/bin/nvcc.profile)
     rm $out/bin/nvcc.profile
     cat "$profile" > $out/bin/nvcc.profile
     echo 'INCLUDES += "-I$(TOP)/include" $(_SPACE_)' >> $out/bin/nvcc.profile
+    cp --remove-destination "$(readlink -f $out/bin/nvcc)" $out/bin/nvcc
   '';
   passthru = {
     inherit (cuda) cudaMajorMinorVersion;

@@ -3,12 +3,22 @@
 # CUDA 13.0 tree), the runtime variables the environment needs
 # (passthru.blackwellStack.environment: CUDA_HOME, CC, CXX,
 # TRITON_LIBCUDA_PATH), and `blackwell-stack` running this checkout's src/.
-# The banner runs the check that first proved a torch on the target host.
+# On a host that is not NixOS it exposes the host's driver libraries
+# (./host-driver.sh). The banner runs the check that first proved a torch on
+# the target host.
 { pkgs, pythonSet }:
 let
   inherit (pkgs) lib;
   env = pythonSet.blackwellStackDevEnv;
   stack = env.passthru.blackwellStack;
+
+  # Where distributions install the driver's libraries: Debian and Ubuntu,
+  # Fedora and RHEL, WSL.
+  hostDriverDirs = [
+    "/usr/lib/x86_64-linux-gnu"
+    "/usr/lib64"
+    "/usr/lib/wsl/lib"
+  ];
 
   cliFromCheckout = pkgs.writeShellScriptBin "blackwell-stack" ''
     exec ${env}/bin/python -m blackwell_stack "$@"
@@ -31,6 +41,11 @@ pkgs.mkShell {
     # The environment's runtime variables, after stdenv's setup (whose
     # compiler hook exports CC and CXX of its own).
     ${lib.concatStringsSep "\n" (lib.mapAttrsToList (name: value: "export ${name}=${lib.escapeShellArg value}") stack.environment)}
+    # A host that is not NixOS has its driver elsewhere (./host-driver.sh).
+    ${builtins.readFile ./host-driver.sh}
+    blackwell_stack_host_driver ${lib.escapeShellArg "${pkgs.addDriverRunpath.driverLink}/lib"} \
+      "''${XDG_CACHE_HOME:-$HOME/.cache}/blackwell-stack/host-driver" \
+      ${lib.escapeShellArgs hostDriverDirs}
     # The CLI from this checkout (src/ on PYTHONPATH).
     if [ -f "$PWD/flake.nix" ] && [ -d "$PWD/src/blackwell_stack" ]; then
       export PYTHONPATH="$PWD/src''${PYTHONPATH:+:$PYTHONPATH}"

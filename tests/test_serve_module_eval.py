@@ -17,6 +17,7 @@ import subprocess
 import pytest
 from support.module_eval import (
     CC_PATH,
+    CLI_PATH,
     CUDA_PATH,
     ENV_PATH,
     FLAKE_ENV_PREFIX,
@@ -512,11 +513,32 @@ def test_the_default_model_is_nvidias_checkpoint(default_host, tmp_path):
 
 # --- the build-time check ----------------------------------------------------------------------
 
-def test_the_unit_depends_on_the_check_and_the_default_host_passes_it(default_host, tmp_path):
-    assert default_host["unit"]["restartTriggers"] == ["/nix/store/00000000000000000000000000000000-sglang-config-checked"]
+def test_the_check_is_built_with_the_system_and_the_default_host_passes_it(default_host, tmp_path):
+    (check,) = default_host["systemChecks"]
+    assert check.endswith("-sglang-config-checked")
+    assert default_host["checked"]["drvAttrs"]["nativeBuildInputs"] == [CLI_PATH]
     checked = run_check(default_host, tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "0 error(s)" in checked.stdout
+
+
+def test_a_change_to_the_cli_alone_leaves_the_unit_as_it_was(nix, nixpkgs_lib, tmp_path):
+    """The check's path changes with the CLI package (its sources, README, data); a restart trigger on it would
+    restart SGLang, and reload its weights, on every such change. The unit stays the same; the check changes and
+    is still one of the system's checks, which NixOS builds with the system."""
+    other_cli = "/nix/store/0000000000000000000000000000000f-blackwell-stack"
+    results = evaluate(nix, nixpkgs_lib, {
+        "before": host(),
+        "after": host(f'services.sglang.checkPackage = standIn.package "blackwell-stack" "{other_cli}" {{ }};'),
+        "another-port": host("services.sglang.port = 30001;"),
+    }, tmp_path)
+    before, after = results["before"], results["after"]
+    assert after["unit"] == before["unit"]
+    assert after["checked"]["drvAttrs"]["nativeBuildInputs"] == [other_cli]
+    assert len(after["systemChecks"]) == 1 and after["systemChecks"] != before["systemChecks"]
+    assert run_check(after, tmp_path).returncode == 0
+    # What the unit runs still changes it.
+    assert results["another-port"]["unit"] != before["unit"]
 
 
 def test_a_rule_refuses_at_build_time_naming_the_option_and_ignored_rules_warn(nix, nixpkgs_lib, tmp_path):
@@ -591,3 +613,31 @@ def test_the_vm_test_machines_pass_the_modules_checks(nix, nixpkgs_lib, tmp_path
     for subtest in ("readiness gate and the smoke test pass", "never in the unit", "firewall stays closed",
                     "smoke gate stops the garbage server", "readiness timeout stops the unit", "start limit"):
         assert subtest in script, subtest
+
+
+# --- decimals ----------------------------------------------------------------------------------
+
+def test_a_decimal_passes_the_check_as_a_string_and_a_float_is_refused_with_the_fix(nix, nixpkgs_lib, tmp_path):
+    """A decimal is a string in a profile: Nix's toString prints the float 0.88 as 0.880000, so the module's
+    argv and the checker's render (str: 0.88) would differ and the system build would fail."""
+    def with_fraction(value: str) -> str:
+        return ('services.sglang.profile = lib.recursiveUpdate (lib.importJSON '
+                f'{REPO}/modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json) '
+                f'{{ flags."--mem-fraction-static" = {{ value = {value}; reason = "r"; source = "s"; }}; }};')
+    results = evaluate(nix, nixpkgs_lib, {
+        "string": host(with_fraction('"0.88"')),
+        "float": host(with_fraction("0.88")),
+        "out-of-range": host(with_fraction('"1.5"')),
+        "extra": host('services.sglang.extraArgs = [ "--mem-fraction-static" "0.88" ];'),
+    }, tmp_path)
+    for name in ("string", "extra"):
+        args = results[name]["final"]["finalArgs"]
+        assert args[args.index("--mem-fraction-static") + 1] == "0.88", name
+        checked = run_check(results[name], tmp_path)
+        assert checked.returncode == 0, (name, checked.stderr)
+    refused = run_check(results["float"], tmp_path)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert 'flags.--mem-fraction-static' in refused.stderr and '"value": "0.88"' in refused.stderr
+    # The string is still the number SGLang reads: the range rule sees 1.5.
+    out_of_range = run_check(results["out-of-range"], tmp_path)
+    assert out_of_range.returncode == 1 and "[mem-fraction-static-out-of-range]" in out_of_range.stderr

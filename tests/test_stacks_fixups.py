@@ -54,6 +54,24 @@ def test_driver_libraries_are_the_ones_the_audit_classifies_as_driver():
     assert used == {"libcuda.so.1"}
 
 
+def test_every_python_file_that_names_a_driver_library_is_decided_and_every_decision_is_needed():
+    """The audit lists each Python file of a locked wheel that names a driver library; each is a load by name the
+    fixups give the driver link's path, or one the fixups leave with the reason."""
+    named = {(pkg, file, lib) for a in audits().values() for pkg, files in a["driver_by_name"].items()
+             for file, libs in files.items() for lib in libs}
+    loads = {(pkg, load["file"], load["library"]) for pkg, e in DECISIONS["driver_by_name"].items() for load in e["loads"]}
+    left = {(pkg, file) for pkg, e in DECISIONS["driver_named_only"].items() for file in e["files"]}
+    # A file with loads is decided for each name in it (numba's list also names libcuda.so, tried first, then the
+    # driver link's libcuda.so.1).
+    decided = left | {(pkg, file) for pkg, file, _ in loads}
+    undecided = {(pkg, file) for pkg, file, _ in named if (pkg, file) not in decided}
+    assert undecided == set(), sorted(undecided)
+    assert loads <= named and left <= {(pkg, file) for pkg, file, _ in named}
+    assert not {(pkg, file) for pkg, file, _ in loads} & left
+    # cuda-bindings 13.x loads both driver libraries through cuda-pathfinder, by name.
+    assert {lib for pkg, _, lib in loads if pkg == "cuda-pathfinder"} == set(libraries.DRIVER_LIBRARIES)
+
+
 def test_the_env_skips_exactly_the_paths_wheels_ship_with_different_contents():
     different = {c["path"]: c["packages"] for a in audits().values() for c in a["collisions"] if not c["identical"]}
     assert different == {path: entry["packages"] for path, entry in COLLISIONS["skip"].items()}

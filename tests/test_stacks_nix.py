@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
+import shlex
 
 import pytest
 from support import REPO, nix_inputs
@@ -236,17 +236,48 @@ def test_the_loader_check_fails_the_fixups_that_gave_the_driver_only_to_wheels_t
 
 
 @pytest.mark.parametrize("stack", LOCKED)
-def test_pynvml_loads_nvml_from_the_driver_link(nix, uv2nix_sources, stack, pypi_file):
-    """pynvml dlopens NVML by name from the interpreter, which has no RUNPATH: the fixup writes the driver link's path
-    into its source, and the string it replaces is the locked wheel's (a new pynvml that changed it stops the build)."""
-    got = nix.eval(set_expr(stack, 'set."nvidia-ml-py".postInstall or ""', fixups=True))
-    words = got.replace("\\\n", " ").split()
-    assert words[:2] == ["substituteInPlace", '"$out/lib/python3.12/site-packages/pynvml.py"']
-    assert words[2:] == ["--replace-fail", "'CDLL(\"libnvidia-ml.so.1\")'", "'CDLL(\"/run/opengl-driver/lib/libnvidia-ml.so.1\")'"]
-    locked = stack_data.load(stack).lock().get("nvidia-ml-py")
-    wheel = pypi_file("nvidia-ml-py", locked.version, "nvidia_ml_py-*.whl")
-    with zipfile.ZipFile(wheel) as zf:
-        assert 'nvmlLib = CDLL("libnvidia-ml.so.1")' in zf.read("pynvml.py").decode()
+def test_python_loads_of_the_driver_by_name_get_the_driver_links_path(nix, uv2nix_sources, stack):
+    """pynvml, cuda-pathfinder (cuda-bindings' loader), torch.cuda, ... dlopen a driver library by name from the
+    interpreter, which has no RUNPATH: for each load the stack's wheels have (the audit's driver_by_name), the fixup
+    writes the driver link's path into the source, after torch's RUNPATH fixups, not instead of them."""
+    decisions = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())["driver_by_name"]
+    named = libraries.load_audit(stack_data.load(stack))["driver_by_name"]
+    expected = {package: [load for load in entry["loads"] if load["library"] in named.get(package, {}).get(load["file"], [])]
+                for package, entry in decisions.items()}
+    expected = {package: loads for package, loads in expected.items() if loads}
+    got = nix.eval(set_expr(stack, "lib.genAttrs " + json.dumps(sorted(expected)).replace(",", " ")
+                            + ' (name: { postInstall = set.${name}.postInstall or ""; '
+                            + "appendRunpaths = set.${name}.appendRunpaths or [ ]; })", fixups=True))
+    assert {"cuda-pathfinder", "nvidia-ml-py", "torch"} <= set(expected)
+    for package, loads in expected.items():
+        words = shlex.split(got[package]["postInstall"].replace("\\\n", " "))
+        assert words == [word for load in loads for word in (
+            "substituteInPlace", f"$out/lib/python3.12/site-packages/{load['file']}", "--replace-fail",
+            load["replace"], load["replace"].replace(load["library"], "/run/opengl-driver/lib/" + load["library"]))], package
+    assert "/run/opengl-driver/lib" in got["torch"]["appendRunpaths"]
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("stack", LOCKED)
+def test_each_replaced_string_is_every_load_of_the_driver_in_the_locked_file(stack):
+    """The string each fix replaces is in the locked wheel's file (a new version that changed it stops the build
+    with --replace-fail), and it covers every occurrence of the library's name there: none is left to load by name."""
+    from blackwell_stack.formats import remote_zip
+
+    decisions = json.loads((REPO / "nix" / "fixups" / "wheel-libraries.json").read_text())["driver_by_name"]
+    stack_ = stack_data.load(stack)
+    chosen = stack_.chosen_wheels(stack_.lock())
+    named = libraries.load_audit(stack_)["driver_by_name"]
+    for package, entry in decisions.items():
+        loads = [load for load in entry["loads"] if load["library"] in named.get(package, {}).get(load["file"], [])]
+        if not loads:
+            continue
+        with remote_zip.RemoteWheel(libraries.remote_file(chosen[package][1])) as wheel:
+            for load in loads:
+                text = wheel.fetch_member(load["file"]).read_text()
+                assert text.count(load["replace"]) >= 1, (package, load)
+                fixed = text.replace(load["replace"], load["replace"].replace(load["library"], "/driver/" + load["library"]))
+                assert fixed.count(load["library"]) == fixed.count("/driver/" + load["library"]), (package, load)
 
 
 @pytest.mark.parametrize("stack", LOCKED)

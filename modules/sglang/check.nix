@@ -3,9 +3,13 @@
 # --module-config`), as nixpkgs' prometheus module runs `promtool check config`.
 # The rules, the flag tables and the versions are decided there alone
 # (src/blackwell_stack/serve/module_check.py); here the module only renders. The
-# unit depends on the check (restartTriggers), so a refused configuration fails
-# `nixos-rebuild` with the checker's messages, each naming the option to
-# change, and the checker's own render of the argv must be the module's.
+# check is one of `system.checks` (nixpkgs nixos/modules/system/activation/
+# top-level.nix: built with the system, in no file of it), so a refused
+# configuration fails `nixos-rebuild` with the checker's messages, each naming
+# the option to change, and the checker's own render of the argv must be the
+# module's. It is no restart trigger of the unit: its path changes with every
+# change to the CLI package, and a restart reloads the model's weights when
+# nothing the unit runs has changed.
 {
   config,
   lib,
@@ -47,7 +51,7 @@ in
       internal = true;
       visible = false;
       default = checked;
-      description = "The build-time check of this configuration; the unit depends on it.";
+      description = "The build-time check of this configuration; one of the system's `system.checks`.";
     };
   };
 
@@ -60,6 +64,6 @@ in
           to the flake's packages.<system>.blackwell-stack), or set it to the blackwell-stack CLI.'';
       }
     ];
-    systemd.services.sglang.restartTriggers = lib.optional (cfg.checkPackage != null) cfg.checkedConfig;
+    system.checks = lib.optional (cfg.checkPackage != null) cfg.checkedConfig;
   };
 }

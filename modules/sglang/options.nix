@@ -294,9 +294,10 @@ in
       description = ''
         Further SGLang arguments, appended after the module's flags: a flag given
         here wins (argparse keeps the last value) and nothing of the profile is
-        dropped. Flags and choices the pinned SGLang does not accept are an
-        evaluation error with a suggestion; `--api-key` and `--admin-api-key` are
-        refused in every spelling (use `apiKeyFile`, `adminApiKeyFile`).
+        dropped. Flags and choices the pinned SGLang does not accept are refused
+        when the system is built (the configuration's check, with a suggestion);
+        `--api-key` and `--admin-api-key` are refused at evaluation in every
+        spelling (use `apiKeyFile`, `adminApiKeyFile`).
       '';
     };
 

@@ -27,9 +27,14 @@
 # dlopen, not its dependents'. Given only to the wheels that DT_NEED the
 # driver, torch found no GPU (benchmarks/driver-runpath/).
 #
-# A pure-Python package that dlopens a driver library by name from the
-# interpreter (nvidia-ml-py's pynvml) has no RUNPATH to give: the name in its
-# source becomes the driver link's path (wheel-libraries.json driver_by_name).
+# Python code that dlopens a driver library by name from the interpreter
+# (ctypes.CDLL: pynvml, cuda-pathfinder for cuda-bindings, torch.cuda) has no
+# RUNPATH to give: glibc searches the interpreter's. The audit lists every
+# Python file of a locked wheel that names a driver library (wheels.json
+# driver_by_name); for those that load it, the name in the source becomes the
+# driver link's path (wheel-libraries.json driver_by_name), for each file this
+# stack's wheel has. A wheel whose source no longer holds the string stops the
+# build (--replace-fail).
 {
   lib,
   pkgs,
@@ -79,16 +84,27 @@ let
         autoPatchelfIgnoreMissingDeps = (old.autoPatchelfIgnoreMissingDeps or [ ]) ++ driver ++ allowed;
       });
 
-  # The driver by name in pure Python (pynvml): its source gets the driver link's path.
-  byName =
+  # The driver by name in Python: each load this stack's wheel has gets the driver link's path.
+  loadsIn =
     package: entry:
-    prev.${package}.overrideAttrs (old: {
-      postInstall = (old.postInstall or "") + ''
-        substituteInPlace "$out/${python.sitePackages}/${entry.file}" \
-          --replace-fail ${lib.escapeShellArg entry.replace} \
-          ${lib.escapeShellArg (builtins.replaceStrings [ entry.library ] [ "${driverLibraryDir}/${entry.library}" ] entry.replace)}
-      '';
+    builtins.filter (
+      load: builtins.elem load.library (audit.driver_by_name.${package}.${load.file} or [ ])
+    ) entry.loads;
+  byName =
+    drv: loads:
+    drv.overrideAttrs (old: {
+      postInstall =
+        (old.postInstall or "")
+        + lib.concatMapStrings (load: ''
+          substituteInPlace "$out/${python.sitePackages}/${load.file}" \
+            --replace-fail ${lib.escapeShellArg load.replace} \
+            ${lib.escapeShellArg (builtins.replaceStrings [ load.library ] [ "${driverLibraryDir}/${load.library}" ] load.replace)}
+        '') loads;
     });
+  byNameLoads = lib.filterAttrs (package: loads: prev ? ${package} && loads != [ ]) (
+    lib.mapAttrs loadsIn (decisions.driver_by_name or { })
+  );
+  withElf = lib.mapAttrs fixup (lib.filterAttrs (_: info: info.elf_files > 0) audit.libraries);
 in
-lib.mapAttrs fixup (lib.filterAttrs (_: info: info.elf_files > 0) audit.libraries)
-// lib.mapAttrs byName (lib.filterAttrs (package: _: prev ? ${package}) (decisions.driver_by_name or { }))
+# A package with both (torch) gets its RUNPATHs, then its sources.
+withElf // lib.mapAttrs (package: loads: byName (withElf.${package} or prev.${package}) loads) byNameLoads

@@ -26,9 +26,13 @@ let
     addDriverRunpath.driverLink = "/run/opengl-driver";
     # nixpkgs' runCommand (pkgs/build-support/trivial-builders: name, the derivation's attributes, its
     # script), for the configuration's build-time check: recorded, not built; the tests run its check.
+    # Its path changes with its inputs (the CLI package among them), as a derivation's output path does.
     runCommand =
       name: drvAttrs: buildCommand:
-      standIn.package name "/nix/store/00000000000000000000000000000000-${name}" { inherit drvAttrs buildCommand; };
+      let
+        inputs = builtins.hashString "sha256" (builtins.toJSON { inherit name drvAttrs buildCommand; });
+      in
+      standIn.package name "/nix/store/${builtins.substring 0 32 inputs}-${name}" { inherit drvAttrs buildCommand; };
   }
   // lib.optionalAttrs (flake != null) { stdenv.hostPlatform.system = "x86_64-linux"; };
 
@@ -113,6 +117,8 @@ in
       { inherit (cfg.services.sglang.checkedConfig) drvAttrs buildCommand; }
     else
       null;
+  # The system's build-time checks (built with it, in no file of it): their output paths.
+  systemChecks = map (c: c.outPath) cfg.system.checks;
   kernelModules = cfg.boot.kernelModules;
   allowedTCPPorts = cfg.networking.firewall.allowedTCPPorts;
   users = lib.mapAttrs (_: u: { inherit (u) isSystemUser group home; }) cfg.users.users;

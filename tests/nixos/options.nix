@@ -80,10 +80,6 @@ let
       );
       default = [ ];
     };
-    restartTriggers = mkOption {
-      type = types.listOf types.unspecified;
-      default = [ ];
-    };
   };
 
   # nixos/modules/config/users-groups.nix userOpts / groupOpts (the fields the module sets).
@@ -135,6 +131,13 @@ in
     };
     warnings = mkOption {
       type = types.listOf types.str;
+      default = [ ];
+    };
+
+    # nixos/modules/system/activation/top-level.nix: built with the system (its
+    # builder's `passedChecks`), in no file of it.
+    system.checks = mkOption {
+      type = types.listOf types.package;
       default = [ ];
     };
 

@@ -220,8 +220,11 @@ def dev_shell(tree: CudaTree, workdir: Path, *, cuda_home: Path, env: Path, cli:
 WHEEL_FIXUPS = """
 let
   audit = lib.importJSON data.audit;
-  # pyproject.nix's packages as far as the fixups read them: overrideAttrs gives the attributes the fixup sets.
-  prev = lib.genAttrs (builtins.attrNames audit.libraries ++ [ "nvidia-ml-py" ]) (_: { overrideAttrs = f: f { }; })
+  # pyproject.nix's packages as far as the fixups read them: overrideAttrs gives the attributes the fixups set,
+  # one override on top of another (torch gets its RUNPATHs, then its sources).
+  package = attrs: attrs // { overrideAttrs = f: package (attrs // f attrs); };
+  fixed = builtins.attrNames audit.libraries ++ builtins.attrNames audit.driver_by_name;
+  prev = lib.genAttrs fixed (_: package { })
     // { python.sitePackages = "lib/python${data.python}/site-packages"; };
   final = lib.genAttrs (builtins.attrNames audit.libraries)
     (name: { outPath = data.placed.${name} or ("/rehearsal/not-placed/" + name); });
@@ -239,13 +242,15 @@ lib.mapAttrs (_: d: {
   preFixup = d.preFixup or "";
   appendRunpaths = d.appendRunpaths or [ ];
   ignore = d.autoPatchelfIgnoreMissingDeps or [ ];
-}) (lib.filterAttrs (name: _: audit.libraries ? ${name}) fixups)
+  postInstall = d.postInstall or "";
+}) (lib.filterAttrs (name: _: builtins.elem name fixed) fixups)
 """
 
 
 def wheel_fixups(stack: str, placed: dict[str, Path], python: str, *, driver_link: Path, zlib: Path,
                  workdir: Path) -> dict[str, dict]:
-    """nix/fixups/wheel-libraries.nix evaluated for the stack's audit: {package: {preFixup, appendRunpaths, ignore}},
+    """nix/fixups/wheel-libraries.nix evaluated for the stack's audit: {package: {preFixup, appendRunpaths, ignore,
+    postInstall}},
     with the placed packages' prefixes as the store paths and driver_link as addDriverRunpath.driverLink."""
     data = {"audit": str(REPO / "stacks" / stack / "wheels.json"), "stack": stack, "python": python,
             "placed": {name: str(prefix) for name, prefix in placed.items()}, "driverLink": str(driver_link),

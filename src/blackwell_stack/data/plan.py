@@ -75,6 +75,7 @@ HASH_CHECKED_BY = {
     "computed": "hash computed here",
     "registry": "PyPI's sha256",
     "public": not_checked_here("named by a public source"),
+    "lock": not_checked_here("as Nix wrote it into flake.lock"),
     "none": not_checked_here("no hash source"),
 }
 HASH_CHECKS = tuple(HASH_CHECKED_BY)

@@ -117,6 +117,12 @@ def _validate(path: Path, data: Any) -> None:
             versions.parse(value)
         except StackError as exc:
             raise DataError(path, "runtime", component, exc.message, exc.hint) from None
+    for name, spec in data["flags"].items():
+        decimal = _decimal_in(spec["value"])
+        if decimal is not None:
+            raise DataError(path, f"flags.{name}", "value", f"is the number {decimal!r}: write a decimal as a string",
+                            f'"value": "{decimal!r}" (Nix renders a float as {decimal:f}, and the NixOS module\'s '
+                            "command line must be the one blackwell-stack renders)")
     for kind in ("flags", "env"):
         for name, spec in data[kind].items():
             need = "verified_by" if spec.get("verified") else "unverified_reason"
@@ -152,3 +158,12 @@ def _check_rules(data: dict[str, Any], path: Path) -> None:
                 for b in sets.get("not", []):
                     if both := versions.overlap(a, b):
                         raise DataError(path, rid, where, f"{both} is both held ({a}) and not held ({b})")
+
+
+def _decimal_in(value: Any) -> float | None:
+    """A float in a flag's value (or its list): decimals are strings in a profile, so that SGLang's argv has one
+    rendering (Python's str(0.88) is 0.88, Nix's toString 0.880000, its toJSON varies with the Nix version)."""
+    for v in value if isinstance(value, list) else [value]:
+        if isinstance(v, float):
+            return v
+    return None

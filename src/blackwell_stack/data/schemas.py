@@ -85,6 +85,7 @@ AUDIT = Obj({
         "needs": Map(Either((Literal(("system", "driver", "missing")),
                              Obj({"from": NAMES, "dependency": Bool()})))),
     })),
+    "driver_by_name": Map(Map(NAMES, nonempty=True)),
     "collisions": ListOf(Obj({"path": Str(), "packages": NAMES, "identical": Bool(), "elf": Bool()})),
     "torch_pairs": Obj({
         "torch": Opt(Str()),
@@ -317,8 +318,10 @@ WHEEL_LIBRARIES = Obj({
     "driver": Map(Str()),
     "left_missing": Map(Obj({"libraries": NAMES, "why": Str(nonempty=True)})),
 }, optional={
-    "driver_by_name": Map(Obj({"file": Str(nonempty=True), "replace": Str(nonempty=True), "library": Str(nonempty=True),
-                               "why": Str(nonempty=True)})),
+    "driver_by_name": Map(Obj({"why": Str(nonempty=True), "loads": ListOf(Obj({
+        "file": Str(nonempty=True), "library": Literal(("libcuda.so.1", "libnvidia-ml.so.1")),
+        "replace": Str(nonempty=True)}))})),
+    "driver_named_only": Map(Obj({"why": Str(nonempty=True), "files": NAMES})),
 })
 ENV_COLLISIONS = Obj({
     "schema_version": Literal((1,)),

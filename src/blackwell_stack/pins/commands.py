@@ -11,7 +11,7 @@ from blackwell_stack.data import registry
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.fileio import check_output_path
 from blackwell_stack.kernel.inputs import sources as kernel_sources
-from blackwell_stack.pins import inventory
+from blackwell_stack.pins import flake_inputs, inventory
 from blackwell_stack.pins.rescue import rescue
 from blackwell_stack.pins.update import update_pypi, update_torch
 from blackwell_stack.pins.vendor import vendor
@@ -68,6 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     res.add_argument("--from-venv", required=True, type=Path, metavar="VENV", help="the venv (or its bin/python) it is installed in")
     res.add_argument("--out", type=Path, default=Path("."), metavar="DIR", help="where to write the wheel (default: here)")
     res.set_defaults(func=cmd_rescue)
+
+    fi = psub.add_parser("flake-inputs", help="after `nix flake update`: record flake.lock's inputs in "
+                         "nix/flake-inputs.json, each narHash computed again where it can be")
+    fi.add_argument("--offline", action="store_true", help="compute nothing: take every changed narHash from the lock")
+    fi.add_argument("--github", default=flake_inputs.GITHUB, type=argtypes.web_url, metavar="URL",
+                    help=f"where GitHub's archives are fetched from (default: {flake_inputs.GITHUB})")
+    fi.set_defaults(func=cmd_flake_inputs)
 
     ven = psub.add_parser("vendor", help="check a kept wheel against its pin or a stack's lock and add it to the Nix store")
     ven.add_argument("wheel", type=Path, metavar="FILE.whl")
@@ -134,6 +141,14 @@ def cmd_update_kernel_sources(args: argparse.Namespace) -> int:
         print("every kernel source pin is verified already (use --refresh to re-hash)")
         return 0
     output.table(["pin", "hash"], done)
+    return 0
+
+
+def cmd_flake_inputs(args: argparse.Namespace) -> int:
+    changes = flake_inputs.update(github=args.github, offline=args.offline)
+    output.table(["input", "rev", "narHash", "how"],
+                 [[c.name, c.rev[:12], c.narhash, c.how + (f": {c.detail}" if c.detail else "")] for c in changes])
+    print(f"wrote {registry.entry('flake-inputs').pattern}")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 services.sglang renders SGLang's argv from its options (lib/sglang-service.nix) and hands what it rendered
 from to one derivation that runs `blackwell-stack serve check --profile P --module-config C`, as nixpkgs'
-prometheus module runs `promtool check config`: the unit depends on it, so a refused configuration fails
+prometheus module runs `promtool check config`: the system's build depends on it, so a refused configuration fails
 `nixos-rebuild` with these messages, each naming the option to change. The rules, the flag table and the
 versions are decided here alone; Nix only renders. The argv rendered here must be the module's, so the
 one step both sides still take is checked on every configuration that is built.

@@ -165,7 +165,10 @@ def context_of(
     profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, rules: dict[str, Any], table: dict[str, Any],
     runtime: Runtime,
 ) -> dict[str, Any]:
-    by_primary = {**defaults_of(table), **settings, **parsed.values}
+    # A decimal is a string in a profile ("0.88", data/profile.py): the rules compare it as the number SGLang reads.
+    typed = {name: _typed(value, table["flags"][name]) if isinstance(value, str) and name in table["flags"] else value
+             for name, value in settings.items()}
+    by_primary = {**defaults_of(table), **typed, **parsed.values}
     aliases = {alias: by_primary[name] for name, entry in table["flags"].items() for alias in entry["aliases"]}
     flags = {**by_primary, **aliases}
     model = dict(profile.data["model"])

@@ -49,7 +49,7 @@ from blackwell_stack.stacks import pairing
 
 SCHEMA_VERSION = 1
 AUDIT_FILE = "wheels.json"
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 # glibc, libgcc and libstdc++: the part of nixpkgs' pythonManylinuxPackages
 # (pkgs/development/interpreters/python/manylinux/default.nix, the PEP 599
@@ -64,6 +64,9 @@ SYSTEM_LIBRARIES = frozenset({
 DRIVER_LIBRARIES = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
 
 _LIBRARY_NAME = re.compile(r"\.so(\.\d+)*$")
+# A driver library's name in Python source (libcuda.so, libcuda.so.1, libnvidia-ml.so.1): what ctypes may load by
+# name from the interpreter, which has no RUNPATH, so no fixup of an ELF file reaches it.
+_DRIVER_NAME_IN_SOURCE = re.compile(rb"\b(libcuda|libnvidia-ml)\.so(\.[0-9]+)*")
 _TEXT_SUFFIXES = (".py", ".pyi", ".pyc", ".txt", ".md", ".json", ".h", ".hpp", ".cuh", ".cu", ".c", ".cc", ".cpp",
                   ".inl", ".toml", ".cfg", ".ini", ".yaml", ".yml", ".html", ".rst", ".typed", ".pxd", ".pyx")
 
@@ -121,6 +124,7 @@ class WheelContents:
     requires: list[str] = field(default_factory=list)  # METADATA Requires-Dist
     elf: dict[str, ElfInfo] = field(default_factory=dict)
     torch_defined: list[str] = field(default_factory=list)  # torch's own libraries: what they define
+    python_driver_names: dict[str, list[str]] = field(default_factory=dict)  # .py member -> driver names in it
 
     def to_json(self) -> dict[str, Any]:
         data = dict(vars(self))
@@ -204,6 +208,10 @@ def _requires(zf: zipfile.ZipFile, path: Path) -> list[str]:
     return list(meta.get_all("Requires-Dist") or [])
 
 
+def _driver_names_in_source(text: bytes) -> list[str]:
+    return sorted({m.group(0).decode() for m in _DRIVER_NAME_IN_SOURCE.finditer(text)})
+
+
 def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelContents:
     """One locked wheel, checked against the lock's sha256; cached by that sha256."""
     digest = lockfile.sha256_of(wheel)
@@ -227,6 +235,11 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
                                      {i.filename: (i.CRC, i.file_size) for i in zf.infolist() if not i.is_dir()},
                                      _requires(zf, path))
             for name, (_crc, size) in contents.members.items():
+                if name.endswith(".py"):
+                    found_names = _driver_names_in_source(zipmember.read_member(zf, name, path))
+                    if found_names:
+                        contents.python_driver_names[name] = found_names
+                    continue
                 if size < 64 or not _maybe_elf(name):
                     continue
                 try:
@@ -358,7 +371,9 @@ def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[
             "autoPatchelf finds it by file name: `system` (glibc, libstdc++), `driver` (the NVIDIA driver), "
             "`from` (other locked wheels; `dependency`: one of them is in the package's own dependency "
             "closure) or `missing` (nix/fixups/wheel-libraries.json says why); `driver_names`: the driver libraries "
-            "named in its ELF files, which they may dlopen, so their own RUNPATH must reach the driver. `collisions`: install paths "
+            "named in its ELF files, which they may dlopen, so their own RUNPATH must reach the driver. `driver_by_name`: the "
+            "Python files that name a driver library, which ctypes may load by name from the interpreter, where no "
+            "RUNPATH applies (nix/fixups/wheel-libraries.json says what each gets). `collisions`: install paths "
             "that two or more wheels share (nix/fixups/env-collisions.json). `torch_pairs`: each package "
             "that links torch, checked as stack.json says."
         ),
@@ -368,6 +383,7 @@ def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[
         "choices": dict(sorted(choices.items())),
         "kept_wheels": dict(sorted(kept.items())),
         "libraries": library_needs(lock, contents),
+        "driver_by_name": {name: c.python_driver_names for name, c in contents.items() if c.python_driver_names},
         "collisions": shared_paths(contents),
         "torch_pairs": pairing.check(stack, lock, contents),
     }

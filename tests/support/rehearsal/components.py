@@ -150,8 +150,10 @@ def tools(root: Path = HERE) -> dict[str, Any]:
         debian = list(data["numactl"]["debian_packages"])
         libc = data["glibc"]["debian"]
         glibc_dev = glibc.Package(libc["package"], libc["version"], libc["suite"], libc["sha256"])
+        driver = [glibc.Package(p["package"], p["version"], p["suite"], p["sha256"], p["component"])
+                  for p in data["driver"]["debian"]]
     except (KeyError, TypeError) as exc:
         raise DataError(path, None, None, f"is missing {exc}") from None
     return {"cmake": cmake, "python_build_system": build_system,
             "from_the_stack_lock": list(data["python_build_system"].get("from_the_stack_lock", [])),
-            "numactl": debian, "glibc": glibc_dev}
+            "numactl": debian, "glibc": glibc_dev, "driver": driver}

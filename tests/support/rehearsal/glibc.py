@@ -37,20 +37,21 @@ _HOST_GLIBC_DIRS = ("/usr/include/x86_64-linux-gnu", "/usr/include")
 
 @dataclass(frozen=True)
 class Package:
-    """A Debian package pinned by version and sha256 (tests/support/rehearsal/tools.json glibc.debian)."""
+    """A Debian package pinned by version and sha256 (tests/support/rehearsal/tools.json glibc.debian, driver)."""
 
     name: str
     version: str
     suite: str
     sha256: str
+    component: str = "main"
 
 
-def _apt(state: Path, suite: str) -> list[str]:
+def _apt(state: Path, suite: str, component: str) -> list[str]:
     """apt options for a private state: its own sources list, index, cache and (empty) dpkg status."""
     for sub in ("lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     sources = state / "sources.list"
-    sources.write_text(f"deb [signed-by={_KEYRING}] {_DEBIAN} {suite} main\n")
+    sources.write_text(f"deb [signed-by={_KEYRING}] {_DEBIAN} {suite} {component}\n")
     status = state / "status"
     status.touch()
     return ["-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::Etc::SourceList={sources}",
@@ -72,8 +73,8 @@ def fetch(package: Package) -> Path:
         return cached
     for tool in ("apt-get", "apt-cache", "dpkg"):
         proc.require(tool, "the lock's glibc headers are Debian's libc6-dev: run the rehearsal on Debian or Ubuntu")
-    state = cache_dir("rehearsal", f"apt-debian-{package.suite}")
-    options = _apt(state, package.suite)
+    state = cache_dir("rehearsal", f"apt-debian-{package.suite}" + ("" if package.component == "main" else f"-{package.component}"))
+    options = _apt(state, package.suite, package.component)
     indexed = _indexed_sha256(options, package)
     if indexed is None:
         try:

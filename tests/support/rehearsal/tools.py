@@ -5,6 +5,10 @@
 - numactl: Debian's libnuma-dev and libnuma1, fetched with `apt-get download`
   (apt checks them against the signed archive index) into the user cache and
   unpacked with `dpkg -x`; the prefix is `<root>/numactl-debian/usr`.
+- the NVIDIA driver's libcuda.so.1 and libnvidia-ml.so.1: Debian's packages
+  of NVIDIA's driver, pinned by sha256 and fetched like the lock's glibc
+  headers (support/rehearsal/glibc.py); `<root>/driver-debian/lib` holds them
+  as a driver link's lib/ does.
 
 What each differs in from nixpkgs' package is in tools.json.
 """
@@ -17,7 +21,7 @@ from pathlib import Path
 from blackwell_stack import proc
 from blackwell_stack.errors import BuildError, ToolchainError
 from blackwell_stack.paths import cache_dir
-from support.rehearsal import wheels
+from support.rehearsal import glibc, wheels
 from support.rehearsal.components import Wheel
 
 _CMAKE_DATA = "cmake/data/"
@@ -54,6 +58,23 @@ def numactl(root: Path, packages: list[str]) -> Path:
     if not (prefix / "usr" / "include" / "numa.h").is_file():
         raise ToolchainError(f"{prefix} has no usr/include/numa.h after unpacking {', '.join(packages)}")
     return prefix / "usr"
+
+
+def driver(root: Path, packages: list[glibc.Package]) -> Path:
+    """A driver link (its lib/ holds libcuda.so.1, libnvidia-ml.so.1) from Debian's packages of NVIDIA's driver."""
+    prefix = root / "driver-debian"
+    unpacked = prefix / "unpacked"
+    unpacked.mkdir(parents=True, exist_ok=True)
+    for package in packages:
+        proc.run(["dpkg", "-x", str(glibc.fetch(package)), str(unpacked)], timeout=300)
+    found = unpacked / "usr" / "lib" / "x86_64-linux-gnu" / "nvidia" / "current"
+    for name in ("libcuda.so.1", "libnvidia-ml.so.1"):
+        if not (found / name).is_file():
+            raise ToolchainError(f"{found} has no {name} after unpacking {', '.join(p.name for p in packages)}")
+    lib = prefix / "lib"
+    if not lib.exists():
+        lib.symlink_to(found)
+    return prefix
 
 
 def path_of(*dirs: Path | str) -> str:
