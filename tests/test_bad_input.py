@@ -81,13 +81,6 @@ ROWS = [
     row("plan", code=OK, fragment=None, stdout_closed=True),
     row("serve", "check", "--set", "kv-cache-dtype=fp8_e4m3", code=CHECK, fragment=None, stdout_closed=True),
     row("smoke", "http://[::1", code=USAGE, fragment=None, stderr_closed=True),
-    # An index that answers with something other than what was asked for.
-    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "{not_json}",
-        code=USAGE, fragment="is not a PyPI JSON API document"),
-    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "{json_list}",
-        code=USAGE, fragment="is not a PyPI JSON API document"),
-    row("pins", "update", "torch", "--date", "20260307", "--file", "{tmp}/pins.json", "--index-url", "{pep691_broken}",
-        code=USAGE, fragment="not a PEP 691 project page"),
     # Files that are not regular files, or far larger than what they hold: refused at once, never read whole.
     row("smoke", PASS, "--api-key-file", "/dev/zero", code=USAGE, fragment="--api-key-file /dev/zero is a character device"),
     row("smoke", PASS, "--api-key-file", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe), not a regular file"),
@@ -149,9 +142,9 @@ ROWS = [
     row("bench", PASS, "--tokenizer", "{empty}", code=USAGE, fragment="is not a tokenizer.json"),
     # What the standard library's readers raise besides OSError: refused where ours to check (URLs, host names),
     # and a clear error at the one boundary (cli/boundary.py) where the reader is the library's.
-    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "http://[::1",
-        code=USAGE, fragment="--index-url: 'http://[::1' is not a URL (Invalid IPv6 URL)"),
-    row("pins", "update", "pypi", "sglang==0.5.9", "--file", "{tmp}/pins.json", "--index-url", "not a url",
+    row("kernel", "sources", "fetch", "--dir", "{tmp}/sources", "--github", "http://[::1",
+        code=USAGE, fragment="--github: 'http://[::1' is not a URL (Invalid IPv6 URL)"),
+    row("kernel", "sources", "fetch", "--dir", "{tmp}/sources", "--github", "not a url",
         code=USAGE, fragment="is not an http(s) URL"),
     row("smoke", "http://a..b:9", code=USAGE, fragment="the host name 'a..b' is not valid"),
     row("inspect", "{encrypted}", code=USAGE, fragment="cannot be read (RuntimeError: File"),
@@ -262,9 +255,6 @@ def places(tmp_path_factory) -> dict[str, str]:
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("sglang/srt/server_args.py", b"#" * (65 << 20))
     fixed = {
-        "not_json": serve_fixed(b"<html>not json</html>", content_type="text/html"),
-        "json_list": serve_fixed(b"[1, 2, 3]"),
-        "pep691_broken": serve_fixed(b'{"files": [{"name": 1}]}', content_type="application/vnd.pypi.simple.v1+json"),
         "mirror": serve_fixed(b"not here", status=404, content_type="text/plain"),
     }
     yield {

@@ -47,7 +47,7 @@ def test_plan_json_schema():
     flagged = {(u["section"], u["name"]) for u in plan["unverified"]}
     expected = {(k, i["name"]) for k, s in plan["sections"].items() for i in s["items"] if not i["verified"]}
     assert flagged == expected
-    assert ("stack-nightly", "torch (x86_64-linux-312)") in flagged and ("stack-nightly", "uv.lock") in flagged
+    assert ("stack-nightly", "uv.lock") in flagged
 
 
 def test_plan_says_what_was_not_checked_here():

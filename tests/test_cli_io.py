@@ -198,14 +198,6 @@ def test_serve_run_dry_run_json_prints_json(capsys):
     assert "--kv-cache-dtype" in data["argv"] and data["command"].startswith(next(iter(data["env"])))
 
 
-def test_pins_vendor_with_a_missing_pins_file_says_so(tmp_path, capsys):
-    wheel = tmp_path / "x-1.0-py3-none-any.whl"
-    wheel.write_bytes(b"PK")
-    assert main(["pins", "vendor", str(wheel), "--file", str(tmp_path / "nonexistent.json")]) == ExitCode.USAGE
-    err = capsys.readouterr().err
-    assert "no such pins file" in err and "nonexistent.json" in err
-
-
 @pytest.mark.proc
 @pytest.mark.parametrize("argv", [["kernel", "recipe"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
 def test_tables_and_prose_fit_80_columns(argv):

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from conftest import REPO, copy_data_root
 
-from blackwell_stack.data import lock, pins, profile, registry, stack
+from blackwell_stack.data import lock, profile, registry, stack
 from blackwell_stack.errors import DataError, ExitCode
 from blackwell_stack.kernel.build import compile_work
 from blackwell_stack.kernel.inputs import patch_series, recipe
@@ -38,7 +38,6 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "lock": lock.load_lock,
     "stack-pyproject": lambda p: registry.load("stack-pyproject", file=p),
     "audit": lambda p: libraries.load_audit(stack.Stack(p.parent.name, p.parent, {})),
-    "kept-wheel-pins": pins.load_pins,
     "profile": lambda p: profile.load_profile(str(p)),
     "rules": profile.load_rules,
     "flag-table": lambda p: flags.load_table(path=p),
@@ -65,7 +64,6 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "lock": (lambda d: {**d, "package": [{"name": "x", "dependencies": ["y"]}]}, "dependencies[0]"),
     "stack-pyproject": (lambda d: {**d, "tool": {"uv": {"index": {"url": "x"}}}}, "index"),
     "audit": (lambda d: {**d, "files": ["torch"]}, "files"),
-    "kept-wheel-pins": (lambda d: {**d, "packages": []}, "packages"),
     "profile": (lambda d: {**d, "flags": ["--tp-size", 8]}, "flags"),
     "rules": (lambda d: {**d, "rules": {"id": "x"}}, "rules"),
     "flag-table": (lambda d: {**d, "abbreviations": {"--tp": 8}}, "--tp"),

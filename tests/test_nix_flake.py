@@ -230,7 +230,7 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
     got = json.loads(result.stdout)
     assert got["outputs"] == sorted(["apps", "checks", "devShells", "formatter", "legacyPackages", "lib",
                                      "nixosModules", "overlays", "packages"])
-    assert {"stacks", "nixpkgsConfig", "pins", "kernelRecipe", "kernelSources", "sglangService"} <= set(got["lib"])
+    assert {"stacks", "nixpkgsConfig", "kernelRecipe", "kernelSources", "sglangService"} <= set(got["lib"])
     assert got["nixosModules"] == ["default", "sglang"]
     # The module brings services.sglang and the chosen stack's environment, and no nixpkgs config or overlays
     # (tests/test_serve_module_eval.py evaluates it, modules/flake-module.nix, with stand-in packages).

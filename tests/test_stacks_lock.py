@@ -70,8 +70,7 @@ def _mini_stack(root: Path, kept: bool) -> stack_data.Stack:
     data.update(name="mini", default=False, versions_from_lock={"sglang": "packaging", "flashinfer": "packaging",
                                                                 "torch": "packaging"},
                 torch_pairs={}, lock={"command": "blackwell-stack stack lock mini --wheels DIR", "missing_reason": None},
-                kept_wheels={"pins": "stacks/nightly/pins.json", "url_template": "https://example.invalid/{filename}",
-                             "why": "test"})
+                kept_wheels={"url_template": "https://example.invalid/{filename}", "why": "test"})
     return stack_data.Stack("mini", path, data)
 
 

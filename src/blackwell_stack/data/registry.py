@@ -74,8 +74,6 @@ FILES: tuple[DataFile, ...] = (
              schemas.STACK_PYPROJECT, format="toml"),
     DataFile("audit", "stacks/{name}/wheels.json", "what a stack's locked wheels hold (`stack audit`)",
              ("cli", "nix"), schemas.AUDIT, hint=REGENERATE_AUDIT),
-    DataFile("kept-wheel-pins", "stacks/{name}/pins.json", "the wheels a stack keeps, pinned (data/pins.py)",
-             ("cli", "nix"), schemas.KEPT_WHEEL_PINS),
     DataFile("profile", "modules/profiles/{name}.json", "a serving profile (data/profile.py)", ("cli", "nix"),
              schemas.PROFILE, hint="see modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json"),
     DataFile("rules", "modules/rules.json", "the rules over a rendered service (serve/rules.py)", ("cli", "nix"),

@@ -48,7 +48,7 @@ STACK = Obj({
     "torch_pairs": Map(Obj({"check": Literal(("metadata", "symbols", "source", "lock", "unpaired")), "why": _TEXT})),
     "profiles": ListOf(_TEXT, nonempty=True),
     "lock": Obj({"command": _TEXT, "missing_reason": Opt(Str())}),
-}, optional={"kept_wheels": Obj({"pins": _TEXT})})
+}, optional={"kept_wheels": Obj({"url_template": _TEXT})})
 
 # stacks/<name>/uv.lock; data/lock.py says which format version it reads.
 LOCK = Obj({"version": AnyValue()}, optional={
@@ -92,19 +92,6 @@ AUDIT = Obj({
                          optional={"version": Opt(Str()), "needed": Int(minimum=0), "missing": ListOf(Str())})),
         "unlisted": ListOf(Str()),
     }),
-})
-
-# stacks/<name>/pins.json (data/pins.py, lib/pins.nix): what a verified pin needs is checked there.
-_WHEEL_PIN = Obj({
-    "filename": Opt(Str(pattern=r"[^/%]*", means="a plain file name (no '/' or %-escapes): Nix names the store "
-                        "path after it")),
-    "url": Opt(Str()), "hash_source": Opt(Str()),
-    "hash": Opt(_SRI), "hash_checked": Literal(HASH_CHECKS), "verified": Bool(), "reason": Opt(Str()),
-})
-KEPT_WHEEL_PINS_SCHEMA = 1
-KEPT_WHEEL_PINS = Obj({
-    "schema_version": Literal((KEPT_WHEEL_PINS_SCHEMA,)), "update_command": Str(nonempty=True),
-    "packages": Map(Obj({"version": Opt(Str()), "wheels": Map(_WHEEL_PIN, nonempty=True)}), nonempty=True),
 })
 
 # modules/profiles/<name>.json; data/profile.py checks across fields (its runtime's versions, what a verified
