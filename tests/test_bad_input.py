@@ -103,8 +103,6 @@ ROWS = [
     row("serve", "check", "--module-config", "{huge}", code=USAGE, fragment="is larger than"),
     row("serve", "check", "--module-config", "{deep_json}", code=USAGE, fragment="is not valid JSON"),
     row("serve", "check", "--flags-table", "/dev/zero", code=USAGE, fragment="/dev/zero is a character device"),
-    row("serve", "flags", "extract", "--wheel", "{fifo}", "--output", "{tmp}/table.json", code=USAGE,
-        fragment="is a FIFO (named pipe)"),
     # A mirror of github.com serves every source, the json release download included.
     row("kernel", "sources", "fetch", "--dir", "{tmp}/sources", "--all", "--github", "{mirror}", code=NETWORK,
         fragment="{mirror}/nlohmann/json/releases/download/v3.11.3/json.tar.xz"),
@@ -150,9 +148,6 @@ ROWS = [
     row("inspect", "{encrypted}", code=USAGE, fragment="cannot be read (RuntimeError: File"),
     row("inspect", "{compress99}", code=USAGE, fragment="(NotImplementedError: That compression method is not supported)"),
     row("wheel", "diff", "{encrypted}", "{compress99}", code=USAGE, fragment="cannot be read"),
-    # A zip member is read within a bound: 65 MiB of server_args.py in a wheel of 65 KiB.
-    row("serve", "flags", "extract", "--wheel", "{bomb}", "--output", "{tmp}/table.json", code=USAGE,
-        fragment="member sglang/srt/server_args.py inflates to more than 64 MiB"),
     row("bench", PASS, "--baseline", "{deep_json}", code=USAGE, fragment="an input is nested too deeply to read"),
     row("serve", "check", "--profile", "{deep_json}", code=USAGE, fragment="an input is nested too deeply to read"),
     # Lengths a server sends are checked where they enter: a chunk size of -6 once looped forever.
@@ -250,10 +245,6 @@ def places(tmp_path_factory) -> dict[str, str]:
     first = {k: v for k, v in shipped["expectations"][0].items() if k not in ("concurrency", "min_concurrency")}
     nan_baseline.write_text(json.dumps({**shipped, "expectations": [{**first, "concurrency": 1, "value": float("nan")}]}))
     text_concurrency.write_text(json.dumps({**shipped, "expectations": [{**first, "concurrency": "8"}]}))
-    bomb = tmp / "bomb" / "sglang-0.5.9-py3-none-any.whl"
-    bomb.parent.mkdir()
-    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("sglang/srt/server_args.py", b"#" * (65 << 20))
     fixed = {
         "mirror": serve_fixed(b"not here", status=404, content_type="text/plain"),
     }
@@ -262,7 +253,7 @@ def places(tmp_path_factory) -> dict[str, str]:
         "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
         "flood": str(flood), "fifo_venv": fifo_venv, "huge_venv": huge_venv,
         "deep_json": str(tmp / "deep.json"), "encrypted": encrypted, "compress99": compress99,
-        "bomb": str(bomb), "nan_baseline": str(nan_baseline), "text_concurrency": str(text_concurrency),
+        "nan_baseline": str(nan_baseline), "text_concurrency": str(text_concurrency),
         **{name.replace("-", "_"): server.url for name, server in servers.items()},
         **{name: server.url for name, server in fixed.items()},
     }

@@ -23,7 +23,6 @@ from conftest import REPO, copy_data_root
 
 from blackwell_stack.data import lock, profile, registry, stack
 from blackwell_stack.errors import DataError, ExitCode
-from blackwell_stack.kernel.build import compile_work
 from blackwell_stack.kernel.inputs import patch_series, recipe
 from blackwell_stack.kernel.inputs import sources as kernel_sources
 from blackwell_stack.kernel.reproducibility import reference
@@ -43,7 +42,6 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "flag-table": lambda p: flags.load_table(path=p),
     "recipe": recipe.load,
     "kernel-sources": kernel_sources.load,
-    "compile-units": compile_work.load_data,
     "reference-wheel": reference.load,
     "kernel-tests": selection.load_rules,
     "kernel-check": lambda p: registry.load("kernel-check", file=p),
@@ -69,7 +67,6 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "flag-table": (lambda d: {**d, "abbreviations": {"--tp": 8}}, "--tp"),
     "recipe": (lambda d: {**d, "environment": []}, "environment"),
     "kernel-sources": (lambda d: {**d, "fetchcontent": {"repo-fmt": "v1"}}, "repo-fmt"),
-    "compile-units": (lambda d: {**d, "targets": {"common_ops": {"sources": "x.cu"}}}, "sources"),
     "reference-wheel": (lambda d: {**d, "withdrawn": {}}, "withdrawn"),
     "kernel-tests": (lambda d: {**d, "files": {"test_norm.py": {"needs_gpus": "2", "why": "x"}}}, "needs_gpus"),
     "flake-lock": (lambda d: {**d, "nodes": []}, "nodes"),
@@ -164,8 +161,6 @@ CLI_CASES = [
      ["serve", "render"], "entry 'env', field 'NCCL_P2P_LEVEL'"),
     ("modules/rules.json", lambda d: {**d, "rules": {"id": "x"}}, ["serve", "check"], "field 'rules'"),
     ("modules/rules.json", lambda d: {**d, "rules": ["x"]}, ["serve", "check"], "field 'rules[0]'"),
-    ("pkgs/sgl-kernel/compile-units.json", lambda d: {**d, "targets": {"common_ops": {"sources": "x.cu"}}},
-     ["kernel", "plan"], "entry 'targets.common_ops', field 'sources'"),
     ("pkgs/sgl-kernel/kernel-tests.json", lambda d: {**d, "files": {"test_norm.py": {"needs_archs": "9.0a"}}},
      ["kernel", "test", "--tests", ".", "--dry-run"], "entry 'files.test_norm.py', field 'needs_archs'"),
     ("flake.lock", lambda d: {**d, "nodes": {"root": {"inputs": {"nixpkgs": "gone"}}}}, ["pins", "show"],

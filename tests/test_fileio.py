@@ -93,23 +93,6 @@ def test_bench_refuses_an_unwritable_output_before_the_sweep(tmp_path, capsys, o
     assert code == ExitCode.USAGE and "is a directory" in capsys.readouterr().err
 
 
-def test_serve_flags_extract_refuses_an_unwritable_output_first(tmp_path, capsys):
-    (tmp_path / "file").write_text("x")
-    code = main(["serve", "flags", "extract", "--wheel", str(tmp_path / "missing.whl"),
-                 "--output", str(tmp_path / "file" / "flags.json")])
-    err = capsys.readouterr().err
-    assert code == ExitCode.USAGE and "--output" in err and "Traceback" not in err
-
-
-def test_serve_flags_extract_without_output_reaches_the_wheel(tmp_path, repo, capsys):
-    """Without --output the table goes beside the others, named by the wheel's version: that path is
-    checked, and the command goes on to the wheel (here: missing)."""
-    code = main(["serve", "flags", "extract", "--wheel", str(tmp_path / "sglang-0.5.99-py3-none-any.whl")])
-    err = capsys.readouterr().err
-    assert code == ExitCode.USAGE and "no such file" in err and "not a version" not in err, err
-    assert not (repo / "modules" / "sglang-flags" / "0.5.99.json").exists()
-
-
 @pytest.mark.parametrize("kind", ["regular-file", "under-a-file"])
 def test_an_unusable_cache_is_a_clear_error(tmp_path, monkeypatch, kind):
     blocker = tmp_path / "blocker"
@@ -167,7 +150,6 @@ def test_an_atomic_write_never_replaces_what_is_not_a_regular_file(tmp_path):
 @pytest.mark.parametrize("argv", [
     ["bench", UNREACHABLE, "--timeout", "2", "--out", "{special}"],
     ["bench", UNREACHABLE, "--timeout", "2", "--plot", "{special}"],
-    ["serve", "flags", "extract", "--wheel", "{tmp}/missing.whl", "--output", "{special}"],
 ], ids=lambda argv: " ".join(argv[:2]))
 def test_every_file_output_refuses_a_special_destination_first(tmp_path, capsys, argv):
     for special in _special_files(tmp_path):

@@ -15,12 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import scripts
 
 from blackwell_stack.data.profile import load_profile, load_rules
-from blackwell_stack.serve import flags, parser_probe
+from blackwell_stack.serve import flags
 from blackwell_stack.serve.render import render
 
 pytestmark = pytest.mark.network
+
+parser_probe = scripts.load("scripts/sglang-flags/parser_probe.py")
 
 # Runs in a child: parser_probe.py (the extractor's own probe) builds SGLang's real parser; this parses argvs
 # with it and asks it how it reads each option string.

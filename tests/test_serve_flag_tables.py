@@ -31,7 +31,7 @@ def test_a_version_without_a_table_says_how_to_extract_it():
     text = str(err.value)
     assert "no SGLang flag table for sglang 0.5.15" in text and "tables: 0.5.9, 0.5.23" in text
     assert flags.extract_command("0.5.15") in text
-    assert "serve flags extract" in flags.extract_command("0.5.15")
+    assert "scripts/sglang-flags/flags_extract.py" in flags.extract_command("0.5.15")
 
 
 def test_a_version_that_is_not_a_version_is_refused():
@@ -57,7 +57,7 @@ def test_cli_flags_show_by_version_and_the_missing_table():
     assert json.loads(result.stdout)["--tp-size"]["aliases"] == ["--tensor-parallel-size"]
     result = cli("--sglang-version", "0.5.15", "tp-size")
     assert result.returncode == 3
-    assert "serve flags extract" in result.stderr and "Traceback" not in result.stderr
+    assert "scripts/sglang-flags/flags_extract.py" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.nix

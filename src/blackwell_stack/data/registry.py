@@ -81,14 +81,11 @@ FILES: tuple[DataFile, ...] = (
              'the PEP 440 specifier sets it holds for ({"sglang": {"holds": ["==0.5.9"]}}; {} when none changes it)'),
     DataFile("flag-table", "modules/sglang-flags/{name}.json", "an SGLang version's flags (serve/flags.py)",
              ("cli", "nix"), schemas.FLAG_TABLE, schemas.check_flag_table,
-             hint="regenerate the table with `blackwell-stack serve flags extract`"),
+             hint="regenerate the table with scripts/sglang-flags/flags_extract.py"),
     DataFile("recipe", "pkgs/sgl-kernel/recipe.json", "how sgl-kernel is configured (kernel/inputs/recipe.py)",
              ("cli", "nix"), schemas.RECIPE),
     DataFile("kernel-sources", "pkgs/sgl-kernel/sources.json", "sgl-kernel's sources by hash (kernel/inputs/sources.py)",
              ("cli", "nix"), schemas.KERNEL_SOURCES),
-    DataFile("compile-units", "pkgs/sgl-kernel/compile-units.json", "sgl-kernel's targets and sources at the pin "
-             "(kernel/build/compile_work.py)", ("cli",), schemas.COMPILE_UNITS, schemas.check_compile_units,
-             hint="restore it from the repository"),
     DataFile("reference-wheel", "pkgs/sgl-kernel/reference-wheel.json", "the reference sgl-kernel wheel "
              "(kernel/reproducibility/reference.py)", ("cli",), schemas.REFERENCE_WHEEL, schemas.check_reference_wheel),
     DataFile("kernel-tests", "pkgs/sgl-kernel/kernel-tests.json", "which of upstream's kernel tests `kernel test` "

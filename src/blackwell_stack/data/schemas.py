@@ -117,7 +117,7 @@ RULES = Obj({"rules": ListOf(Obj({
     "versions": Map(_RULE_VERSIONS, keys="sglang|flashinfer", means="a runtime component: sglang or flashinfer"),
 }, optional={"condition": AnyValue(), "check": _TEXT, "option": _TEXT}), key="id")}, optional={"constants": Map(AnyValue())})
 
-# modules/sglang-flags/<version>.json: written by `serve flags extract` (serve/flags_extract.py).
+# modules/sglang-flags/<version>.json: written by scripts/sglang-flags/flags_extract.py.
 FLAG_TABLE = Obj({
     "sglang_version": Str(nonempty=True),
     "wheel": Obj({"filename": Str(nonempty=True), "sha256": SHA256}),
@@ -138,7 +138,7 @@ def check_flag_table(data: dict[str, Any], path: Path) -> None:
         for spelling, flag in data[key].items():
             if flag not in data["flags"]:
                 raise DataError(path, f"{key}.{spelling}", None, f"names {flag}, which is not in flags",
-                                "regenerate the table with `blackwell-stack serve flags extract`")
+                                "regenerate the table with scripts/sglang-flags/flags_extract.py")
 
 
 # pkgs/sgl-kernel/recipe.json: CMake defines and environment variables by name; kernel/inputs/recipe.py checks the
@@ -235,25 +235,6 @@ def check_kernel_tests(data: dict[str, Any], path: Path) -> None:
             if "skip" not in rule and "why" not in rule:
                 raise DataError(path, f"{table}.{name}", "why", "is missing: a rule that does not skip its file "
                                 "says what the file tests (it becomes the skip's reason)")
-
-
-# pkgs/sgl-kernel/compile-units.json: `kernel plan` counts device compilations from it.
-COMPILE_UNITS = Obj({
-    "schema_version": Literal((1,)),
-    "source": Str(),
-    "upstream_arch_sets": Map(ListOf(Str(nonempty=True))),
-    "targets": Map(Obj({"sources": ListOf(Str(nonempty=True)), "arch_set": Str(nonempty=True),
-                        "enabled_upstream": Bool()},
-                       optional={"variants_upstream": NAMES, "globbed_cuda_units_upstream": Map(Int(minimum=0)),
-                                 "globbed_cuda_units_recipe_fa3_on": Map(Int(minimum=0))}), nonempty=True),
-})
-
-
-def check_compile_units(data: dict[str, Any], path: Path) -> None:
-    for target, spec in data["targets"].items():
-        if spec["arch_set"] not in data["upstream_arch_sets"]:
-            raise DataError(path, f"targets.{target}", "arch_set",
-                            f"{spec['arch_set']!r} is not one of upstream_arch_sets: {', '.join(data['upstream_arch_sets'])}")
 
 
 # flake.lock: written by `nix flake lock`; `pins show` and plan list its inputs.

@@ -1,4 +1,4 @@
-"""`blackwell-stack kernel ...`: the sgl-kernel recipe, patch check, build, its tests on a GPU and compile-work plan."""
+"""`blackwell-stack kernel ...`: the sgl-kernel recipe, patch check, build and its tests on a GPU."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float, positive_int, web_url
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import ExitCode, ToolchainError
-from blackwell_stack.kernel.build import compile_work, execute, prepare, toolchain
+from blackwell_stack.kernel.build import execute, prepare, toolchain
 from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
 from blackwell_stack.kernel.reproducibility import reference
 from blackwell_stack.kernel.reproducibility.conditions import CONDITIONS
@@ -17,7 +17,7 @@ from blackwell_stack.kernel.test import command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: recipe, patches, build without Nix, its sources by hash, compile-work plan")
+    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: recipe, patches, build without Nix, its sources by hash, its tests")
     ksub = kernel.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND")
     ksub.required = True
 
@@ -102,12 +102,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=func)
 
     command.register(ksub)
-
-    p = ksub.add_parser("plan", help="device compilations of upstream's defaults against the recipe")
-    p.add_argument("--src", default=None, help="sglang checkout or its sgl-kernel directory (default: the recorded lists)")
-    p.add_argument("--arch", default=None, help="target architectures of the recipe side (default: the recipe's)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_plan)
 
 
 def cmd_recipe(args: argparse.Namespace) -> int:
@@ -334,25 +328,3 @@ def cmd_sources_fetch(args: argparse.Namespace) -> int:
     states = sourcedir.fetch(args.dir, _source_items(args), github=args.github,
                              say=lambda text: print(text, file=sys.stderr))
     return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    cmp = compile_work.compare(args.src, args.arch)
-    if args.json:
-        output.dump_json(cmp.to_json())
-        return 0
-    output.heading("sgl-kernel device compilations: upstream defaults vs the recipe")
-    print(cmp.source_note)
-    rows = []
-    recipe_by_target = {t.target: t for t in cmp.recipe}
-    for up in cmp.upstream:
-        rc = recipe_by_target.get(up.target)
-        rows.append([
-            up.target, up.cuda_units, f"{len(up.archs)} x {len(up.variants)}", up.compilations,
-            f"{len(rc.archs)} x {len(rc.variants)}" if rc and rc.compilations else "off", rc.compilations if rc else 0,
-        ])
-    output.table(["target", ".cu units", "upstream archs x variants", "upstream", "recipe archs x variants", "recipe"], rows)
-    verdict = "meets" if cmp.meets_goal else "MISSES"
-    print(f"\ntotal: upstream {cmp.upstream_total}, recipe {cmp.recipe_total} device compilations: "
-          f"ratio {cmp.ratio_text()} ({verdict} the goal of at most 1/8)")
-    return 0

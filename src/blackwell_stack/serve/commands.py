@@ -1,4 +1,4 @@
-"""CLI commands of the serve area: render, check, run, flags extract|show."""
+"""CLI commands of the serve area: render, check, run, flags show."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from blackwell_stack import proc
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import DEFAULT_PROFILE
 from blackwell_stack.errors import BuildError, ExitCode, StackError, ToolchainError
-from blackwell_stack.fileio import atomic_write_bytes, check_output_path
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve import flags_decisions, flags_extract, module_check
+from blackwell_stack.serve import module_check
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, command_line, configure
 
@@ -64,14 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = serve_sub.add_parser("flags", help="the SGLang flag tables, one per SGLang version (modules/sglang-flags/)")
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
-    e = flags_sub.add_parser("extract", help="the flag table of an sglang wheel, from SGLang's own parser (in a child "
-                             "process)")
-    e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flags_extract.WHEEL_HINT.format(version="<version>") + ")")
-    e.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags/<version>.json)")
-    e.add_argument("--python", default=None, help="the interpreter that builds the parser: one with this sglang "
-                   "installed imports it for real; otherwise its other sglang modules are stood in (default: this "
-                   "one; sglang 0.5.2x needs msgspec there)")
-    e.set_defaults(func=cmd_flags_extract)
     s = flags_sub.add_parser("show", help="look up flags in the committed table")
     s.add_argument("names", nargs="*", help="flags to show (default: all)")
     s.add_argument("--sglang-version", help="whose table (default: the default profile's runtime)")
@@ -215,16 +206,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise StackError(f"cannot start {argv[0]}: {exc}", "pass --python with the interpreter that has sglang installed") from exc
     return int(ExitCode.OK)  # not reached
-
-
-def cmd_flags_extract(args: argparse.Namespace) -> int:
-    # Checked before the wheel is read; without --output the table goes beside the
-    # others, named by the wheel's SGLang version.
-    out = check_output_path(args.output or flags_extract.default_output(args.wheel), "--output")
-    data = flags_extract.extract_wheel(args.wheel, args.python)
-    atomic_write_bytes(out, flags_decisions.render_table(data).encode())
-    print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
-    return int(ExitCode.OK)
 
 
 def cmd_flags_show(args: argparse.Namespace) -> int:

@@ -1,8 +1,7 @@
 """SGLang's flag table of one SGLang version, as committed: `modules/sglang-flags/<version>.json`.
 
-The table is data, extracted from the sglang wheel (`blackwell-stack serve
-flags extract`, flags_extract.py, with the wheel's name and sha256); a stack
-selects its table by the version of SGLang it holds (`load_table(version)`,
+The table is data, extracted from the sglang wheel
+(scripts/sglang-flags/flags_extract.py, with the wheel's name and sha256); a stack selects its table by the version of SGLang it holds (`load_table(version)`,
 and `flagTableFor` in lib/sglang-service.nix). Besides each flag (dest, type,
 number of values, choices, default, negations) it holds argparse's decisions
 about every option string: exact spellings (`options`), accepted
@@ -19,7 +18,7 @@ from blackwell_stack.data import registry, versions
 from blackwell_stack.data.profile import load_profile
 from blackwell_stack.errors import DataError
 
-GENERATOR = "blackwell-stack serve flags extract --wheel {wheel} --output modules/sglang-flags/{version}.json"
+GENERATOR = "python scripts/sglang-flags/flags_extract.py --wheel {wheel} --output modules/sglang-flags/{version}.json"
 SCHEMA_VERSION = 3
 
 
@@ -82,7 +81,7 @@ def load_table(version: str | None = None, path: Path | None = None) -> FlagTabl
             )
     path = Path(path)
     data = registry.load("flag-table", file=path, missing=DataError(
-        path, None, None, "no such flag table", "pass a table written by `blackwell-stack serve flags extract`"))
+        path, None, None, "no such flag table", "pass a table written by scripts/sglang-flags/flags_extract.py"))
     if version is not None and data["sglang_version"] != version:
         raise DataError(
             path, None, "sglang_version", f"is {data['sglang_version']}, expected {version}",
@@ -95,7 +94,7 @@ def canonical(option: str, table: dict[str, Any]) -> tuple[str | None, list[str]
     """How SGLang's parser reads an option string: (primary spelling, []) for an exact option or an accepted
     abbreviation; (None, the option strings it could mean) for an ambiguous prefix; (None, []) otherwise.
 
-    Looked up in the table's decisions (flags_decisions.py), as lib/sglang-service.nix does.
+    Looked up in the table's decisions (scripts/sglang-flags/flags_decisions.py), as lib/sglang-service.nix does.
     """
     if option in table["options"]:
         return table["options"][option], []
