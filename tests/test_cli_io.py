@@ -199,7 +199,7 @@ def test_serve_run_dry_run_json_prints_json(capsys):
 
 
 @pytest.mark.proc
-@pytest.mark.parametrize("argv", [["kernel", "recipe"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
+@pytest.mark.parametrize("argv", [["plan", "kernel"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
 def test_tables_and_prose_fit_80_columns(argv):
     result = cli(*argv, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
     assert result.returncode in (0, 1), result.stderr
@@ -222,5 +222,5 @@ def test_what_a_server_names_reaches_the_terminal_as_text_not_control_sequences(
     assert result.returncode == ExitCode.OK, said[-2000:]
     assert ESCAPE_MODEL.translate(output._CONTROLS) in said
     assert "\x1b" not in said and "\x07" not in said
-    result = cli("stack", "show", "no\x1b[2Jstack", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = cli("plan", "--stack", "no\x1b[2Jstack", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert result.returncode == ExitCode.USAGE and "\x1b" not in result.stdout + result.stderr

@@ -153,7 +153,7 @@ def test_each_loader_names_the_file_and_field_of_a_wrong_shape(kind, tmp_path, m
 # The files that gave tracebacks when valid JSON of the wrong shape (issue 18), through the commands that read them.
 CLI_CASES = [
     ("stacks/stable/wheels.json", lambda d: {**d, "files": ["torch"]}, ["plan"], "field 'files'"),
-    ("stacks/stable/wheels.json", lambda d: {**d, "torch_pairs": {"pairs": []}}, ["stack", "show", "stable"],
+    ("stacks/stable/wheels.json", lambda d: {**d, "torch_pairs": {"pairs": []}}, ["plan", "stack-stable"],
      "field 'torch'"),
     ("modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json", lambda d: {**d, "flags": ["--tp-size", 8]},
      ["serve", "render"], "field 'flags'"),

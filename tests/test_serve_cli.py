@@ -1,4 +1,4 @@
-"""`blackwell-stack serve render|check|run|flags show`, the plan section, the launcher."""
+"""`blackwell-stack serve render|check|run`, the plan section, the launcher."""
 
 from __future__ import annotations
 
@@ -112,12 +112,10 @@ def test_run_execs_python_with_the_argv():
     assert "No module named 'sglang'" in result.stderr
 
 
-def test_flags_show():
-    result = cli("serve", "flags", "show", "fp4-gemm-backend", "--json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["--fp4-gemm-backend"]["dest"] == "fp4_gemm_runner_backend"
-    result = cli("serve", "flags", "show", "fp4-gemm-runner-backend")
-    assert result.returncode == 2 and "did you mean --fp4-gemm-backend?" in result.stderr
+def test_check_names_the_flag_a_dest_spelling_meant():
+    result = cli("serve", "check", "--set", "fp4-gemm-runner-backend=flashinfer_cudnn")
+    assert result.returncode == 1
+    assert "has no flag --fp4-gemm-runner-backend; did you mean --fp4-gemm-backend?" in result.stdout
 
 
 def test_plan_section_shows_the_service_command():

@@ -164,5 +164,5 @@ def test_cli_errors_have_hints_and_no_traceback(capsys):
     assert main(["stack", "lock", "stable", "--wheels", "/nonexistent", "--uv", "/nonexistent/uv"]) == 6
     err = capsys.readouterr().err
     assert "hint:" in err and "Traceback" not in err
-    assert main(["stack", "show", "nope"]) == 2
+    assert main(["plan", "--stack", "nope"]) == 2
     assert "hint: pick one of:" in capsys.readouterr().err

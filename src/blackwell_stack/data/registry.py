@@ -69,7 +69,7 @@ FILES: tuple[DataFile, ...] = (
     DataFile("stack", "stacks/{name}/stack.json", "what a stack's lock cannot say (data/stack.py)",
              ("cli", "nix"), schemas.STACK),
     DataFile("lock", "stacks/{name}/uv.lock", "a stack's uv lock (data/lock.py)", ("cli", "nix"), schemas.LOCK,
-             format="toml", hint="lock the stack again with its lock command (`blackwell-stack stack show NAME`)"),
+             format="toml", hint="lock the stack again with its lock command (`blackwell-stack plan stack-NAME` names it)"),
     DataFile("stack-pyproject", "stacks/{name}/pyproject.toml", "what a stack's lock is made from", ("cli", "nix"),
              schemas.STACK_PYPROJECT, format="toml"),
     DataFile("audit", "stacks/{name}/wheels.json", "what a stack's locked wheels hold (`stack audit`)",

@@ -71,7 +71,7 @@ STACK_PYPROJECT = Obj({"project": Obj({"name": Str(nonempty=True)})}, optional={
     "tool": Obj({}, optional={"uv": Obj({}, optional={"index": ListOf(Obj({}, optional={"url": Str()}))})}),
 })
 
-# stacks/<name>/wheels.json: written by `stack audit --write`, read by plan, pins show, stack show and Nix's fixups.
+# stacks/<name>/wheels.json: written by `stack audit --write`, read by plan, pins show and Nix's fixups.
 AUDIT = Obj({
     "schema_version": Literal((1,)),
     "lock_sha256": SHA256,

@@ -42,9 +42,6 @@ class FlagTable:
     def entry(self, option: str) -> dict[str, Any]:
         return self.flags[self.options[option]]
 
-    def suggest(self, option: str) -> str | None:
-        return suggest(option, self.data)
-
 
 def table_path(version: str) -> Path:
     """Where the flag table of sglang `version` is committed."""

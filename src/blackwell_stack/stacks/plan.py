@@ -94,7 +94,7 @@ def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
 def plan_section(stack: Stack) -> PlanSection:
     name = stack.name
     sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
-    sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{stack.env_attribute}"]
+    sec.commands = [f"nix build .#{stack.env_attribute}"]
     if not stack.locked:
         sec.items.insert(0, PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False,
                                      stack.missing_lock_message()))
