@@ -171,7 +171,6 @@ ROWS = [
     row("serve", "render", "--set", "no-such-flag=1", code=CHECK, fragment="sglang 0.5.9 has no flag --no-such-flag"),
     # A program the CLI runs is read within a bound (proc.py): one that floods is stopped, never read whole.
     row("serve", "run", "--python", "{flood}", code=TOOLCHAIN, fragment="{flood} printed more than 64 MiB on its stdout"),
-    row("doctor", "--stack", "stable", code=USAGE, fragment="`doctor --stack` is now `stack doctor`"),
     row("stack", "doctor", "stable", "--python", "{flood}", code=USAGE, fragment="printed more than 64 MiB"),
     row("doctor", "abi", "--kernel", "{elf}", "--python", "{flood}", code=USAGE, fragment="printed more than 64 MiB"),
     # A venv's metadata files are outside bytes too: a FIFO is refused at once, a huge one is never read whole.

@@ -186,11 +186,6 @@ def test_impossible_numbers_are_refused_by_the_parser(argv, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_doctor_with_a_stack_names_the_one_command_for_it(capsys):
-    assert main(["doctor", "--stack", "stable"]) == ExitCode.USAGE
-    assert "blackwell-stack stack doctor stable --python" in capsys.readouterr().err
-
-
 def test_serve_run_dry_run_json_prints_json(capsys):
     assert main(["serve", "run", "--dry-run", "--json", "--python", "python3.12"]) == 0
     data = json.loads(capsys.readouterr().out)

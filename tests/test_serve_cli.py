@@ -112,12 +112,6 @@ def test_run_execs_python_with_the_argv():
     assert "No module named 'sglang'" in result.stderr
 
 
-def test_check_names_the_flag_a_dest_spelling_meant():
-    result = cli("serve", "check", "--set", "fp4-gemm-runner-backend=flashinfer_cudnn")
-    assert result.returncode == 1
-    assert "has no flag --fp4-gemm-runner-backend; did you mean --fp4-gemm-backend?" in result.stdout
-
-
 def test_plan_section_shows_the_service_command():
     section = plan_section()
     items = {i.name: i for i in section.items}

@@ -4,7 +4,6 @@ tables are still what the extractor gives."""
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import json
 import os
@@ -166,9 +165,7 @@ def test_every_profile_is_accepted_by_its_runtimes_table():
 def test_misspellings_are_rejected_with_a_suggestion(extracted, typo, meant):
     assert canonical(typo, extracted)[0] is None
     assert flags.suggest(typo, extracted) == meant
-    # The suggestion is computed with edit distance so that Nix can compute the same one;
-    # on these misspellings it agrees with difflib's closest match.
-    assert difflib.get_close_matches(typo, list(extracted["options"]), n=1) == [meant]
+
 
 
 def test_unique_prefix_is_accepted_like_argparse(extracted):

@@ -28,8 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print JSON instead of tables")
     d.add_argument("--python", help="check the environment of this interpreter (a venv's bin/python)")
     d.add_argument("--target-cc", default=host.TARGET_CC, help="compute capability the stack targets (12.0)")
-    # The earlier spelling of `stack doctor NAME`: one command has one name now, and this one says which.
-    d.add_argument("--stack", metavar="NAME", help=argparse.SUPPRESS)
     d.add_argument("--profile", default=None,
                    help="the profile whose model and environment SGLang's start-up imports are checked for (default: "
                    "the profile made for the environment's sglang)")
@@ -123,9 +121,6 @@ def print_inspect(report: dict) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    if args.stack is not None:
-        raise StackError("`doctor --stack` is now `stack doctor`: the environment against the stack's lock",
-                         f"run `blackwell-stack stack doctor {args.stack} --python VENV/bin/python`")
     facts = host.gather()
     results = host.checks(facts, target_cc=args.target_cc)
     gpu_cc = facts.gpus[0].compute_cap if facts.gpus else None

@@ -10,6 +10,7 @@ abbreviations, ambiguous prefixes and negating spellings.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,36 +106,12 @@ def negated(option: str, table: dict[str, Any]) -> bool:
     return option in table["negated"]
 
 
-def levenshtein(a: str, b: str) -> int:
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
-
-
 def suggest(option: str, table: dict[str, Any]) -> str | None:
-    """The flag a misspelled option most likely meant, or None.
-
-    First an option whose dest is what was typed (`--fp4-gemm-runner-backend`
-    is the dest of `--fp4-gemm-backend`), then the nearest spelling by edit
-    distance (at most a third of its length; ties go to the first in sorted
-    order).
-    """
+    """The flag a misspelled option most likely meant, or None: first an option whose dest is what was typed
+    (`--fp4-gemm-runner-backend` is the dest of `--fp4-gemm-backend`), then difflib's closest spelling."""
     wanted = option.lstrip("-").replace("-", "_")
     for name in sorted(table["flags"]):
         if table["flags"][name]["dest"] == wanted:
             return name
-    bare = option.lstrip("-")
-    limit = max(1, len(bare) // 3)
-    best: tuple[int, str] | None = None
-    for name in sorted(table["options"]):
-        candidate = name.lstrip("-")
-        if abs(len(candidate) - len(bare)) > limit:
-            continue
-        d = levenshtein(bare, candidate)
-        if d <= limit and (best is None or d < best[0]):
-            best = (d, name)
-    return best[1] if best else None
+    close = difflib.get_close_matches(option, sorted(table["options"]), n=1)
+    return close[0] if close else None
