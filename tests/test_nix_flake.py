@@ -239,8 +239,3 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
     assert got["packageOption"] == {"_type": "override", "priority": 1000}  # lib.mkDefault
     assert got["stacks"] == ["current", "nightly", "stable"]
     assert got["libVersion"] == "26.05"
-
-
-def test_the_module_the_flake_exports_exists():
-    assert (REPO / "modules" / "sglang.nix").is_file(), "flake.nix's nixosModules.sglang imports ./modules/sglang.nix"
-
