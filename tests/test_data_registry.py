@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from conftest import REPO, copy_data_root
 
-from blackwell_stack.data import lock, profile, registry, stack
+from blackwell_stack.data import lock, profile, registry, schemas, stack
 from blackwell_stack.errors import DataError, ExitCode
 from blackwell_stack.kernel.inputs import patch_series, recipe
 from blackwell_stack.kernel.inputs import sources as kernel_sources
@@ -71,21 +71,20 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "kernel-tests": (lambda d: {**d, "files": {"test_norm.py": {"needs_gpus": "2", "why": "x"}}}, "needs_gpus"),
     "flake-lock": (lambda d: {**d, "nodes": []}, "nodes"),
     "flake-inputs": (lambda d: {**d, "inputs": {"nixpkgs": "abc"}}, "nixpkgs"),
-    "nixpkgs-config": (lambda d: {**d, "cudaCapabilities": "12.0"}, "cudaCapabilities"),
-    "wheel-libraries": (lambda d: {**d, "left_missing": {"numba": ["libtbb.so.12"]}}, "numba"),
-    "env-collisions": (lambda d: {**d, "skip": []}, "skip"),
     "baseline": (lambda d: {**d, "expectations": {"name": "x"}}, "expectations"),
     "failure-text": (lambda d: {**d, "failures": [{**d["failures"][0], "pattern": 7}]}, "pattern"),
     "startup-imports": (lambda d: {**d, "sglang": {"0.5.9": [{**d["sglang"]["0.5.9"][0], "source": "x.py"}]}},
                         "source"),
 }
 TEXT_KINDS = {"patch", "kernel-check"}
+NIX_ONLY_KINDS = {f.key for f in registry.FILES if f.shape is schemas.NIX_ONLY}  # Nix's code says what it needs
 
 
 def test_every_kind_has_a_loader_a_malformed_case_and_a_file():
     kinds = {f.key for f in registry.FILES}
     assert set(LOADERS) == kinds
-    assert set(MALFORMED) | TEXT_KINDS == kinds
+    assert set(MALFORMED) | TEXT_KINDS | NIX_ONLY_KINDS == kinds
+    assert NIX_ONLY_KINDS == {"nixpkgs-config", "wheel-libraries", "env-collisions"}
     assert all(f.files() for f in registry.FILES), [f.key for f in registry.FILES if not f.files()]
 
 

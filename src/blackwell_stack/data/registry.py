@@ -101,11 +101,11 @@ FILES: tuple[DataFile, ...] = (
     DataFile("flake-inputs", "nix/flake-inputs.json", "where each narHash of flake.lock came from", ("cli",),
              schemas.FLAKE_INPUTS, hint="restore it from the repository"),
     DataFile("nixpkgs-config", "nix/nixpkgs-config.json", "the nixpkgs config the flake builds with", ("nix",),
-             schemas.NIXPKGS_CONFIG),
+             schemas.NIX_ONLY),
     DataFile("wheel-libraries", "nix/fixups/wheel-libraries.json", "libraries the wheels need from elsewhere",
-             ("nix",), schemas.WHEEL_LIBRARIES),
+             ("nix",), schemas.NIX_ONLY),
     DataFile("env-collisions", "nix/fixups/env-collisions.json", "files two wheels share", ("nix",),
-             schemas.ENV_COLLISIONS),
+             schemas.NIX_ONLY),
     DataFile("baseline", "verify/baselines/{name}.json", "figures a bench result is compared with "
              "(verify/baseline.py)", ("cli",), schemas.BASELINE, in_package=True),
     DataFile("startup-imports", "doctor/startup-imports.json", "what SGLang imports while it starts, per version "
