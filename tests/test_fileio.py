@@ -33,7 +33,7 @@ def test_a_new_file_gets_the_umask(tmp_path, umask_027):
 
 
 def test_a_rewritten_file_keeps_its_mode(tmp_path):
-    target = tmp_path / "pins.json"
+    target = tmp_path / "data.json"
     target.write_text("{}")
     for wanted in (0o644, 0o600, 0o664):
         os.chmod(target, wanted)

@@ -1,7 +1,7 @@
 """The committed flag tables against SGLang's REAL parsers of sglang 0.5.9 and 0.5.23: the rendered argv
 parsed by them, and every spelling the tables decide about read by them.
 
-The parser is the one `serve flags extract` reports (serve/parser_probe.py, in a child process): the wheel's
+The parser is the one the extractor reports (scripts/sglang-flags/parser_probe.py, in a child process): the wheel's
 server_args.py and arg_groups/ with the real msgspec from PyPI, every other `sglang.*` module stood in (they
 import torch and need a GPU). That the tables are what the extractor gives is tests/test_serve_flags.py.
 """
