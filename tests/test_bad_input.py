@@ -7,7 +7,7 @@ machine); no row may print a traceback. The servers the rows talk to are
 real servers on loopback, started here: the scripted faults of
 verify_server.py (answers of "NaN happened", SGLang's matched_stop, a stream
 cut short, a server that never answers) and fixed-answer HTTP servers of
-index_server.py (an index that answers with something else, an empty mirror).
+index_server.py (an empty mirror of github.com).
 
 Placeholders in a row ({fifo}, {nan_text}, ...) are filled in by `places`.
 A fragment of None means: nothing at all on stderr (a command that must end
