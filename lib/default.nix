@@ -2,7 +2,6 @@
 # so that tests evaluate them with a bare nix-instantiate (no nixpkgs needed).
 {
   stacks = import ./stacks.nix;
-  pins = import ./pins.nix;
   kernelSources = import ./kernel-sources.nix;
   kernelRecipe = import ./kernel-recipe.nix;
   sglangService = import ./sglang-service.nix;

@@ -24,7 +24,7 @@ let
   # How SGLang's parser (argparse, allow_abbrev) reads an option string: an
   # exact spelling, an accepted abbreviation, or an ambiguous prefix with the
   # option strings it could mean. Decided when the table was extracted
-  # (blackwell_stack.serve.flags_decisions) and looked up here.
+  # (scripts/sglang-flags/flags_decisions.py) and looked up here.
   canonical = table: option:
     if table.options ? ${option} then { primary = table.options.${option}; candidates = [ ]; }
     else if table.abbreviations ? ${option} then { primary = table.abbreviations.${option}; candidates = [ ]; }
@@ -134,7 +134,7 @@ let
   extractCommand = version:
     "pip download sglang==${version} --no-deps --only-binary=:all: --python-version 3.12 "
     + "--platform manylinux_2_34_x86_64 -d . && "
-    + "blackwell-stack serve flags extract --wheel sglang-${version}-*.whl --output modules/sglang-flags/${version}.json";
+    + "python scripts/sglang-flags/flags_extract.py --wheel sglang-${version}-*.whl --output modules/sglang-flags/${version}.json";
   flagTableFor = version:
     if elem version flagTableVersions then
       let table = readJSON (flagTablesDir + "/${version}.json"); in

@@ -132,9 +132,3 @@ def _plan_func():
 
     func = build_parser().parse_args(["plan"]).func
     return __import__(func.__module__, fromlist=["_"]), func.__name__
-
-
-def test_every_exit_code_is_in_the_help():
-    from blackwell_stack.errors import EXIT_CODE_HELP
-
-    assert set(EXIT_CODE_HELP) == set(ExitCode)

@@ -29,12 +29,11 @@ def closed_pipe_run(*argv: str) -> subprocess.CompletedProcess:
         os.close(write_end)
 
 
-@pytest.mark.proc
-def test_help_documents_every_exit_code():
-    result = cli("--help", capture_output=True, text=True)
-    assert result.returncode == 0
+def test_help_documents_every_exit_code(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
     for code in ExitCode:
-        assert f"\n  {int(code)} " in result.stdout
+        assert f"\n  {int(code)} " in out
 
 
 @pytest.mark.proc
@@ -186,11 +185,6 @@ def test_impossible_numbers_are_refused_by_the_parser(argv, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_doctor_with_a_stack_names_the_one_command_for_it(capsys):
-    assert main(["doctor", "--stack", "stable"]) == ExitCode.USAGE
-    assert "blackwell-stack stack doctor stable --python" in capsys.readouterr().err
-
-
 def test_serve_run_dry_run_json_prints_json(capsys):
     assert main(["serve", "run", "--dry-run", "--json", "--python", "python3.12"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -198,16 +192,8 @@ def test_serve_run_dry_run_json_prints_json(capsys):
     assert "--kv-cache-dtype" in data["argv"] and data["command"].startswith(next(iter(data["env"])))
 
 
-def test_pins_vendor_with_a_missing_pins_file_says_so(tmp_path, capsys):
-    wheel = tmp_path / "x-1.0-py3-none-any.whl"
-    wheel.write_bytes(b"PK")
-    assert main(["pins", "vendor", str(wheel), "--file", str(tmp_path / "nonexistent.json")]) == ExitCode.USAGE
-    err = capsys.readouterr().err
-    assert "no such pins file" in err and "nonexistent.json" in err
-
-
 @pytest.mark.proc
-@pytest.mark.parametrize("argv", [["kernel", "recipe"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
+@pytest.mark.parametrize("argv", [["plan", "kernel"], ["serve", "render"], ["serve", "check"], ["pins", "show"]])
 def test_tables_and_prose_fit_80_columns(argv):
     result = cli(*argv, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
     assert result.returncode in (0, 1), result.stderr
@@ -230,5 +216,5 @@ def test_what_a_server_names_reaches_the_terminal_as_text_not_control_sequences(
     assert result.returncode == ExitCode.OK, said[-2000:]
     assert ESCAPE_MODEL.translate(output._CONTROLS) in said
     assert "\x1b" not in said and "\x07" not in said
-    result = cli("stack", "show", "no\x1b[2Jstack", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = cli("plan", "--stack", "no\x1b[2Jstack", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert result.returncode == ExitCode.USAGE and "\x1b" not in result.stdout + result.stderr

@@ -84,13 +84,13 @@ cli = functools.partial(run, cwd=REPO)
 
 def test_inspect_fails_a_library_with_its_own_runtime(tmp_path):
     old, fixed = link(tmp_path, "old", "-static-libstdc++"), link(tmp_path, "fixed")
-    bad = cli("inspect", str(old), "--reader", "own", "--json")
+    bad = cli("inspect", str(old), "--json")
     report = json.loads(bad.stdout)
     assert bad.returncode == 1 and report["problems"][0]["check"] == "C++ runtime"
     assert report["files"][0]["cxx_runtime"]["verdict"] == "embedded"
-    human = cli("inspect", str(old), "--reader", "own")
+    human = cli("inspect", str(old))
     assert human.returncode == 1 and "FAIL C++ runtime" in human.stdout and "EMBEDDED" in human.stdout
-    good = cli("inspect", str(fixed), "--reader", "own", "--json")
+    good = cli("inspect", str(fixed), "--json")
     assert good.returncode == 0 and json.loads(good.stdout)["problems"] == []
 
 

@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 from conftest import REPO, copy_data_root
 
-from blackwell_stack.data import lock, pins, profile, registry, stack
+from blackwell_stack.data import lock, profile, registry, schemas, stack
 from blackwell_stack.errors import DataError, ExitCode
-from blackwell_stack.kernel.build import compile_work
 from blackwell_stack.kernel.inputs import patch_series, recipe
 from blackwell_stack.kernel.inputs import sources as kernel_sources
 from blackwell_stack.kernel.reproducibility import reference
@@ -38,13 +37,11 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "lock": lock.load_lock,
     "stack-pyproject": lambda p: registry.load("stack-pyproject", file=p),
     "audit": lambda p: libraries.load_audit(stack.Stack(p.parent.name, p.parent, {})),
-    "kept-wheel-pins": pins.load_pins,
     "profile": lambda p: profile.load_profile(str(p)),
     "rules": profile.load_rules,
     "flag-table": lambda p: flags.load_table(path=p),
     "recipe": recipe.load,
     "kernel-sources": kernel_sources.load,
-    "compile-units": compile_work.load_data,
     "reference-wheel": reference.load,
     "kernel-tests": selection.load_rules,
     "kernel-check": lambda p: registry.load("kernel-check", file=p),
@@ -65,32 +62,29 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "lock": (lambda d: {**d, "package": [{"name": "x", "dependencies": ["y"]}]}, "dependencies[0]"),
     "stack-pyproject": (lambda d: {**d, "tool": {"uv": {"index": {"url": "x"}}}}, "index"),
     "audit": (lambda d: {**d, "files": ["torch"]}, "files"),
-    "kept-wheel-pins": (lambda d: {**d, "packages": []}, "packages"),
     "profile": (lambda d: {**d, "flags": ["--tp-size", 8]}, "flags"),
     "rules": (lambda d: {**d, "rules": {"id": "x"}}, "rules"),
     "flag-table": (lambda d: {**d, "abbreviations": {"--tp": 8}}, "--tp"),
     "recipe": (lambda d: {**d, "environment": []}, "environment"),
     "kernel-sources": (lambda d: {**d, "fetchcontent": {"repo-fmt": "v1"}}, "repo-fmt"),
-    "compile-units": (lambda d: {**d, "targets": {"common_ops": {"sources": "x.cu"}}}, "sources"),
     "reference-wheel": (lambda d: {**d, "withdrawn": {}}, "withdrawn"),
     "kernel-tests": (lambda d: {**d, "files": {"test_norm.py": {"needs_gpus": "2", "why": "x"}}}, "needs_gpus"),
     "flake-lock": (lambda d: {**d, "nodes": []}, "nodes"),
     "flake-inputs": (lambda d: {**d, "inputs": {"nixpkgs": "abc"}}, "nixpkgs"),
-    "nixpkgs-config": (lambda d: {**d, "cudaCapabilities": "12.0"}, "cudaCapabilities"),
-    "wheel-libraries": (lambda d: {**d, "left_missing": {"numba": ["libtbb.so.12"]}}, "numba"),
-    "env-collisions": (lambda d: {**d, "skip": []}, "skip"),
     "baseline": (lambda d: {**d, "expectations": {"name": "x"}}, "expectations"),
     "failure-text": (lambda d: {**d, "failures": [{**d["failures"][0], "pattern": 7}]}, "pattern"),
     "startup-imports": (lambda d: {**d, "sglang": {"0.5.9": [{**d["sglang"]["0.5.9"][0], "source": "x.py"}]}},
                         "source"),
 }
 TEXT_KINDS = {"patch", "kernel-check"}
+NIX_ONLY_KINDS = {f.key for f in registry.FILES if f.shape is schemas.NIX_ONLY}  # Nix's code says what it needs
 
 
 def test_every_kind_has_a_loader_a_malformed_case_and_a_file():
     kinds = {f.key for f in registry.FILES}
     assert set(LOADERS) == kinds
-    assert set(MALFORMED) | TEXT_KINDS == kinds
+    assert set(MALFORMED) | TEXT_KINDS | NIX_ONLY_KINDS == kinds
+    assert NIX_ONLY_KINDS == {"nixpkgs-config", "wheel-libraries", "env-collisions"}
     assert all(f.files() for f in registry.FILES), [f.key for f in registry.FILES if not f.files()]
 
 
@@ -158,7 +152,7 @@ def test_each_loader_names_the_file_and_field_of_a_wrong_shape(kind, tmp_path, m
 # The files that gave tracebacks when valid JSON of the wrong shape (issue 18), through the commands that read them.
 CLI_CASES = [
     ("stacks/stable/wheels.json", lambda d: {**d, "files": ["torch"]}, ["plan"], "field 'files'"),
-    ("stacks/stable/wheels.json", lambda d: {**d, "torch_pairs": {"pairs": []}}, ["stack", "show", "stable"],
+    ("stacks/stable/wheels.json", lambda d: {**d, "torch_pairs": {"pairs": []}}, ["plan", "stack-stable"],
      "field 'torch'"),
     ("modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json", lambda d: {**d, "flags": ["--tp-size", 8]},
      ["serve", "render"], "field 'flags'"),
@@ -166,8 +160,6 @@ CLI_CASES = [
      ["serve", "render"], "entry 'env', field 'NCCL_P2P_LEVEL'"),
     ("modules/rules.json", lambda d: {**d, "rules": {"id": "x"}}, ["serve", "check"], "field 'rules'"),
     ("modules/rules.json", lambda d: {**d, "rules": ["x"]}, ["serve", "check"], "field 'rules[0]'"),
-    ("pkgs/sgl-kernel/compile-units.json", lambda d: {**d, "targets": {"common_ops": {"sources": "x.cu"}}},
-     ["kernel", "plan"], "entry 'targets.common_ops', field 'sources'"),
     ("pkgs/sgl-kernel/kernel-tests.json", lambda d: {**d, "files": {"test_norm.py": {"needs_archs": "9.0a"}}},
      ["kernel", "test", "--tests", ".", "--dry-run"], "entry 'files.test_norm.py', field 'needs_archs'"),
     ("flake.lock", lambda d: {**d, "nodes": {"root": {"inputs": {"nixpkgs": "gone"}}}}, ["pins", "show"],

@@ -7,9 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import cuobjdump
 
 from blackwell_stack.doctor import inspection
-from blackwell_stack.formats import cuobjdump, elf, fatbin
+from blackwell_stack.formats import elf, fatbin
 
 pytestmark = pytest.mark.cuda
 
@@ -27,13 +28,6 @@ def _nvcc() -> str:
     found = shutil.which("nvcc") or next((p for p in NVCC_CANDIDATES if Path(p).is_file()), None)
     if found is None:
         pytest.skip("nvcc (CUDA 13) is not installed here: cannot build device code to read")
-    return found
-
-
-def _cuobjdump() -> str:
-    found = cuobjdump.find()
-    if found is None:
-        pytest.skip("cuobjdump is not installed: pip install nvidia-cuda-cuobjdump (a test dependency)")
     return found
 
 
@@ -76,7 +70,7 @@ def test_sm120a_cubin_and_ptx_read_from_headers(built):
 
 @pytest.mark.parametrize("name", ["sm120a.o", "compressed.o", "mixed.o"])
 def test_own_reader_agrees_with_cuobjdump(built, name):
-    tool = _cuobjdump()
+    tool = cuobjdump.required()
     listing = cuobjdump.list_entries(tool, built[name])
     entries = _own(built[name])
     assert [cuobjdump.listing_name(e.arch) for e in entries if e.kind == "cubin"] == listing.cubin
@@ -102,12 +96,11 @@ def test_standalone_cubin_is_cuda_machine_code(built):
     assert fatbin.fatbin_entries(e) == []  # a cubin is device code itself, no fatbin inside
 
 
-def test_inspect_object_with_cuobjdump_cross_check(built):
-    _cuobjdump()
-    report = inspection.inspect_path(str(built["sm120a.o"]), reader="cuobjdump")
+def test_inspect_object_agrees_with_cuobjdump(built, tmp_path):
+    report = inspection.inspect_path(str(built["sm120a.o"]))
     (f,) = report["files"]
     assert f["cubin"] == ["sm_120a"] and f["ptx"] == ["sm_120a"]
-    assert f["cuobjdump"]["agrees"] is True
+    assert cuobjdump.disagreements(cuobjdump.required(), report, built["sm120a.o"], tmp_path) == (1, [])
     assert report["notes"] == []
 
 

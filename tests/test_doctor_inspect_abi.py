@@ -8,6 +8,7 @@ under the user cache by the wheel's sha256); sgl-kernel is downloaded whole
 from __future__ import annotations
 
 import pytest
+from support import cuobjdump
 
 from blackwell_stack.doctor import abi, inspection
 from blackwell_stack.formats import remote_zip
@@ -25,8 +26,8 @@ def sgl_kernel_wheel(pypi_file):
 
 @pytest.fixture(scope="module")
 def report(sgl_kernel_wheel):
-    """One `inspect` of the whole wheel (own reader, and cuobjdump when installed)."""
-    return inspection.inspect_path(str(sgl_kernel_wheel), reader="auto")
+    """One `inspect` of the whole wheel."""
+    return inspection.inspect_path(str(sgl_kernel_wheel))
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +56,9 @@ def test_wheel_summary(report):
     assert {"libc10_cuda.so", "libtorch_cuda.so"} <= set(report["torch_libraries"])
 
 
-def test_own_reader_agrees_with_cuobjdump_on_the_wheel(report):
-    if report["cuobjdump"] is None:
-        pytest.skip("cuobjdump is not installed: pip install nvidia-cuda-cuobjdump (a test dependency)")
-    checked = [f for f in report["files"] if f["cuobjdump"]]
-    assert any(f["name"] == "sgl_kernel/sm100/common_ops.abi3.so" for f in checked)
-    assert all(f["cuobjdump"]["agrees"] for f in checked), [f["name"] for f in checked if not f["cuobjdump"]["agrees"]]
+def test_own_reader_agrees_with_cuobjdump_on_the_wheel(report, sgl_kernel_wheel, tmp_path):
+    compared, differ = cuobjdump.disagreements(cuobjdump.required(), report, sgl_kernel_wheel, tmp_path)
+    assert compared >= 1 and differ == []
 
 
 def _torch(version, kernel):

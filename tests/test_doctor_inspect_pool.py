@@ -22,7 +22,7 @@ _PROBE = """
 import json, sys
 from blackwell_stack.doctor import inspection
 inspection._PARALLEL_THRESHOLD = 0  # use the pool for these small files
-report = inspection.inspect_path(sys.argv[1], reader="own", jobs=2)
+report = inspection.inspect_path(sys.argv[1], jobs=2)
 print(json.dumps({"files": len(report["files"]), "errors": report["errors"]}))
 """
 

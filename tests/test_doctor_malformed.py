@@ -148,7 +148,7 @@ def _cli_with_root(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("memory", [{"per_nvcc_thread_peak_mib": "lots"}, [], {"headroom_mib": 1}])
-def test_doctor_reports_recipe_data_that_kernel_recipe_rejects(tmp_path, memory):
+def test_doctor_reports_recipe_data_that_plan_rejects(tmp_path, memory):
     import json
 
     root = _data_copy(tmp_path)
@@ -156,12 +156,12 @@ def test_doctor_reports_recipe_data_that_kernel_recipe_rejects(tmp_path, memory)
     data = json.loads(recipe.read_text())
     data["memory"] = memory
     recipe.write_text(json.dumps(data))
-    rejected = assert_clean_failure(_cli_with_root(root, "kernel", "recipe"), 3, "recipe.json")
+    rejected = assert_clean_failure(_cli_with_root(root, "plan", "kernel"), 3, "recipe.json")
     result = _cli_with_root(root, "doctor", "--json")
     assert "Traceback" not in result.stderr, result.stderr
     check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "memory for a kernel build")
     assert check["status"] == "fail" and "memory" in check["message"]
-    assert check["message"].split(": ", 1)[1].split(":")[0] in rejected  # the same finding as `kernel recipe`
+    assert check["message"].split(": ", 1)[1].split(":")[0] in rejected  # the same finding as `plan kernel`
 
 
 def test_doctor_reports_a_malformed_torch_pin(tmp_path):

@@ -33,23 +33,12 @@ def test_a_new_file_gets_the_umask(tmp_path, umask_027):
 
 
 def test_a_rewritten_file_keeps_its_mode(tmp_path):
-    target = tmp_path / "pins.json"
+    target = tmp_path / "data.json"
     target.write_text("{}")
     for wanted in (0o644, 0o600, 0o664):
         os.chmod(target, wanted)
         fileio.atomic_write_bytes(target, b"{}\n")
         assert mode(target) == wanted
-
-
-def test_pins_vendor_and_update_keep_a_0644_pins_file(tmp_path, repo):
-    # What `pins update` and `pins vendor --record` do to the file: PinsFile.save.
-    from blackwell_stack.data.pins import load_pins
-
-    copy = tmp_path / "pins.json"
-    copy.write_bytes((repo / "stacks/nightly/pins.json").read_bytes())
-    os.chmod(copy, 0o644)
-    load_pins(copy).save()
-    assert mode(copy) == 0o644
 
 
 def test_nothing_is_left_behind_when_a_write_fails(tmp_path):
@@ -104,31 +93,6 @@ def test_bench_refuses_an_unwritable_output_before_the_sweep(tmp_path, capsys, o
     assert code == ExitCode.USAGE and "is a directory" in capsys.readouterr().err
 
 
-def test_pins_update_refuses_an_unwritable_file_before_downloading(tmp_path, capsys):
-    code = main(["pins", "update", "pypi", "sglang==0.5.9", "--file", str(tmp_path), "--index-url", UNREACHABLE])
-    err = capsys.readouterr().err
-    assert code == ExitCode.USAGE and "--file" in err and "is a directory" in err
-    code = main(["pins", "update", "torch", "--date", "20260307", "--file", str(tmp_path), "--index-url", UNREACHABLE])
-    assert code == ExitCode.USAGE and "--file" in capsys.readouterr().err
-
-
-def test_serve_flags_extract_refuses_an_unwritable_output_first(tmp_path, capsys):
-    (tmp_path / "file").write_text("x")
-    code = main(["serve", "flags", "extract", "--wheel", str(tmp_path / "missing.whl"),
-                 "--output", str(tmp_path / "file" / "flags.json")])
-    err = capsys.readouterr().err
-    assert code == ExitCode.USAGE and "--output" in err and "Traceback" not in err
-
-
-def test_serve_flags_extract_without_output_reaches_the_wheel(tmp_path, repo, capsys):
-    """Without --output the table goes beside the others, named by the wheel's version: that path is
-    checked, and the command goes on to the wheel (here: missing)."""
-    code = main(["serve", "flags", "extract", "--wheel", str(tmp_path / "sglang-0.5.99-py3-none-any.whl")])
-    err = capsys.readouterr().err
-    assert code == ExitCode.USAGE and "no such file" in err and "not a version" not in err, err
-    assert not (repo / "modules" / "sglang-flags" / "0.5.99.json").exists()
-
-
 @pytest.mark.parametrize("kind", ["regular-file", "under-a-file"])
 def test_an_unusable_cache_is_a_clear_error(tmp_path, monkeypatch, kind):
     blocker = tmp_path / "blocker"
@@ -138,28 +102,6 @@ def test_an_unusable_cache_is_a_clear_error(tmp_path, monkeypatch, kind):
     with pytest.raises(StackError) as err:
         paths.cache_dir("pypi")
     assert "BLACKWELL_STACK_CACHE" in err.value.hint
-
-
-@pytest.mark.proc
-def test_an_unusable_cache_through_the_cli(tmp_path, repo, monkeypatch, capsys):
-    """`pins update` against a real index on loopback, with the cache under a regular file."""
-    from support.index_server import Index, build_wheel, serve
-
-    wheel = build_wheel(tmp_path, "torch", "2.12.0.dev20260307+cu130")
-    server = serve(index := Index(projects={"torch": [wheel]}))
-    blocker = tmp_path / "blocker"
-    blocker.write_text("x")
-    monkeypatch.setenv("BLACKWELL_STACK_CACHE", str(blocker / "cache"))
-    pins = tmp_path / "pins.json"
-    pins.write_bytes((repo / "stacks/nightly/pins.json").read_bytes())
-    try:
-        code = main(["pins", "update", "torch", "--date", "20260307", "--file", str(pins), "--index-url", index.url])
-    finally:
-        server.shutdown()
-    err = capsys.readouterr().err
-    assert code == ExitCode.USAGE, err
-    assert "cache directory" in err and "BLACKWELL_STACK_CACHE" in err and "Traceback" not in err
-    assert pins.read_bytes() == (repo / "stacks/nightly/pins.json").read_bytes()
 
 
 @pytest.mark.proc
@@ -208,8 +150,6 @@ def test_an_atomic_write_never_replaces_what_is_not_a_regular_file(tmp_path):
 @pytest.mark.parametrize("argv", [
     ["bench", UNREACHABLE, "--timeout", "2", "--out", "{special}"],
     ["bench", UNREACHABLE, "--timeout", "2", "--plot", "{special}"],
-    ["pins", "update", "pypi", "sglang==0.5.9", "--file", "{special}", "--index-url", UNREACHABLE],
-    ["serve", "flags", "extract", "--wheel", "{tmp}/missing.whl", "--output", "{special}"],
 ], ids=lambda argv: " ".join(argv[:2]))
 def test_every_file_output_refuses_a_special_destination_first(tmp_path, capsys, argv):
     for special in _special_files(tmp_path):

@@ -30,95 +30,39 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from support import REPO
 
+from blackwell_stack.kernel.inputs import patch_series
+
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 PATCH_DIR = REPO / "patches" / "sgl-kernel"
 PATCH_NAME = re.compile(r"^(\d{4})-[a-z0-9][a-z0-9._-]*\.patch$", re.IGNORECASE)
-HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 CUDA_HOME = Path("/usr/local/cuda-13.0")
 
 SGL_KERNEL_WHEEL = ("sgl-kernel", "0.3.21", "sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl")
 
 
-@dataclass
-class Hunk:
-    old_start: int
-    old_lines: list[str] = field(default_factory=list)
-    new_lines: list[str] = field(default_factory=list)
+def file_of(patch: patch_series.Patch, path: str) -> patch_series.FilePatch:
+    return next(f for f in patch.files if f.path == path)
 
 
-@dataclass
-class FileDiff:
-    path: str
-    text: str
-    hunks: list[Hunk]
-
-
-@dataclass
-class Patch:
-    path: Path
-    header: str
-    files: list[FileDiff]
-
-    def file(self, path: str) -> FileDiff:
-        return next(f for f in self.files if f.path == path)
-
-
-def parse_patch(path: Path) -> Patch:
-    """Split a git-style patch into its header and per-file diffs, checking hunk counts."""
-    text = path.read_text()
-    start = text.find("diff --git ")
-    assert start > 0, f"{path.name}: no comment header before the first 'diff --git'"
-    header, body = text[:start], text[start:]
-    files = []
-    for chunk in re.split(r"(?m)^(?=diff --git )", body):
-        if not chunk:
-            continue
-        lines = chunk.splitlines()
-        match = re.match(r"diff --git a/(\S+) b/(\S+)$", lines[0])
-        assert match and match.group(1) == match.group(2), f"{path.name}: bad diff line {lines[0]!r}"
-        minus = next(line for line in lines if line.startswith("--- "))
-        plus = next(line for line in lines if line.startswith("+++ "))
-        assert minus == f"--- a/{match.group(1)}" and plus == f"+++ b/{match.group(1)}", path.name
-        hunks: list[Hunk] = []
-        counts: list[tuple[int, int]] = []
-        for line in lines:
-            m = HUNK_HEADER.match(line)
-            if m:
-                hunks.append(Hunk(int(m.group(1))))
-                counts.append((int(m.group(2) or 1), int(m.group(4) or 1)))
-            elif hunks and line[:1] in (" ", "-", "+") and not line.startswith(("--- ", "+++ ")):
-                if line[0] in " -":
-                    hunks[-1].old_lines.append(line[1:])
-                if line[0] in " +":
-                    hunks[-1].new_lines.append(line[1:])
-            elif hunks and line == "":
-                # an empty context line some editors leave without its space
-                hunks[-1].old_lines.append("")
-                hunks[-1].new_lines.append("")
-        for hunk, (old_count, new_count) in zip(hunks, counts):
-            assert (len(hunk.old_lines), len(hunk.new_lines)) == (old_count, new_count), (
-                f"{path.name}: hunk at line {hunk.old_start} of {match.group(1)} has "
-                f"{len(hunk.old_lines)}/{len(hunk.new_lines)} lines, header says {old_count}/{new_count}"
-            )
-        assert hunks, f"{path.name}: {match.group(1)} has no hunks"
-        files.append(FileDiff(match.group(1), chunk, hunks))
-    return Patch(path, header, files)
+def section_text(patch: patch_series.Patch, path: str) -> str:
+    """The part of the patch that changes `path` (its `diff --git` section), to apply on its own."""
+    text = patch.path.read_text()
+    return next(chunk for chunk in re.split(r"(?m)^(?=diff --git )", text) if chunk.startswith(f"diff --git a/{path} "))
 
 
 def series() -> list[Path]:
     return sorted(PATCH_DIR.glob("*.patch"))
 
 
-def patch_named(number: str) -> Patch:
+def patch_named(number: str) -> patch_series.Patch:
     (path,) = PATCH_DIR.glob(f"{number}-*.patch")
-    return parse_patch(path)
+    return patch_series.parse_patch(path)
 
 
 def require(tool: str) -> str:
@@ -145,11 +89,13 @@ def test_series_is_numbered_without_gaps():
 
 @pytest.mark.parametrize("path", series(), ids=lambda p: p.name[:4])
 def test_each_patch_is_a_headed_git_diff_relative_to_sgl_kernel(path):
-    patch = parse_patch(path)
-    header = patch.header
+    patch = patch_series.parse_patch(path)  # the CLI's parser: it checks each hunk against its header
+    header = patch.description
+    assert header, f"{path.name}: no comment header before the first 'diff --git'"
     assert "Without it" in header, f"{path.name}: the header must say what breaks without it"
     assert "Upstream" in header, f"{path.name}: the header must name the upstream issue/PR (or say none)"
     for diff in patch.files:
+        assert diff.old_path == diff.new_path, f"{path.name}: a patch changes files, it does not add or move them"
         assert not diff.path.startswith(("sgl-kernel/", "/")), f"{path.name}: paths are relative to sgl-kernel/"
         assert diff.path in {
             "CMakeLists.txt",
@@ -159,7 +105,7 @@ def test_each_patch_is_a_headed_git_diff_relative_to_sgl_kernel(path):
 
 
 def test_one_concern_per_patch_touches_the_expected_files():
-    touched = {p.name[:4]: sorted(f.path for f in parse_patch(p).files) for p in series()}
+    touched = {p.name[:4]: sorted(f.path for f in patch_series.parse_patch(p).files) for p in series()}
     assert touched == {
         "0001": ["CMakeLists.txt"],
         "0002": ["CMakeLists.txt"],
@@ -270,10 +216,10 @@ POLICY_PROJECT = "cmake_minimum_required(VERSION 3.20)\nproject(policy_guard NON
 def test_fix1_guarded_policies_configure_where_unguarded_fail(tmp_path):
     if cmake_version() >= (3, 30):
         pytest.skip("this CMake knows CMP0169; the failure needs CMake < 3.30 (Debian 12 has 3.25)")
-    hunk = patch_named("0001").file("CMakeLists.txt").hunks[0]
-    unguarded = "\n".join(line for line in hunk.old_lines if "cmake_policy" in line)
-    guarded_start = next(i for i, line in enumerate(hunk.new_lines) if "POLICY CMP0169" in line)
-    guarded = "\n".join(hunk.new_lines[guarded_start : guarded_start + 6])
+    hunk = file_of(patch_named("0001"), "CMakeLists.txt").hunks[0]
+    unguarded = "\n".join(line for line in hunk.old if "cmake_policy" in line)
+    guarded_start = next(i for i, line in enumerate(hunk.new) if "POLICY CMP0169" in line)
+    guarded = "\n".join(hunk.new[guarded_start : guarded_start + 6])
     assert "cmake_policy(SET CMP0177 NEW)" in guarded and guarded.count("endif()") == 2
 
     (tmp_path / "old").mkdir()
@@ -315,7 +261,7 @@ def test_fix2_patch_cmake_code_finds_cccl_for_host_code(tmp_path):
     """The find_path/include_directories lines of 0002, in a CMake project that
     compiles <cuda/atomic> as host C++ the way mscclpp's .cc files are."""
     include = require_cuda13_headers()
-    added = list(patch_named("0002").file("CMakeLists.txt").hunks[0].new_lines)
+    added = list(file_of(patch_named("0002"), "CMakeLists.txt").hunks[0].new)
     start = next(i for i, line in enumerate(added) if line.startswith("find_path(SGL_KERNEL_CCCL_INCLUDE_DIR"))
     end = next(i for i, line in enumerate(added) if line == "endif()" and i > start)
     snippet = "\n".join(added[start : end + 1])
@@ -354,8 +300,8 @@ def test_fix2_patch_cmake_code_finds_cccl_for_host_code(tmp_path):
 
 
 def test_fix3_drops_the_shadowing_set_and_defaults_the_option():
-    diff = patch_named("0003").file("CMakeLists.txt")
-    removed = [line for hunk in diff.hunks for line in hunk.old_lines if line not in hunk.new_lines]
+    diff = file_of(patch_named("0003"), "CMakeLists.txt")
+    removed = [line for hunk in diff.hunks for line in hunk.old if line not in hunk.new]
     assert [line.strip() for line in removed] == [
         'option(SGL_KERNEL_ENABLE_FA3              "Enable FA3"              OFF)',
         "set(SGL_KERNEL_ENABLE_FA3 ON)",
@@ -364,12 +310,12 @@ def test_fix3_drops_the_shadowing_set_and_defaults_the_option():
 
 def test_fix3_option_keeps_an_explicit_off(tmp_path):
     """The option lines of 0003 with CUDA 13: ON by default, OFF when asked."""
-    hunk = patch_named("0003").file("CMakeLists.txt").hunks[0]
-    start = next(i for i, line in enumerate(hunk.new_lines) if line.startswith('if ("${CUDA_VERSION}"'))
-    end = next(i for i, line in enumerate(hunk.new_lines) if line.startswith("option(SGL_KERNEL_ENABLE_FA3"))
+    hunk = file_of(patch_named("0003"), "CMakeLists.txt").hunks[0]
+    start = next(i for i, line in enumerate(hunk.new) if line.startswith('if ("${CUDA_VERSION}"'))
+    end = next(i for i, line in enumerate(hunk.new) if line.startswith("option(SGL_KERNEL_ENABLE_FA3"))
     body = (
         "cmake_minimum_required(VERSION 3.20)\nproject(fa3 NONE)\nset(CUDA_VERSION 13.0)\n"
-        + "\n".join(hunk.new_lines[start : end + 1])
+        + "\n".join(hunk.new[start : end + 1])
         + '\nmessage(STATUS "FA3=${SGL_KERNEL_ENABLE_FA3}")\n'
     )
     (tmp_path / "default").mkdir()
@@ -384,7 +330,7 @@ def test_fix3_option_keeps_an_explicit_off(tmp_path):
 
 
 def arch_block() -> str:
-    lines = patch_named("0005").file("CMakeLists.txt").hunks[0].new_lines
+    lines = file_of(patch_named("0005"), "CMakeLists.txt").hunks[0].new
     start = next(i for i, line in enumerate(lines) if line.startswith("# Target architectures chosen"))
     end = max(i for i, line in enumerate(lines) if line == "endif()")
     return "\n".join(lines[start : end + 1])
@@ -430,7 +376,7 @@ def patched_load_utils(wheel_python_package, tmp_path):
     pytest.importorskip("torch", reason="load_utils.py imports torch: pip install torch (CPU is enough)")
     copy = tmp_path / "tree"
     shutil.copytree(wheel_python_package, copy)
-    result = apply(patch_named("0005").file("python/sgl_kernel/load_utils.py").text, copy)
+    result = apply(section_text(patch_named("0005"), "python/sgl_kernel/load_utils.py"), copy)
     assert result.returncode == 0, result.stdout + result.stderr
     package_dir = copy / "python" / "sgl_kernel"
 
@@ -486,10 +432,10 @@ def added_block(number: str) -> str:
     """The lines patch NNNN adds (every hunk of 0006-0009 only adds lines)."""
     patch = patch_named(number)
     out = []
-    for hunk in patch.file("CMakeLists.txt").hunks:
-        assert all(line in hunk.new_lines for line in hunk.old_lines)
-        start = next(i for i, (a, b) in enumerate(zip(hunk.old_lines + [None], hunk.new_lines)) if a != b)
-        out += hunk.new_lines[start : start + len(hunk.new_lines) - len(hunk.old_lines)]
+    for hunk in file_of(patch, "CMakeLists.txt").hunks:
+        assert all(line in hunk.new for line in hunk.old)
+        start = next(i for i, (a, b) in enumerate(zip(hunk.old + [None], hunk.new)) if a != b)
+        out += hunk.new[start : start + len(hunk.new) - len(hunk.old)]
     return "\n".join(out)
 
 

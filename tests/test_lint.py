@@ -17,7 +17,7 @@ pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
 def test_ruff_is_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
-                             "src", "tests", "benchmarks"], cwd=REPO, capture_output=True, text=True, timeout=300)
+                             "src", "tests", "benchmarks", "scripts"], cwd=REPO, capture_output=True, text=True, timeout=300)
     if "No module named ruff" in result.stderr:
         raise AssertionError("ruff is not installed: pip install -e '.[test]' (it is in the test extra)")
     assert result.returncode == 0, result.stdout + result.stderr

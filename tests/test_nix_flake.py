@@ -230,7 +230,7 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
     got = json.loads(result.stdout)
     assert got["outputs"] == sorted(["apps", "checks", "devShells", "formatter", "legacyPackages", "lib",
                                      "nixosModules", "overlays", "packages"])
-    assert {"stacks", "nixpkgsConfig", "pins", "kernelRecipe", "kernelSources", "sglangService"} <= set(got["lib"])
+    assert {"stacks", "nixpkgsConfig", "kernelRecipe", "kernelSources", "sglangService"} <= set(got["lib"])
     assert got["nixosModules"] == ["default", "sglang"]
     # The module brings services.sglang and the chosen stack's environment, and no nixpkgs config or overlays
     # (tests/test_serve_module_eval.py evaluates it, modules/flake-module.nix, with stand-in packages).
@@ -239,8 +239,3 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
     assert got["packageOption"] == {"_type": "override", "priority": 1000}  # lib.mkDefault
     assert got["stacks"] == ["current", "nightly", "stable"]
     assert got["libVersion"] == "26.05"
-
-
-def test_the_module_the_flake_exports_exists():
-    assert (REPO / "modules" / "sglang.nix").is_file(), "flake.nix's nixosModules.sglang imports ./modules/sglang.nix"
-

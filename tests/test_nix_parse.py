@@ -30,7 +30,7 @@ NIX_FILES = project_nix_files()
 def test_the_flake_and_its_parts_are_among_the_files():
     for required in ("flake.nix", "nix/stack-set.nix", "nix/stack-env.nix", "nix/cuda-home.nix", "nix/fixups/default.nix",
                      "pkgs/sgl-kernel/default.nix", "pkgs/blackwell-stack/default.nix", "lib/default.nix",
-                     "lib/stacks.nix", "lib/pins.nix"):
+                     "lib/stacks.nix"):
         assert required in NIX_FILES
 
 

@@ -63,7 +63,7 @@ def test_repack_has_the_original_files_and_a_new_zip(venv, tmp_path, capsys):
     assert f"sha256 {digest}" in printed
     assert digest != __import__("hashlib").sha256(original.read_bytes()).hexdigest()
     assert "new pin, not the upstream one" in printed
-    assert f"blackwell-stack pins vendor {repacked} --record" in printed
+    assert f"then add it to the Nix store with: blackwell-stack pins vendor {repacked}" in printed
     # A second repack of the same installation is the same bytes.
     again = tmp_path / "again"
     again.mkdir()
@@ -119,7 +119,7 @@ def test_a_record_row_that_climbs_out_of_the_venv_is_refused(venv, tmp_path, cap
 
 
 def test_a_wheel_member_that_climbs_is_refused_by_every_reader(tmp_path, capsys):
-    """pins vendor --record and inspect open wheels through one opener, which refuses a member `../../x`."""
+    """inspect and wheel diff open wheels through one opener, which refuses a member `../../x`."""
     wheel = tmp_path / "evil-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("evil-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")

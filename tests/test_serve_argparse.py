@@ -1,7 +1,7 @@
 """The committed flag tables against SGLang's REAL parsers of sglang 0.5.9 and 0.5.23: the rendered argv
 parsed by them, and every spelling the tables decide about read by them.
 
-The parser is the one `serve flags extract` reports (serve/parser_probe.py, in a child process): the wheel's
+The parser is the one the extractor reports (scripts/sglang-flags/parser_probe.py, in a child process): the wheel's
 server_args.py and arg_groups/ with the real msgspec from PyPI, every other `sglang.*` module stood in (they
 import torch and need a GPU). That the tables are what the extractor gives is tests/test_serve_flags.py.
 """
@@ -15,12 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import scripts
 
 from blackwell_stack.data.profile import load_profile, load_rules
-from blackwell_stack.serve import flags, parser_probe
+from blackwell_stack.serve import flags
 from blackwell_stack.serve.render import render
 
 pytestmark = pytest.mark.network
+
+parser_probe = scripts.load("scripts/sglang-flags/parser_probe.py")
 
 # Runs in a child: parser_probe.py (the extractor's own probe) builds SGLang's real parser; this parses argvs
 # with it and asks it how it reads each option string.

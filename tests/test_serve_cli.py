@@ -1,4 +1,4 @@
-"""`blackwell-stack serve render|check|run|flags show`, the plan section, the launcher."""
+"""`blackwell-stack serve render|check|run`, the plan section, the launcher."""
 
 from __future__ import annotations
 
@@ -110,14 +110,6 @@ def test_run_execs_python_with_the_argv():
     result = cli("serve", "run", "--python", sys.executable)
     assert result.returncode != 0
     assert "No module named 'sglang'" in result.stderr
-
-
-def test_flags_show():
-    result = cli("serve", "flags", "show", "fp4-gemm-backend", "--json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["--fp4-gemm-backend"]["dest"] == "fp4_gemm_runner_backend"
-    result = cli("serve", "flags", "show", "fp4-gemm-runner-backend")
-    assert result.returncode == 2 and "did you mean --fp4-gemm-backend?" in result.stderr
 
 
 def test_plan_section_shows_the_service_command():

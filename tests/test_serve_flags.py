@@ -4,7 +4,6 @@ tables are still what the extractor gives."""
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import json
 import os
@@ -13,14 +12,18 @@ import sys
 import zipfile
 
 import pytest
+from support import scripts
 
 from blackwell_stack import pypi
 from blackwell_stack.data.profile import available_profiles, load_profile
 from blackwell_stack.errors import StackError
-from blackwell_stack.serve import flags, flags_extract
+from blackwell_stack.serve import flags
 from blackwell_stack.serve.render import canonical
 
 pytestmark = pytest.mark.network
+
+flags_extract = scripts.load("scripts/sglang-flags/flags_extract.py")
+EXTRACT = [sys.executable, flags_extract.__file__]
 
 WHEELS = {
     "0.5.9": "sglang-0.5.9-py3-none-any.whl",
@@ -162,9 +165,7 @@ def test_every_profile_is_accepted_by_its_runtimes_table():
 def test_misspellings_are_rejected_with_a_suggestion(extracted, typo, meant):
     assert canonical(typo, extracted)[0] is None
     assert flags.suggest(typo, extracted) == meant
-    # The suggestion is computed with edit distance so that Nix can compute the same one;
-    # on these misspellings it agrees with difflib's closest match.
-    assert difflib.get_close_matches(typo, list(extracted["options"]), n=1) == [meant]
+
 
 
 def test_unique_prefix_is_accepted_like_argparse(extracted):
@@ -176,7 +177,7 @@ def test_unique_prefix_is_accepted_like_argparse(extracted):
 def test_extract_command_regenerates_the_file(wheel, version, tmp_path, repo, msgspec_path):
     out = tmp_path / "flags.json"
     result = subprocess.run(
-        [sys.executable, "-m", "blackwell_stack", "serve", "flags", "extract", "--wheel", str(wheel), "--output", str(out)],
+        [*EXTRACT, "--wheel", str(wheel), "--output", str(out)],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(msgspec_path)},
     )
     assert result.returncode == 0, result.stderr
@@ -188,8 +189,7 @@ def test_without_what_the_parser_imports_it_says_what_to_install(pypi_file, tmp_
         pytest.skip("msgspec is installed in this interpreter")
     wheel = pypi_file("sglang", "0.5.23", WHEELS["0.5.23"])
     result = subprocess.run(
-        [sys.executable, "-m", "blackwell_stack", "serve", "flags", "extract", "--wheel", str(wheel),
-         "--output", str(tmp_path / "t.json")], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+        [*EXTRACT, "--wheel", str(wheel), "--output", str(tmp_path / "t.json")], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
     assert result.returncode == 2 and "No module named 'msgspec'" in result.stderr and "--python" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "t.json").exists()
 

@@ -11,6 +11,7 @@ count too) and cached; torch is read with range requests (only torch/lib's libra
 from __future__ import annotations
 
 import pytest
+from support import cuobjdump
 
 from blackwell_stack.data import lock as lockfile
 from blackwell_stack.data import stack as stack_data
@@ -47,7 +48,7 @@ def wheel(pypi_file):
 
 @pytest.fixture(scope="module")
 def report(wheel):
-    return inspection.inspect_path(str(wheel), reader="auto")
+    return inspection.inspect_path(str(wheel))
 
 
 def _file(report, name):
@@ -73,12 +74,9 @@ def test_fa3_has_no_sm120_code(report):
     assert f["ptx"] == []
 
 
-def test_own_reader_agrees_with_cuobjdump(report):
-    if report["cuobjdump"] is None:
-        pytest.skip("cuobjdump is not installed: pip install nvidia-cuda-cuobjdump (a test dependency)")
-    checked = [f for f in report["files"] if f["cuobjdump"]]
-    assert {f["name"] for f in checked} >= set(SM120_LIBRARIES)
-    assert all(f["cuobjdump"]["agrees"] for f in checked), [f["name"] for f in checked if not f["cuobjdump"]["agrees"]]
+def test_own_reader_agrees_with_cuobjdump(report, wheel, tmp_path):
+    compared, differ = cuobjdump.disagreements(cuobjdump.required(), report, wheel, tmp_path)
+    assert compared >= len(SM120_LIBRARIES) and differ == []
 
 
 def test_every_torch_symbol_resolves_in_the_locked_torch(wheel):

@@ -29,7 +29,7 @@ concatMap (
 ++ filesIn "modules/profiles" ".*[.]json"
 ++ [ "modules/rules.json" ]
 ++ filesIn "modules/sglang-flags" ".*[.]json"
-# recipe.json, sources.json, compile-units.json, reference-wheel.json, kernel-tests.json
+# recipe.json, sources.json, reference-wheel.json, kernel-tests.json
 ++ filesIn "pkgs/sgl-kernel" ".*[.]json"
 # gpu_check.py, which `kernel test` runs on SM100/SM120 hosts
 ++ filesIn "pkgs/sgl-kernel" ".*[.]py"

@@ -54,7 +54,7 @@ let
   kernelSources = import ../../lib/kernel-sources.nix;
 
   # The recipe renders to CMake defines and environment through builtins-only
-  # functions (the same ones tests compare with `blackwell-stack kernel recipe`):
+  # functions (the same ones tests compare with src/blackwell_stack/kernel/inputs/recipe.py):
   #   defines     -> { SGL_KERNEL_CUDA_ARCHS = "12.0a"; SGL_KERNEL_ENABLE_FP4 = "ON"; ... }
   #   environment -> { TORCH_CUDA_ARCH_LIST = "12.0a"; }
   recipe = sglKernelRecipe;

@@ -27,23 +27,21 @@ def open_url(url: str, *, timeout: float = 60, headers: dict[str, str] | None = 
         raise NetworkError(f"cannot reach {url}: {reason}") from exc
 
 
-def read_url(url: str, *, limit: int, what: str, headers: dict[str, str] | None = None) -> tuple[bytes, str, str]:
-    """(body, content type, final URL) of a small document: an index page, a JSON API answer.
+def read_url(url: str, *, limit: int, what: str) -> bytes:
+    """The body of a small document: a JSON API answer.
 
     At most `limit` bytes are read: a body that is longer is a NetworkError
     naming `what`, not a process that grows until the machine runs out of memory.
     """
-    with open_url(url, headers=headers) as resp:
+    with open_url(url) as resp:
         try:
             body = resp.read(limit + 1)
         except (OSError, http.client.HTTPException) as exc:
             raise NetworkError(f"cannot read {url}: {exc}") from exc
-        content_type = resp.headers.get("Content-Type", "")
-        final_url = resp.geturl()
     if len(body) > limit:
         raise NetworkError(f"{url}: {what} is longer than {limit >> 20} MiB, more than any such document",
                            "check the URL: it does not serve what was asked for")
-    return body, content_type, final_url
+    return body
 
 
 def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, label: str | None = None) -> str:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from blackwell_stack.errors import StackError
 
-_SRI_RE = re.compile(r"^sha256-([A-Za-z0-9+/]{43}=)$")
 _HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -29,13 +28,6 @@ def hex_to_sri(hex_digest: str) -> str:
     if not _HEX_RE.match(hex_digest):
         raise StackError(f"not a sha256 hex digest: {hex_digest!r}")
     return "sha256-" + base64.b64encode(bytes.fromhex(hex_digest)).decode()
-
-
-def sri_to_hex(sri: str) -> str:
-    m = _SRI_RE.match(sri)
-    if not m:
-        raise StackError(f"not a sha256 SRI hash: {sri!r}", "expected sha256-<44 base64 characters>")
-    return base64.b64decode(m.group(1)).hex()
 
 
 def hex_to_record(hex_digest: str) -> str:

@@ -29,22 +29,20 @@ class ReleaseFile:
     packagetype: str
 
 
-def release_files(name: str, version: str, *, index_json: str = PYPI_JSON) -> list[ReleaseFile]:
+def release_files(name: str, version: str) -> list[ReleaseFile]:
     """The files of name==version with PyPI's sha256 digests.
 
-    Reads the project document (`/pypi/<name>/json`, its `releases` table):
-    some PyPI mirrors serve only that, not the per-version document.
+    Reads the project document (`/pypi/<name>/json`, its `releases` table).
     """
-    url = f"{index_json.rstrip('/')}/{name}/json"
+    url = f"{PYPI_JSON}/{name}/json"
     try:
-        body, _, _ = read_url(url, limit=DOCUMENT_LIMIT, what="the project's JSON document")
+        body = read_url(url, limit=DOCUMENT_LIMIT, what="the project's JSON document")
     except NetworkError as exc:
         raise NetworkError(
             f"cannot read {name}=={version} from PyPI: {exc.message}",
-            "check the name, or pass another index with --index-url",
+            "check the name and the network",
         ) from exc
-    not_api = StackError(f"{url} is not a PyPI JSON API document",
-                         f"--index-url takes the base of a PyPI JSON API, like {PYPI_JSON} (not a simple index)")
+    not_api = StackError(f"{url} is not a PyPI JSON API document", "check the network: something else answered for PyPI")
     try:
         data = json.loads(body)
     except ValueError:
@@ -73,8 +71,8 @@ def release_files(name: str, version: str, *, index_json: str = PYPI_JSON) -> li
 FILES_HOST = "https://files.pythonhosted.org/packages/"
 # Mirrors of pypi.org (bandersnatch-style) answer with URLs relative to the
 # JSON document, e.g. ../../packages/packages/97/b4/<digest>/<file>, under
-# which sits PyPI's own /packages/<hash path>. Pins record PyPI's canonical
-# file URL, so they hold on every machine; the sha256 check is the same.
+# which sits PyPI's own /packages/<hash path>. PyPI's canonical file URL holds
+# on every machine; the sha256 check is the same.
 _MIRROR_PREFIX = "/packages/packages/"
 
 

@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,23 +24,53 @@ from blackwell_stack import __version__, output, proc
 from blackwell_stack.cli import areas, boundary, plan
 from blackwell_stack.errors import ExitCode, StackError, exit_codes_help
 
+# What a deploying user needs, in the order `--help` lists it; every other command is a maintainer's, listed apart.
+USER_COMMANDS = ("plan", "serve render", "serve check", "serve run", "doctor", "doctor abi", "stack doctor",
+                 "smoke", "bench", "kernel build", "kernel test", "kernel sources fetch", "inspect")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="blackwell-stack",
         description="Pin, build, check and verify SGLang + Qwen3.5-397B-A17B-NVFP4 on SM120 with CUDA 13.",
-        epilog=exit_codes_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"blackwell-stack {__version__}")
     _global_options(parser, default=False)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="one of the commands below (COMMAND --help)")
     sub.required = True
     for register in (plan.register, *areas.COMMANDS):
         register(sub)
     for command in _subparsers(parser):
         _global_options(command, default=argparse.SUPPRESS)
+    parser.epilog = _commands_help(parser) + "\n\n" + exit_codes_help()
+    sub._choices_actions.clear()  # listed in the epilog instead: the user's commands apart from the maintainers'
     return parser
+
+
+def commands(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Every command that runs something ("kernel sources fetch"), with its help line."""
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, child in action.choices.items():
+                path = child.prog.split(" ", 1)[1]
+                if "func" in child._defaults:
+                    found[path] = helps.get(name, "")
+                found.update(commands(child))
+    return found
+
+
+def _commands_help(parser: argparse.ArgumentParser) -> str:
+    every = commands(parser)
+    lines = ["commands for deploying:"]
+    for name in USER_COMMANDS:
+        lines += textwrap.wrap(every[name], 78, initial_indent=f"  {name:<22}", subsequent_indent=" " * 24)
+    maintainer = ", ".join(name for name in every if name not in USER_COMMANDS)
+    lines += ["", "maintainer commands (pins, locks, the kernel's inputs and reference, wheels):"]
+    lines += textwrap.wrap(maintainer, 78, initial_indent="  ", subsequent_indent="  ")
+    return "\n".join(lines)
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:

@@ -34,9 +34,9 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 Sections = Callable[[list[Stack]], list[PlanSection]]
 
 COMMANDS: tuple[Register, ...] = (
-    stacks_commands.register,  # stack show|lock|audit|doctor
+    stacks_commands.register,  # stack lock|audit|doctor
     pins_commands.register,  # pins show|update|rescue|vendor
-    kernel_commands.register,  # kernel recipe|patches|build|sources|test|plan|reference
+    kernel_commands.register,  # kernel patches|build|sources|test|reference
     serve_commands.register,  # serve render|check|run|flags
     doctor_commands.register,  # inspect, doctor (and doctor abi), wheel diff
     verify_commands.register,  # smoke, bench

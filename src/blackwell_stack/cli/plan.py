@@ -135,7 +135,9 @@ def _pick(plan: dict, name: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    shown = stack_data.select(args.stack)
+    # `plan stack-NAME` is that stack's own section, whichever stack is the default.
+    named = (args.section or "").removeprefix("stack-") if (args.section or "").startswith("stack-") else None
+    shown = stack_data.select(args.stack or (named if named in stack_data.names() else None))
     # The default answer gives every stack's verdict, the default stack's first.
     everyone = shown + [s for s in stack_data.select("all") if s.name != shown[0].name] if args.stack is None else shown
     plan = build_plan(shown, everyone)

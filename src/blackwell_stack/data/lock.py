@@ -63,7 +63,7 @@ def load_lock(path: Path) -> Lock:
     try:
         raw = inputfiles.read_bytes(path, limit=inputfiles.DATA_FILE_LIMIT)
     except FileNotFoundError:
-        raise StackError(f"{path}: no such lock", "make it with the stack's lock command (`blackwell-stack stack show`)") from None
+        raise StackError(f"{path}: no such lock", "make it with the stack's lock command (`blackwell-stack plan stack-NAME` names it)") from None
     data = registry.parse("lock", path, raw, _check_version)
     lock = Lock(path, data, hashlib.sha256(raw).hexdigest())
     for entry in data.get("package", []):

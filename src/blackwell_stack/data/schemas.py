@@ -48,7 +48,7 @@ STACK = Obj({
     "torch_pairs": Map(Obj({"check": Literal(("metadata", "symbols", "source", "lock", "unpaired")), "why": _TEXT})),
     "profiles": ListOf(_TEXT, nonempty=True),
     "lock": Obj({"command": _TEXT, "missing_reason": Opt(Str())}),
-}, optional={"kept_wheels": Obj({"pins": _TEXT})})
+}, optional={"kept_wheels": Obj({"url_template": _TEXT})})
 
 # stacks/<name>/uv.lock; data/lock.py says which format version it reads.
 LOCK = Obj({"version": AnyValue()}, optional={
@@ -71,7 +71,7 @@ STACK_PYPROJECT = Obj({"project": Obj({"name": Str(nonempty=True)})}, optional={
     "tool": Obj({}, optional={"uv": Obj({}, optional={"index": ListOf(Obj({}, optional={"url": Str()}))})}),
 })
 
-# stacks/<name>/wheels.json: written by `stack audit --write`, read by plan, pins show, stack show and Nix's fixups.
+# stacks/<name>/wheels.json: written by `stack audit --write`, read by plan, pins show and Nix's fixups.
 AUDIT = Obj({
     "schema_version": Literal((1,)),
     "lock_sha256": SHA256,
@@ -93,19 +93,6 @@ AUDIT = Obj({
                          optional={"version": Opt(Str()), "needed": Int(minimum=0), "missing": ListOf(Str())})),
         "unlisted": ListOf(Str()),
     }),
-})
-
-# stacks/<name>/pins.json (data/pins.py, lib/pins.nix): what a verified pin needs is checked there.
-_WHEEL_PIN = Obj({
-    "filename": Opt(Str(pattern=r"[^/%]*", means="a plain file name (no '/' or %-escapes): Nix names the store "
-                        "path after it")),
-    "url": Opt(Str()), "hash_source": Opt(Str()),
-    "hash": Opt(_SRI), "hash_checked": Literal(HASH_CHECKS), "verified": Bool(), "reason": Opt(Str()),
-})
-KEPT_WHEEL_PINS_SCHEMA = 1
-KEPT_WHEEL_PINS = Obj({
-    "schema_version": Literal((KEPT_WHEEL_PINS_SCHEMA,)), "update_command": Str(nonempty=True),
-    "packages": Map(Obj({"version": Opt(Str()), "wheels": Map(_WHEEL_PIN, nonempty=True)}), nonempty=True),
 })
 
 # modules/profiles/<name>.json; data/profile.py checks across fields (its runtime's versions, what a verified
@@ -131,7 +118,7 @@ RULES = Obj({"rules": ListOf(Obj({
     "versions": Map(_RULE_VERSIONS, keys="sglang|flashinfer", means="a runtime component: sglang or flashinfer"),
 }, optional={"condition": AnyValue(), "check": _TEXT, "option": _TEXT}), key="id")}, optional={"constants": Map(AnyValue())})
 
-# modules/sglang-flags/<version>.json: written by `serve flags extract` (serve/flags_extract.py).
+# modules/sglang-flags/<version>.json: written by scripts/sglang-flags/flags_extract.py.
 FLAG_TABLE = Obj({
     "sglang_version": Str(nonempty=True),
     "wheel": Obj({"filename": Str(nonempty=True), "sha256": SHA256}),
@@ -152,7 +139,7 @@ def check_flag_table(data: dict[str, Any], path: Path) -> None:
         for spelling, flag in data[key].items():
             if flag not in data["flags"]:
                 raise DataError(path, f"{key}.{spelling}", None, f"names {flag}, which is not in flags",
-                                "regenerate the table with `blackwell-stack serve flags extract`")
+                                "regenerate the table with scripts/sglang-flags/flags_extract.py")
 
 
 # pkgs/sgl-kernel/recipe.json: CMake defines and environment variables by name; kernel/inputs/recipe.py checks the
@@ -258,25 +245,6 @@ def check_kernel_tests(data: dict[str, Any], path: Path) -> None:
                                 "says what the file tests (it becomes the skip's reason)")
 
 
-# pkgs/sgl-kernel/compile-units.json: `kernel plan` counts device compilations from it.
-COMPILE_UNITS = Obj({
-    "schema_version": Literal((1,)),
-    "source": Str(),
-    "upstream_arch_sets": Map(ListOf(Str(nonempty=True))),
-    "targets": Map(Obj({"sources": ListOf(Str(nonempty=True)), "arch_set": Str(nonempty=True),
-                        "enabled_upstream": Bool()},
-                       optional={"variants_upstream": NAMES, "globbed_cuda_units_upstream": Map(Int(minimum=0)),
-                                 "globbed_cuda_units_recipe_fa3_on": Map(Int(minimum=0))}), nonempty=True),
-})
-
-
-def check_compile_units(data: dict[str, Any], path: Path) -> None:
-    for target, spec in data["targets"].items():
-        if spec["arch_set"] not in data["upstream_arch_sets"]:
-            raise DataError(path, f"targets.{target}", "arch_set",
-                            f"{spec['arch_set']!r} is not one of upstream_arch_sets: {', '.join(data['upstream_arch_sets'])}")
-
-
 # flake.lock: written by `nix flake lock`; `pins show` and plan list its inputs.
 FLAKE_LOCK = Obj({
     "version": Int(),
@@ -306,27 +274,8 @@ FLAKE_INPUTS = Obj({
                       optional={"hash_source": Opt(Str()), "reason": Opt(Str()), "rev": Str(), "url": Str()})),
 })
 
-# nix/nixpkgs-config.json, nix/fixups/*.json: read by Nix alone (checked here by the tests).
-NIXPKGS_CONFIG = Obj({
-    "cudaSupport": Bool(), "cudaCapabilities": NAMES, "cudaForwardCompat": Bool(),
-    "unfree": Obj({"licenses": ListOf(Obj({"shortName": Str(nonempty=True)})),
-                   "packages": ListOf(Obj({"name": Str(nonempty=True)}))}),
-})
-WHEEL_LIBRARIES = Obj({
-    "schema_version": Literal((1,)),
-    "from_nixpkgs": Map(Obj({"attribute": Str(nonempty=True), "why": Str(nonempty=True)})),
-    "driver": Map(Str()),
-    "left_missing": Map(Obj({"libraries": NAMES, "why": Str(nonempty=True)})),
-}, optional={
-    "driver_by_name": Map(Obj({"why": Str(nonempty=True), "loads": ListOf(Obj({
-        "file": Str(nonempty=True), "library": Literal(("libcuda.so.1", "libnvidia-ml.so.1")),
-        "replace": Str(nonempty=True)}))})),
-    "driver_named_only": Map(Obj({"why": Str(nonempty=True), "files": NAMES})),
-})
-ENV_COLLISIONS = Obj({
-    "schema_version": Literal((1,)),
-    "skip": Map(Obj({"packages": NAMES, "why": Str(nonempty=True)})),
-})
+# nix/nixpkgs-config.json, nix/fixups/*.json: read by Nix alone, whose code says what it needs of them.
+NIX_ONLY: Shape = AnyValue()
 
 # src/blackwell_stack/verify/baselines/<name>.json; verify/baseline.py checks that each expectation names one
 # of concurrency and min_concurrency.

@@ -12,7 +12,7 @@ lib/stacks.nix reads the same files with builtins only; tests compare the two.
       "kernel": {"package", "version" (null when "from" is "lock"), "from": "source" | "lock", "why"},
       "torch_pairs": {<package>: {"check": "metadata" | "symbols" | "source" | "lock" | "unpaired", "why"}},
       "profiles": [<profile name>, ...]  (the first is the stack's default: serve --stack, the module's stack option),
-      "kept_wheels": {"pins", "url_template", "why"}   (optional: wheels the lock takes from ./wheels/)
+      "kept_wheels": {"url_template", "why"}   (optional: wheels the lock takes from ./wheels/)
       "lock": {"command", "missing_reason" (why there is no uv.lock, or null)}
     }
 """

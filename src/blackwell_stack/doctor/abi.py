@@ -106,7 +106,7 @@ def _python() -> str:
 def _collect(side: Side, source, names: list[str], *, want: str) -> None:
     with Progress(f"reading the symbol tables of {len(names)} torch libraries", len(names), unit="libraries") as bar:
         for name in names:
-            with source.open_elf(name) as (e, _path):
+            with source.open_elf(name) as e:
                 _add_elf(side, name, e, want=want)
             bar.advance()
 
@@ -142,7 +142,7 @@ def load_kernel(spec: str, environment=None) -> Side:
         path, version = _installed_dir("sgl-kernel", "sgl_kernel", environment)
         spec = str(path)
     # The same per-library reports as `inspect`, read in parallel.
-    report = inspection.inspect_path(spec, reader="own", check_record=False)
+    report = inspection.inspect_path(spec, check_record=False)
     side = Side(label=report["path"], version=version or (report["distribution"] or {}).get("version"))
     files = [f for f in report["files"] if not f["error"]]
     if report["errors"]:

@@ -21,8 +21,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("path", help="a .whl file, an installed package directory, or a shared library")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--reader", choices=inspection.READERS, default="auto",
-                   help="fatbin reader: auto (own reader, checked against cuobjdump when installed), own, cuobjdump")
     p.add_argument("--jobs", type=positive_int, default=None, help="worker processes (default: CPUs, at most 4)")
     p.set_defaults(func=run_inspect)
 
@@ -30,8 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print JSON instead of tables")
     d.add_argument("--python", help="check the environment of this interpreter (a venv's bin/python)")
     d.add_argument("--target-cc", default=host.TARGET_CC, help="compute capability the stack targets (12.0)")
-    # The earlier spelling of `stack doctor NAME`: one command has one name now, and this one says which.
-    d.add_argument("--stack", metavar="NAME", help=argparse.SUPPRESS)
     d.add_argument("--profile", default=None,
                    help="the profile whose model and environment SGLang's start-up imports are checked for (default: "
                    "the profile made for the environment's sglang)")
@@ -71,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_inspect(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    report = inspection.inspect_path(args.path, reader=args.reader, jobs=args.jobs)
+    report = inspection.inspect_path(args.path, jobs=args.jobs)
     report["seconds"] = round(time.monotonic() - started, 2)
     if args.json:
         output.dump_json(report)
@@ -88,18 +84,15 @@ def print_inspect(report: dict) -> None:
     failing = {p["name"] for p in report["problems"]}
     for f in report["files"]:
         if f["error"]:
-            rows.append([f["name"], "error", None, None, None, None, None, None])
+            rows.append([f["name"], "error", None, None, None, None, None])
             continue
-        agree = None
-        if f["cuobjdump"]:
-            agree = "agrees" if f["cuobjdump"].get("agrees") else "DIFFERS"
         cxx = (f.get("cxx_runtime") or {}).get("verdict")
         rows.append([
             f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None,
             ", ".join(f["cubin"]) or None, ", ".join(f["ptx"]) or None,
-            cxx.upper() if cxx and f["name"] in failing else cxx, agree,
+            cxx.upper() if cxx and f["name"] in failing else cxx,
         ])
-    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime", "cuobjdump"], rows)
+    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime"], rows)
     print()
     runtimes = ", ".join(str(r) for r in report["cuda_runtime"]) or "none (no CUDA runtime linked)"
     print(f"CUDA runtime: {runtimes}")
@@ -107,7 +100,6 @@ def print_inspect(report: dict) -> None:
     print(f"ptx:          {', '.join(report['ptx']) or 'none'}")
     libs = ", ".join(report["torch_libraries"]) or "none"
     print(f"torch:        {report['torch_symbols']} symbols from {libs}")
-    print(f"fatbin check: {'cuobjdump ' + report['cuobjdump'] if report['cuobjdump'] else 'own reader only'}")
     record = report.get("record")
     if record:
         verdict = "every file matches" if record["ok"] else "DISAGREES with the files (see the errors below)"
@@ -129,9 +121,6 @@ def print_inspect(report: dict) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    if args.stack is not None:
-        raise StackError("`doctor --stack` is now `stack doctor`: the environment against the stack's lock",
-                         f"run `blackwell-stack stack doctor {args.stack} --python VENV/bin/python`")
     facts = host.gather()
     results = host.checks(facts, target_cc=args.target_cc)
     gpu_cc = facts.gpus[0].compute_cap if facts.gpus else None

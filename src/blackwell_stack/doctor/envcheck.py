@@ -153,7 +153,7 @@ def _arch_check(kdir: Path, version: str, cc: str, is_target: bool) -> Check:
     found: set[str] = set()
     for name in libs:
         try:
-            with source.open_elf(name) as (e, _):
+            with source.open_elf(name) as e:
                 entries = fatbin.fatbin_entries(e)
         except StackError as exc:
             return Check("python", "sgl-kernel architectures", FAIL, version, exc.message,

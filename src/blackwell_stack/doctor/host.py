@@ -235,7 +235,7 @@ def build_memory_checks(facts: HostFacts) -> list[Check]:
     name = "memory for a kernel build"
     swap_gib = (facts.swap_total_kib or 0) / (1 << 20)
     try:
-        # The recipe's own loader validates it: the same data `kernel recipe` accepts or rejects.
+        # The recipe's own loader validates it: the same data `kernel build` and `plan kernel` accept or reject.
         rule = jobs.rule_from_recipe(kernel_recipe.load())
     except StackError as exc:
         return [Check("build", name, FAIL, "unknown", f"cannot read the build memory rule: {exc.message}",

@@ -2,9 +2,9 @@
 
 For every ELF: its machine, the libraries it needs (so the CUDA runtime
 major, 12 or 13), the torch libraries and torch symbols it needs, and the
-CUDA architectures of its embedded cubins and PTX. The fatbin reader in
-fatbin.py always runs; cuobjdump, when present, runs too and the two must
-agree. Big wheels are read member by member in parallel worker processes.
+CUDA architectures of its embedded cubins and PTX (fatbin.py's reader; the
+tests hold it to NVIDIA's cuobjdump). Big wheels are read member by member in
+parallel worker processes.
 
 A wheel's RECORD is checked too (wheelrecord.py): every member against the
 sha256 and size the wheel lists for it. The ELF members are hashed by the
@@ -21,12 +21,9 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 
-from blackwell_stack.errors import StackError, ToolchainError
-from blackwell_stack.formats import cuobjdump as cuobjdump_tool
+from blackwell_stack.errors import StackError
 from blackwell_stack.formats import cxxruntime, elf, fatbin, linkage, wheelrecord, wheelzip
 from blackwell_stack.progress import Progress
-
-READERS = ("auto", "own", "cuobjdump")
 
 # Below this many bytes of ELF members a worker pool costs more than it saves.
 _PARALLEL_THRESHOLD = 64 << 20
@@ -52,7 +49,6 @@ class ElfReport:
     build_id: str | None = None
     cxx_runtime: dict | None = None  # formats/cxxruntime.py's verdict
     sha256: str | None = None  # of the member's bytes (wheel members: for the RECORD check)
-    cuobjdump: dict | None = None  # {"cubin": [...], "ptx": [...], "agrees": bool}
     error: str | None = None
 
 
@@ -87,34 +83,16 @@ def report_from_elf(name: str, size: int, e: elf.ElfFile) -> ElfReport:
     )
 
 
-def inspect_member(kind: str, root: str, name: str, size: int, cuobjdump_binary: str | None) -> dict:
+def inspect_member(kind: str, root: str, name: str, size: int) -> dict:
     """One member's report as a dict (runs in a worker process; errors come back as data)."""
     try:
-        with wheelzip.open_member_elf(kind, root, name, need_path=cuobjdump_binary is not None) as (e, path):
+        with wheelzip.open_member_elf(kind, root, name) as e:
             rep = report_from_elf(name, size, e)
             if kind == "wheel":
                 rep.sha256 = hashlib.sha256(e.data).hexdigest()  # bytes or an mmap
-            if cuobjdump_binary and rep.fatbin_entries:
-                listing = cuobjdump_tool.list_entries(cuobjdump_binary, path)
-                own_cubin = sorted({cuobjdump_tool.listing_name(a) for a in rep.cubin}, key=fatbin.arch_sort_key)
-                own_ptx = sorted({cuobjdump_tool.listing_name(a) for a in rep.ptx}, key=fatbin.arch_sort_key)
-                their_cubin = sorted(set(listing.cubin), key=fatbin.arch_sort_key)
-                their_ptx = sorted(set(listing.ptx), key=fatbin.arch_sort_key)
-                rep.cuobjdump = {
-                    "cubin": their_cubin,
-                    "ptx": their_ptx,
-                    "entries": len(listing.cubin) + len(listing.ptx),
-                    "agrees": own_cubin == their_cubin
-                    and own_ptx == their_ptx
-                    and rep.fatbin_entries == len(listing.cubin) + len(listing.ptx),
-                }
         return asdict(rep)
     except StackError as exc:
         return asdict(ElfReport(name=name, size=size, error=str(exc)))
-    except cuobjdump_tool.CuobjdumpError as exc:
-        rep_d = asdict(rep)
-        rep_d["cuobjdump"] = {"error": str(exc), "agrees": None}
-        return rep_d
 
 
 def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
@@ -126,21 +104,11 @@ def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
     return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
 
 
-def inspect_path(path: str, *, reader: str = "auto", jobs: int | None = None, check_record: bool = True) -> dict:
+def inspect_path(path: str, *, jobs: int | None = None, check_record: bool = True) -> dict:
     """The report for a wheel, a directory or a single library, as a JSON-ready dict.
 
     check_record: also check a wheel's RECORD against its files (an error of the report when they disagree).
     """
-    if reader not in READERS:
-        raise StackError(f"unknown reader {reader!r}", f"use one of {', '.join(READERS)}")
-    binary = None
-    if reader in ("auto", "cuobjdump"):
-        binary = cuobjdump_tool.find()
-        if binary is None and reader == "cuobjdump":
-            raise ToolchainError(
-                "cuobjdump is not installed",
-                "pip install nvidia-cuda-cuobjdump (or put CUDA's bin/ on PATH), or use --reader own",
-            )
     source = wheelzip.open_source(path)
     members = sorted(source.elf_members, key=lambda m: m.size, reverse=True)
     if not members and source.kind != "wheel":
@@ -150,7 +118,7 @@ def inspect_path(path: str, *, reader: str = "auto", jobs: int | None = None, ch
         )
     jobs = jobs or min(os.cpu_count() or 1, 4)
     total = sum(m.size for m in members)
-    args = [(source.kind, str(source.path), m.name, m.size, binary) for m in members]
+    args = [(source.kind, str(source.path), m.name, m.size) for m in members]
     results = []
     with Progress(f"inspecting {len(members)} ELF files", total) as bar:
         if jobs > 1 and len(members) > 1 and total > _PARALLEL_THRESHOLD:
@@ -164,7 +132,7 @@ def inspect_path(path: str, *, reader: str = "auto", jobs: int | None = None, ch
                 results.append(inspect_member(*a))
                 bar.advance(results[-1]["size"])
     results.sort(key=lambda r: r["name"])
-    report = summarize(source, results, binary)
+    report = summarize(source, results)
     if source.kind == "wheel" and check_record:
         _check_record(source, results, report)
     return report
@@ -181,7 +149,7 @@ def _check_record(source: wheelzip.WheelSource, results: list[dict], report: dic
         report["errors"].append({"name": "RECORD", "error": problem})
 
 
-def summarize(source, results: list[dict], binary: str | None) -> dict:
+def summarize(source, results: list[dict]) -> dict:
     ok = [r for r in results if not r["error"]]
     host = host_machine()
     notes = []
@@ -191,9 +159,6 @@ def summarize(source, results: list[dict], binary: str | None) -> dict:
     runtimes = sorted({r["cuda_runtime"] for r in ok if r["cuda_runtime"]})
     if len(runtimes) > 1:
         notes.append(f"mixed CUDA runtimes {runtimes}: one library was built against another CUDA major")
-    disagree = [r["name"] for r in ok if r["cuobjdump"] and r["cuobjdump"].get("agrees") is False]
-    if disagree:
-        notes.append(f"the fatbin reader and cuobjdump disagree on: {', '.join(disagree)}")
     dist = distribution_of(source)
     problems = cxx_runtime_problems(ok)
     return {
@@ -201,7 +166,6 @@ def summarize(source, results: list[dict], binary: str | None) -> dict:
         "kind": source.kind,
         "distribution": dist,
         "host_machine": host,
-        "cuobjdump": binary,
         "elf_files": len(results),
         "cuda_runtime": runtimes,
         "cubin": sorted({a for r in ok for a in r["cubin"]}, key=fatbin.arch_sort_key),

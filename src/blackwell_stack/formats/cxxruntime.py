@@ -145,7 +145,7 @@ def check_wheel(path: str | Path) -> list[tuple[str, CxxRuntime]]:
     source = wheelzip.open_source(path)
     out = []
     for member in sorted(source.elf_members, key=lambda m: m.name):
-        with source.open_elf(member.name) as (e, _path):
+        with source.open_elf(member.name) as e:
             out.append((member.name, classify(e)))
     return out
 

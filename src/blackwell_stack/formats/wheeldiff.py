@@ -188,9 +188,7 @@ def _compare_member(za, zb, ia: zipfile.ZipInfo, ib: zipfile.ZipInfo, pa: Path, 
     with za.open(ia) as fa, zb.open(ib) as fb:
         heads = fa.read(4), fb.read(4)
     if all(elf.is_elf(h) for h in heads):
-        with wheelzip.open_member_elf("wheel", pa, ia.filename) as (ea, _), wheelzip.open_member_elf(
-            "wheel", pb, ib.filename
-        ) as (eb, _):
+        with wheelzip.open_member_elf("wheel", pa, ia.filename) as ea, wheelzip.open_member_elf("wheel", pb, ib.filename) as eb:
             cls, detail = classify_elf(ea, eb)
         return {"name": ia.filename, "class": cls, "detail": detail}
     return {"name": ia.filename, "class": "content", "detail": f"{ia.file_size} -> {ib.file_size} bytes"}

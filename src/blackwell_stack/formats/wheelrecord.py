@@ -1,4 +1,4 @@
-"""A wheel's RECORD against its own files, and its METADATA name and version.
+"""A wheel's RECORD against its own files.
 
 A wheel lists every file it holds in `<name>.dist-info/RECORD`, each with the
 urlsafe-base64 sha256 of its bytes and its size (PEP 376/427, the "binary
@@ -15,7 +15,6 @@ import io
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
@@ -57,19 +56,6 @@ def dist_info_dir(zf: zipfile.ZipFile) -> str | None:
         if name.endswith(".dist-info/WHEEL") and name.count("/") == 1:
             return name.split("/", 1)[0]
     return None
-
-
-def metadata(zf: zipfile.ZipFile, path: Path) -> tuple[str, str]:
-    """(Name, Version) from the wheel's METADATA; a StackError when it has none or they are missing."""
-    info = dist_info_dir(zf)
-    text = _read_text(zf, f"{info}/METADATA", path) if info else None
-    if text is None:
-        raise wheelzip.NotAWheelError(f"{path} has no .dist-info/METADATA", "a wheel built by pip or a build backend has one")
-    headers = HeaderParser().parsestr(text, headersonly=True)
-    name, version = headers.get("Name"), headers.get("Version")
-    if not name or not version:
-        raise wheelzip.NotAWheelError(f"{path}: METADATA has no Name or Version", "the wheel is malformed; build or download it again")
-    return name.strip(), version.strip()
 
 
 def check(path: str | Path, *, known: dict[str, str] | None = None,
@@ -122,7 +108,7 @@ def parse_record(text: str, where: str, *, hint: str = "the wheel is malformed",
                  strict: bool = True) -> dict[str, tuple[str | None, str | None, int | None]]:
     """RECORD rows: name -> (hash algorithm, urlsafe-base64 digest, size); (None, None, None) when unhashed.
 
-    The one reader of RECORD files: a wheel's (inspect, pins vendor --record, stack doctor) and an
+    The one reader of RECORD files: a wheel's (inspect, stack doctor) and an
     installation's (pins rescue, stack doctor). A malformed row is a StackError naming `where`, its
     line and `hint`; with strict=False it is read as far as it goes (doctor compares what it can).
     """

@@ -116,8 +116,8 @@ class WheelSource:
         with open_zip(self.path) as zf:
             return zipmember.read_member(zf, info, self.path).decode("utf-8", errors="replace")
 
-    def open_elf(self, name: str, *, need_path: bool = False):
-        return open_member_elf(self.kind, self.path, name, need_path=need_path)
+    def open_elf(self, name: str):
+        return open_member_elf(self.kind, self.path, name)
 
 
 class DirSource:
@@ -153,8 +153,8 @@ class DirSource:
             return None
         return inputfiles.read_text(p, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace")
 
-    def open_elf(self, name: str, *, need_path: bool = False):
-        return open_member_elf(self.kind, self.path, name, need_path=need_path)
+    def open_elf(self, name: str):
+        return open_member_elf(self.kind, self.path, name)
 
 
 class FileSource:
@@ -178,8 +178,8 @@ class FileSource:
     def read_text(self, name: str) -> str | None:
         return None
 
-    def open_elf(self, name: str, *, need_path: bool = False):
-        return open_member_elf(self.kind, self.path, name, need_path=need_path)
+    def open_elf(self, name: str):
+        return open_member_elf(self.kind, self.path, name)
 
 
 def open_source(path: str | Path):
@@ -221,12 +221,8 @@ def map_file(path: Path) -> Iterator[object]:
 
 
 @contextlib.contextmanager
-def open_member_elf(kind: str, root: str | Path, name: str, *, need_path: bool = False) -> Iterator[tuple]:
-    """(ElfFile, path on disk or None) of one member of a source; picklable arguments for worker processes.
-
-    need_path: also give a file path (a temp file for wheel members), for
-    tools such as cuobjdump that read files.
-    """
+def open_member_elf(kind: str, root: str | Path, name: str) -> Iterator[elf.ElfFile]:
+    """The ElfFile of one member of a source; picklable arguments for worker processes."""
     root = Path(root)
     if kind == "wheel":
         with open_zip(root, require_wheel=False) as zf:
@@ -234,29 +230,29 @@ def open_member_elf(kind: str, root: str | Path, name: str, *, need_path: bool =
                 info = zf.getinfo(name)
             except KeyError:
                 raise StackError(f"{root} has no member {name}") from None
-            with _materialize(zf, info, root, need_path=need_path) as (buf, path):
-                yield elf.parse(buf, f"{root.name}:{name}"), path
+            with _materialize(zf, info, root) as buf:
+                yield elf.parse(buf, f"{root.name}:{name}")
         return
     path = root / name if kind == "directory" else root
     with map_file(path) as buf:
-        yield elf.parse(buf, str(path)), path
+        yield elf.parse(buf, str(path))
 
 
 @contextlib.contextmanager
-def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path, *, need_path: bool) -> Iterator[tuple]:
+def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> Iterator[bytes | mmap.mmap]:
     """One member's bytes: in memory when small, else a memory-mapped temp file removed afterwards."""
     try:
-        if info.file_size <= IN_MEMORY_LIMIT and not need_path:
-            yield zf.read(info), None
+        if info.file_size <= IN_MEMORY_LIMIT:
+            yield zf.read(info)
             return
         with tempfile.NamedTemporaryFile(prefix="bws-member-", suffix="-" + info.filename.rsplit("/", 1)[-1]) as tmp:
             with zf.open(info) as src:
                 shutil.copyfileobj(src, tmp, 4 << 20)
             tmp.flush()
             if info.file_size == 0:
-                yield b"", Path(tmp.name)
+                yield b""
                 return
             with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                yield mm, Path(tmp.name)
+                yield mm
     except zipmember.READ_ERRORS as exc:
         raise zipmember.member_error(archive, info.filename, exc) from None

@@ -1,4 +1,5 @@
-"""`blackwell-stack kernel ...`: the sgl-kernel recipe, patch check, build, its tests on a GPU and compile-work plan."""
+"""`blackwell-stack kernel ...`: the sgl-kernel patch check, build (`--dry-run`: the recipe as it would be built), its
+sources, its tests on a GPU and the reference wheel."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import sys
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float, positive_int, web_url
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.errors import ExitCode, ToolchainError
-from blackwell_stack.kernel.build import compile_work, execute, prepare, toolchain
+from blackwell_stack.errors import ExitCode
+from blackwell_stack.kernel.build import execute, prepare
 from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
 from blackwell_stack.kernel.reproducibility import reference
 from blackwell_stack.kernel.reproducibility.conditions import CONDITIONS
@@ -17,14 +18,9 @@ from blackwell_stack.kernel.test import command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: recipe, patches, build without Nix, its sources by hash, compile-work plan")
+    kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: patches, build without Nix (--dry-run shows the recipe), its sources by hash, its tests")
     ksub = kernel.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND")
     ksub.required = True
-
-    p = ksub.add_parser("recipe", help="CMake defines, environment and memory rule of the recipe (pkgs/sgl-kernel/recipe.json)")
-    p.add_argument("--arch", default=None, help="target architectures, e.g. 12.0a (default: the recipe's)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_recipe)
 
     patches = ksub.add_parser("patches", help="the sgl-kernel patch series")
     psub = patches.add_subparsers(dest="patches_command", metavar="SUBCOMMAND")
@@ -102,59 +98,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=func)
 
     command.register(ksub)
-
-    p = ksub.add_parser("plan", help="device compilations of upstream's defaults against the recipe")
-    p.add_argument("--src", default=None, help="sglang checkout or its sgl-kernel directory (default: the recorded lists)")
-    p.add_argument("--arch", default=None, help="target architectures of the recipe side (default: the recipe's)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_plan)
-
-
-def cmd_recipe(args: argparse.Namespace) -> int:
-    rec = recipe.load()
-    arch = recipe.check_archs(rec, args.arch or rec["arch"])
-    data = {
-        "arch": arch,
-        "cmake_flags": recipe.cmake_flags(rec, arch),
-        "defines": recipe.defines(rec, arch),
-        "environment": recipe.environment(rec, arch),
-        "skbuild_config_settings": recipe.skbuild_config_settings(rec, arch),
-        "planned_at_build_time": rec["planned_defines"] + rec["planned_environment"],
-        "memory": rec["memory"],
-    }
-    try:
-        host, plan = prepare.host_job_plan(rec, arch, cmake=toolchain.build_tool("cmake", sys.executable))
-        data["job_plan_here"] = {"jobs": plan.jobs, "nvcc_threads": plan.threads, "planned_peak_mib": plan.planned_peak_mib,
-                                 "available_mib": host.available_mib, "note": plan.note}
-    except ToolchainError as exc:
-        data["job_plan_here"] = {"error": exc.message}
-    if args.json:
-        output.dump_json(data)
-        return 0
-    output.heading(f"sgl-kernel recipe for {arch} ({recipe.recipe_path()})")
-    notes = rec.get("cmake_define_notes", {})
-    output.table(["define", "value", "why"], [[k, v, notes.get(k, "")] for k, v in sorted(data["defines"].items())])
-    output.heading("environment")
-    output.table(["variable", "value"], sorted(data["environment"].items()))
-    output.paragraph(f"planned at build time: {', '.join(data['planned_at_build_time'])}")
-    output.heading("memory")
-    mem = rec["memory"]
-    output.paragraph(f"largest compile: {mem['per_nvcc_thread_peak_mib']} MiB; others not listed: "
-                     f"{mem.get('unlisted_unit_peak_mib', mem['per_nvcc_thread_peak_mib'])} MiB")
-    units = sorted(mem.get("unit_peaks_mib", {}).items(), key=lambda item: -item[1])
-    if units:
-        heavy = mem.get("heavy_unit_mib")
-        output.table(["MiB", "unit", "ninja pool"],
-                     [[peak, unit, heavy is not None and peak > heavy] for unit, peak in units])
-    output.paragraph(f"source: {mem['provenance']}")
-    output.paragraph(f"rule: {mem['rule']}")
-    plan = data["job_plan_here"]
-    if "error" in plan:
-        print(f"this host: {plan['error']}")
-    else:
-        output.paragraph(f"this host: {plan['jobs']} job(s) x {plan['nvcc_threads']} nvcc thread(s), planned peak "
-                         f"{plan['planned_peak_mib']} MiB of {plan['available_mib']} MiB available ({plan['note']})")
-    return 0
 
 
 def cmd_patches_check(args: argparse.Namespace) -> int:
@@ -334,25 +277,3 @@ def cmd_sources_fetch(args: argparse.Namespace) -> int:
     states = sourcedir.fetch(args.dir, _source_items(args), github=args.github,
                              say=lambda text: print(text, file=sys.stderr))
     return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    cmp = compile_work.compare(args.src, args.arch)
-    if args.json:
-        output.dump_json(cmp.to_json())
-        return 0
-    output.heading("sgl-kernel device compilations: upstream defaults vs the recipe")
-    print(cmp.source_note)
-    rows = []
-    recipe_by_target = {t.target: t for t in cmp.recipe}
-    for up in cmp.upstream:
-        rc = recipe_by_target.get(up.target)
-        rows.append([
-            up.target, up.cuda_units, f"{len(up.archs)} x {len(up.variants)}", up.compilations,
-            f"{len(rc.archs)} x {len(rc.variants)}" if rc and rc.compilations else "off", rc.compilations if rc else 0,
-        ])
-    output.table(["target", ".cu units", "upstream archs x variants", "upstream", "recipe archs x variants", "recipe"], rows)
-    verdict = "meets" if cmp.meets_goal else "MISSES"
-    print(f"\ntotal: upstream {cmp.upstream_total}, recipe {cmp.recipe_total} device compilations: "
-          f"ratio {cmp.ratio_text()} ({verdict} the goal of at most 1/8)")
-    return 0

@@ -7,7 +7,7 @@ import sys
 from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
-from blackwell_stack.kernel.build import compile_work, prepare, toolchain
+from blackwell_stack.kernel.build import prepare, toolchain
 from blackwell_stack.kernel.inputs import patch_series, recipe
 
 
@@ -58,17 +58,9 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
     except (StackError, OSError) as exc:
         hint = f"does not fit on this host: {getattr(exc, 'message', exc)}"
     sec.items.append(PlanItem("job plan (decided again at build time)", hint, "src/blackwell_stack/kernel/jobs.py"))
-    try:
-        work = compile_work.compare()
-        sec.items.append(PlanItem("device compilations vs upstream",
-                                  f"{work.recipe_total} of {work.upstream_total} ({work.ratio_text()})",
-                                  "blackwell-stack kernel plan"))
-    except StackError as exc:
-        sec.items.append(PlanItem("device compilations vs upstream", "unknown", None, False, exc.message))
     sec.commands += [
         "blackwell-stack kernel patches check --src ./sglang",
         "blackwell-stack kernel build --src ./sglang --out dist/",
-        "blackwell-stack kernel plan",
         "nix build .#sgl-kernel-wheel",
     ]
     return sec

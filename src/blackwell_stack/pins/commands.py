@@ -1,4 +1,4 @@
-"""`blackwell-stack pins show|update|vendor`."""
+"""`blackwell-stack pins show|update kernel-sources|rescue|vendor`."""
 
 from __future__ import annotations
 
@@ -6,19 +6,13 @@ import argparse
 from pathlib import Path
 
 from blackwell_stack import argtypes, output
-from blackwell_stack import pypi as pypi_api
 from blackwell_stack.data import registry
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.fileio import check_output_path
 from blackwell_stack.kernel.inputs import sources as kernel_sources
 from blackwell_stack.pins import flake_inputs, inventory
 from blackwell_stack.pins.rescue import rescue
-from blackwell_stack.pins.update import update_pypi, update_torch
 from blackwell_stack.pins.vendor import vendor
 from blackwell_stack.stacks import plan as stack_plan
-
-# The torch nightly's pins: the nightly stack keeps them (stack.json kept_wheels.pins).
-NIGHTLY = "nightly"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,23 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     upd = psub.add_parser("update", help="resolve, download and hash pins")
     usub = upd.add_subparsers(dest="update_target", metavar="TARGET")
     usub.required = True
-
-    torch = usub.add_parser("torch", help="pin a dated torch nightly and the triton it requires")
-    torch.add_argument("--date", required=True, help="nightly date, YYYYMMDD (e.g. 20260307)")
-    torch.add_argument("--cuda", default="cu130", help="CUDA flavour of the index (default: cu130)")
-    torch.add_argument("--python", action="append", dest="pythons", metavar="X.Y", help="Python version (repeatable; default 3.12)")
-    torch.add_argument("--system", action="append", dest="systems", metavar="SYSTEM", help="Nix system (repeatable; default x86_64-linux)")
-    torch.add_argument("--index-url", type=argtypes.web_url, help="PEP 503/691 index (default: https://download.pytorch.org/whl/nightly/<cuda>)")
-    torch.add_argument("--file", type=Path, help=f"pins file to write (default: {registry.entry('kept-wheel-pins').pattern.format(name=NIGHTLY)})")
-    torch.set_defaults(func=cmd_update_torch)
-
-    pypi = usub.add_parser("pypi", help="pin PyPI releases (NAME==VERSION) with their hashes")
-    pypi.add_argument("specs", nargs="+", metavar="NAME==VERSION")
-    pypi.add_argument("--file", type=Path, required=True, help="pins file to create or update")
-    pypi.add_argument("--python", action="append", dest="pythons", metavar="X.Y", help="Python version for binary wheels (default 3.12)")
-    pypi.add_argument("--system", action="append", dest="systems", metavar="SYSTEM", help="Nix system (default x86_64-linux)")
-    pypi.add_argument("--index-url", type=argtypes.web_url, default=None, help="PyPI JSON API base (default: https://pypi.org/pypi)")
-    pypi.set_defaults(func=cmd_update_pypi)
 
     ks = usub.add_parser("kernel-sources", help="prefetch and hash sgl-kernel's source and FetchContent pins (needs Nix and GitHub)")
     ks.add_argument("--refresh", action="store_true", help="re-hash every pin, not only the unverified ones")
@@ -76,18 +53,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help=f"where GitHub's archives are fetched from (default: {flake_inputs.GITHUB})")
     fi.set_defaults(func=cmd_flake_inputs)
 
-    ven = psub.add_parser("vendor", help="check a kept wheel against its pin or a stack's lock and add it to the Nix store")
+    ven = psub.add_parser("vendor", help="check a kept wheel against the stack's lock that names it and add it to the Nix store")
     ven.add_argument("wheel", type=Path, metavar="FILE.whl")
-    ven.add_argument("--file", type=Path, action="append", dest="files", help="pins file(s) to match against (default: all)")
-    ven.add_argument("--record", action="store_true", help="fill an unverified pin with this file's own hash")
     ven.set_defaults(func=cmd_vendor)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     if args.stack:
         stack = stack_data.load(args.stack)
-        rows = stack_plan.kept_wheel_pins(stack) + (stack_plan.locked_files(stack) if stack.locked
-                                                     else [stack_plan.summary_row(stack)])
+        rows = stack_plan.locked_files(stack) if stack.locked else [stack_plan.summary_row(stack)]
     else:
         rows = inventory.all_pins()
     if args.json:
@@ -104,34 +78,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     if missing:
         print()
         output.paragraph(f"{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
-    return 0
-
-
-def cmd_update_torch(args: argparse.Namespace) -> int:
-    path = args.file or registry.path("kept-wheel-pins", NIGHTLY)
-    check_output_path(path, "--file")  # before resolving and downloading
-    data = update_torch(
-        path,
-        date=args.date,
-        cuda=args.cuda,
-        pythons=args.pythons or ["3.12"],
-        systems=args.systems or ["x86_64-linux"],
-        index_url=args.index_url,
-    )
-    _print_written(path, data)
-    return 0
-
-
-def cmd_update_pypi(args: argparse.Namespace) -> int:
-    check_output_path(args.file, "--file")  # before resolving and downloading
-    data = update_pypi(
-        args.file,
-        args.specs,
-        pythons=args.pythons or ["3.12"],
-        systems=args.systems or ["x86_64-linux"],
-        index_json=args.index_url or pypi_api.PYPI_JSON,
-    )
-    _print_written(args.file, data)
     return 0
 
 
@@ -152,12 +98,6 @@ def cmd_flake_inputs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_written(path: Path, data: dict) -> None:
-    rows = [[name, pkg["version"], key, e["hash"]] for name, pkg in data["packages"].items() for key, e in pkg["wheels"].items()]
-    output.table(["package", "version", "wheel", "hash"], rows)
-    print(f"wrote {path}")
-
-
 def cmd_rescue(args: argparse.Namespace) -> int:
     done = rescue(args.dist, args.from_venv, args.out)
     print(f"repacked {done.dist} {done.version} from {args.from_venv}: {done.files} files, each checked against the "
@@ -165,16 +105,14 @@ def cmd_rescue(args: argparse.Namespace) -> int:
     print(f"wrote {done.wheel}\nsha256 {done.sha256}")
     print("This wheel holds the same files as the installed one, not the same zip bytes as the wheel it came from: "
           "its sha256 is a new pin, not the upstream one.")
-    print(f"Record it (and add it to the Nix store) with: blackwell-stack pins vendor {done.wheel} --record")
     print("Lock a stack against it with its lock command, e.g.: blackwell-stack stack lock nightly --wheels "
           f"{done.wheel.parent}")
+    print(f"then add it to the Nix store with: blackwell-stack pins vendor {done.wheel}")
     return 0
 
 
 def cmd_vendor(args: argparse.Namespace) -> int:
-    files = args.files or inventory.wheel_pins_paths()
-    locks = [] if args.files else [s.lock_path for s in map(stack_data.load, stack_data.names()) if s.locked]
-    result = vendor(args.wheel, files, record=args.record, locks=locks)
-    verb = "pinned and added" if result.recorded else "matches its pin; added"
-    print(f"{args.wheel.name} {verb} ({result.package}, {result.key} in {result.pins_file}):\n{result.store_path}")
+    locks = [s.lock_path for s in map(stack_data.load, stack_data.names()) if s.locked]
+    result = vendor(args.wheel, locks)
+    print(f"{args.wheel.name} matches its pin; added ({result.package}, uv.lock in {result.lock}):\n{result.store_path}")
     return 0

@@ -1,26 +1,12 @@
-"""Every pin, in one list: flake inputs, the stacks' locks, the wheel pins a stack keeps, kernel sources."""
+"""Every pin, in one list: flake inputs, the stacks' locks, kernel sources."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from blackwell_stack.data import registry
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.pins import PinRow
 from blackwell_stack.kernel.inputs import sources as kernel_sources
-from blackwell_stack.paths import data_path
 from blackwell_stack.stacks import plan
-
-
-def wheel_pins_paths() -> list[Path]:
-    """The wheel pins files the stacks keep (stack.json kept_wheels.pins), in stack order."""
-    paths = [data_path(s.data["kept_wheels"]["pins"]) for s in map(stack_data.load, stack_data.names()) if s.data.get("kept_wheels")]
-    return [p for p in paths if p.exists()]
-
-
-def _wheel_rows() -> list[PinRow]:
-    """The wheel pins each stack keeps, as `pins show --stack NAME` lists them."""
-    return [row for name in stack_data.names() for row in plan.kept_wheel_pins(stack_data.load(name))]
 
 
 def _github_url(src: dict) -> str | None:
@@ -75,4 +61,4 @@ def shared_pins() -> list[PinRow]:
 
 
 def all_pins() -> list[PinRow]:
-    return _flake_rows() + _stack_rows() + _wheel_rows() + _source_rows()
+    return _flake_rows() + _stack_rows() + _source_rows()

@@ -1,4 +1,4 @@
-"""CLI commands of the serve area: render, check, run, flags extract|show."""
+"""CLI commands of the serve area: render, check, run."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ from blackwell_stack import proc
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import DEFAULT_PROFILE
 from blackwell_stack.errors import BuildError, ExitCode, StackError, ToolchainError
-from blackwell_stack.fileio import atomic_write_bytes, check_output_path
 from blackwell_stack.output import dump_json, heading, table
-from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve import flags_decisions, flags_extract, module_check
+from blackwell_stack.serve import module_check
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, command_line, configure
 
@@ -60,24 +58,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the Python that has sglang: the serving venv's bin/python (default: this one); checked "
                    "before SGLang is started")
     p.set_defaults(func=cmd_run)
-
-    p = serve_sub.add_parser("flags", help="the SGLang flag tables, one per SGLang version (modules/sglang-flags/)")
-    flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
-    flags_sub.required = True
-    e = flags_sub.add_parser("extract", help="the flag table of an sglang wheel, from SGLang's own parser (in a child "
-                             "process)")
-    e.add_argument("--wheel", type=Path, required=True, help="the sglang wheel (" + flags_extract.WHEEL_HINT.format(version="<version>") + ")")
-    e.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags/<version>.json)")
-    e.add_argument("--python", default=None, help="the interpreter that builds the parser: one with this sglang "
-                   "installed imports it for real; otherwise its other sglang modules are stood in (default: this "
-                   "one; sglang 0.5.2x needs msgspec there)")
-    e.set_defaults(func=cmd_flags_extract)
-    s = flags_sub.add_parser("show", help="look up flags in the committed table")
-    s.add_argument("names", nargs="*", help="flags to show (default: all)")
-    s.add_argument("--sglang-version", help="whose table (default: the default profile's runtime)")
-    s.add_argument("--flags-table", type=Path)
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(func=cmd_flags_show)
 
 
 def _service(args: argparse.Namespace) -> Service:
@@ -215,44 +195,3 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise StackError(f"cannot start {argv[0]}: {exc}", "pass --python with the interpreter that has sglang installed") from exc
     return int(ExitCode.OK)  # not reached
-
-
-def cmd_flags_extract(args: argparse.Namespace) -> int:
-    # Checked before the wheel is read; without --output the table goes beside the
-    # others, named by the wheel's SGLang version.
-    out = check_output_path(args.output or flags_extract.default_output(args.wheel), "--output")
-    data = flags_extract.extract_wheel(args.wheel, args.python)
-    atomic_write_bytes(out, flags_decisions.render_table(data).encode())
-    print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, sha256 {data['wheel']['sha256']})")
-    return int(ExitCode.OK)
-
-
-def cmd_flags_show(args: argparse.Namespace) -> int:
-    t = flagmod.load_table(args.sglang_version, args.flags_table)
-    names = args.names or list(t.flags)
-    rows, out, abbreviated = [], {}, []
-    for name in names:
-        name = name if name.startswith("--") else f"--{name}"
-        # As SGLang's parser reads it: an exact option or an abbreviation it accepts (`--tp`), as `serve check` does.
-        primary, could_mean = flagmod.canonical(name, t.data)
-        if primary is None:
-            version = t.data["sglang_version"]
-            if could_mean:
-                more = f" and {len(could_mean) - 6} more" if len(could_mean) > 6 else ""
-                raise StackError(f"{name} is ambiguous for sglang {version}: it could mean "
-                                 f"{', '.join(could_mean[:6])}{more}", "write more of the flag")
-            hint = t.suggest(name)
-            raise StackError(f"sglang {version} has no flag {name}", f"did you mean {hint}?" if hint else None)
-        if name != primary and name not in t.flags[primary]["aliases"]:
-            abbreviated.append(f"{name} is an abbreviation of {primary} that sglang {t.data['sglang_version']} accepts")
-        e = t.flags[primary]
-        out[primary] = e
-        rows.append((primary, ", ".join(e["aliases"]) or "-", e["type"] or e["action"], e["default"],
-                     ", ".join(map(str, e["choices"])) if e["choices"] else (e["choices_unresolved"] and f"(unresolved: {e['choices_unresolved']})")))
-    if args.json:
-        dump_json(out)
-    else:
-        table(["flag", "aliases", "type", "default", "choices"], rows)
-        for note in abbreviated:
-            print(note)
-    return int(ExitCode.OK)

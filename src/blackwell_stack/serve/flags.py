@@ -1,8 +1,7 @@
 """SGLang's flag table of one SGLang version, as committed: `modules/sglang-flags/<version>.json`.
 
-The table is data, extracted from the sglang wheel (`blackwell-stack serve
-flags extract`, flags_extract.py, with the wheel's name and sha256); a stack
-selects its table by the version of SGLang it holds (`load_table(version)`,
+The table is data, extracted from the sglang wheel
+(scripts/sglang-flags/flags_extract.py, with the wheel's name and sha256); a stack selects its table by the version of SGLang it holds (`load_table(version)`,
 and `flagTableFor` in lib/sglang-service.nix). Besides each flag (dest, type,
 number of values, choices, default, negations) it holds argparse's decisions
 about every option string: exact spellings (`options`), accepted
@@ -11,6 +10,7 @@ abbreviations, ambiguous prefixes and negating spellings.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from blackwell_stack.data import registry, versions
 from blackwell_stack.data.profile import load_profile
 from blackwell_stack.errors import DataError
 
-GENERATOR = "blackwell-stack serve flags extract --wheel {wheel} --output modules/sglang-flags/{version}.json"
+GENERATOR = "python scripts/sglang-flags/flags_extract.py --wheel {wheel} --output modules/sglang-flags/{version}.json"
 SCHEMA_VERSION = 3
 
 
@@ -42,9 +42,6 @@ class FlagTable:
 
     def entry(self, option: str) -> dict[str, Any]:
         return self.flags[self.options[option]]
-
-    def suggest(self, option: str) -> str | None:
-        return suggest(option, self.data)
 
 
 def table_path(version: str) -> Path:
@@ -82,7 +79,7 @@ def load_table(version: str | None = None, path: Path | None = None) -> FlagTabl
             )
     path = Path(path)
     data = registry.load("flag-table", file=path, missing=DataError(
-        path, None, None, "no such flag table", "pass a table written by `blackwell-stack serve flags extract`"))
+        path, None, None, "no such flag table", "pass a table written by scripts/sglang-flags/flags_extract.py"))
     if version is not None and data["sglang_version"] != version:
         raise DataError(
             path, None, "sglang_version", f"is {data['sglang_version']}, expected {version}",
@@ -95,7 +92,7 @@ def canonical(option: str, table: dict[str, Any]) -> tuple[str | None, list[str]
     """How SGLang's parser reads an option string: (primary spelling, []) for an exact option or an accepted
     abbreviation; (None, the option strings it could mean) for an ambiguous prefix; (None, []) otherwise.
 
-    Looked up in the table's decisions (flags_decisions.py), as lib/sglang-service.nix does.
+    Looked up in the table's decisions (scripts/sglang-flags/flags_decisions.py), as lib/sglang-service.nix does.
     """
     if option in table["options"]:
         return table["options"][option], []
@@ -109,36 +106,12 @@ def negated(option: str, table: dict[str, Any]) -> bool:
     return option in table["negated"]
 
 
-def levenshtein(a: str, b: str) -> int:
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
-
-
 def suggest(option: str, table: dict[str, Any]) -> str | None:
-    """The flag a misspelled option most likely meant, or None.
-
-    First an option whose dest is what was typed (`--fp4-gemm-runner-backend`
-    is the dest of `--fp4-gemm-backend`), then the nearest spelling by edit
-    distance (at most a third of its length; ties go to the first in sorted
-    order).
-    """
+    """The flag a misspelled option most likely meant, or None: first an option whose dest is what was typed
+    (`--fp4-gemm-runner-backend` is the dest of `--fp4-gemm-backend`), then difflib's closest spelling."""
     wanted = option.lstrip("-").replace("-", "_")
     for name in sorted(table["flags"]):
         if table["flags"][name]["dest"] == wanted:
             return name
-    bare = option.lstrip("-")
-    limit = max(1, len(bare) // 3)
-    best: tuple[int, str] | None = None
-    for name in sorted(table["options"]):
-        candidate = name.lstrip("-")
-        if abs(len(candidate) - len(bare)) > limit:
-            continue
-        d = levenshtein(bare, candidate)
-        if d <= limit and (best is None or d < best[0]):
-            best = (d, name)
-    return best[1] if best else None
+    close = difflib.get_close_matches(option, sorted(table["options"]), n=1)
+    return close[0] if close else None

@@ -1,4 +1,4 @@
-"""`blackwell-stack stack show|lock|audit|doctor`: the serving stacks (stacks/<name>/)."""
+"""`blackwell-stack stack lock|audit|doctor`: the serving stacks (stacks/<name>/); `plan stack-NAME` shows one."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from blackwell_stack import output
 from blackwell_stack.argtypes import positive_int
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.errors import DataError, ExitCode, StackError
+from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.stacks import doctor as stack_doctor
 from blackwell_stack.stacks import libraries
 from blackwell_stack.stacks import lock as locking
@@ -20,12 +20,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stack", help="the serving stacks: one uv.lock each, realized by uv2nix (Nix) or uv (venv)")
     ssub = p.add_subparsers(dest="stack_command", metavar="ACTION")
     ssub.required = True
-
-    show = ssub.add_parser("show", help="a stack's versions, lock, kernel and torch pairs (default: every stack)")
-    # No data is read while the parser is built: a broken checkout must still get --help and a clean error.
-    show.add_argument("name", nargs="?", help="stack name (default: every stack under stacks/)")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=cmd_show)
 
     lock = ssub.add_parser(
         "lock",
@@ -62,61 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     doctor.add_argument("--verify-files", action="store_true", help="also hash the installed files against RECORD")
     doctor.add_argument("--json", action="store_true", help="print JSON instead of tables")
     doctor.set_defaults(func=cmd_doctor)
-
-
-def summary(stack: stack_data.Stack) -> dict[str, Any]:
-    """What `stack show` and `plan` say about a stack."""
-    data: dict[str, Any] = {
-        "name": stack.name,
-        "description": stack.data["description"],
-        "audience": stack.data["audience"],
-        "default": stack.default,
-        "system": stack.system,
-        "python": stack.python,
-        "uv": stack.uv_version,
-        "kernel": stack.kernel,
-        "locked": stack.locked,
-        "lock_command": stack.lock_command,
-    }
-    if not stack.locked:
-        data["missing"] = stack.missing_lock_message()
-        return data
-    lock = stack.lock()
-    data["versions"] = stack.versions(lock)
-    data["packages"] = len([p for p in lock.packages.values() if not p.source.get("virtual")])
-    try:
-        audit = libraries.load_audit(stack)
-        data["audit"] = {"current": libraries.audit_is_current(stack, audit), "torch_pairs": audit["torch_pairs"],
-                         "choices": audit["choices"]}
-    except DataError:
-        raise  # one of the wrong shape is refused (exit 3)
-    except StackError as exc:  # a missing audit is reported, not fatal
-        data["audit"] = {"current": False, "problem": str(exc)}
-    return data
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    names = [args.name] if args.name else stack_data.names()
-    stacks = [summary(stack_data.load(n)) for n in names]
-    if args.json:
-        output.dump_json({"stacks": stacks})
-        return 0
-    for s in stacks:
-        output.heading(f"stack {s['name']}{' (default)' if s['default'] else ''}: {s['description']}")
-        print(f"for: {s['audience']}")
-        rows = [["python", s["python"]], ["system", s["system"]], ["locked with", f"uv {s['uv']}"],
-                ["kernel", f"{s['kernel']['package']} {s['kernel'].get('version') or ''} from {s['kernel']['from']}".strip()]]
-        if s["locked"]:
-            rows += [[k, v] for k, v in s["versions"].items()]
-            rows.append(["packages", s["packages"]])
-            audit = s["audit"]
-            rows.append(["wheels.json", "current" if audit["current"] else f"STALE: {audit.get('problem') or 'made from another uv.lock'}"])
-        else:
-            rows.append(["lock", "NONE"])
-        output.table(["what", "value"], rows)
-        if not s["locked"]:
-            print(f"\n{s['missing']}")
-    return 0
 
 
 def cmd_lock(args: argparse.Namespace) -> int:

@@ -18,11 +18,10 @@ from typing import Any
 
 from blackwell_stack.data import lock as lockfile
 from blackwell_stack.data import wheel_choice as wheels
-from blackwell_stack.data.pins import PinRow, load_pins
-from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
+from blackwell_stack.data.pins import PinRow
+from blackwell_stack.data.plan import PlanItem, PlanSection
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import DataError, StackError
-from blackwell_stack.paths import data_path
 from blackwell_stack.stacks import libraries
 
 HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
@@ -71,19 +70,6 @@ def _locked_files_by_package(stack: Stack) -> dict[str, PinRow]:
     return rows
 
 
-def kept_wheel_pins(stack: Stack) -> list[PinRow]:
-    """The stack's own wheel pins (stack.json kept_wheels.pins: the nightly's torch and triton)."""
-    kept = stack.data.get("kept_wheels")
-    if not kept:
-        return []
-    pins = load_pins(data_path(kept["pins"]))
-    return [
-        PinRow(f"{name} ({key})", pkg["version"], e["url"], e["hash"], e["hash_source"], e["hash_checked"],
-               e["verified"], e["reason"], kept["pins"], pins.update_command)
-        for name, pkg in pins.packages.items() for key, e in pkg["wheels"].items()
-    ]
-
-
 def summary_row(stack: Stack) -> PinRow:
     """One row for `pins show`: the stack's lock as a whole."""
     if not stack.locked:
@@ -108,11 +94,7 @@ def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
 def plan_section(stack: Stack) -> PlanSection:
     name = stack.name
     sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
-    sec.commands = [f"blackwell-stack stack show {name}", f"nix build .#{stack.env_attribute}"]
-    for row in kept_wheel_pins(stack):
-        sec.items.append(PlanItem(row.what, row.version or "-", row.hash_source if row.verified else row.file,
-                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
-                                  checked_by=hash_checked_by(row.hash_checked) if row.verified else None))
+    sec.commands = [f"nix build .#{stack.env_attribute}"]
     if not stack.locked:
         sec.items.insert(0, PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False,
                                      stack.missing_lock_message()))

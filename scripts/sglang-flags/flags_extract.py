@@ -1,4 +1,6 @@
-"""`serve flags extract`: SGLang's flag table from an sglang wheel, read from SGLang's own parser.
+"""SGLang's flag table from an sglang wheel, read from SGLang's own parser (a maintainer's script).
+
+    python scripts/sglang-flags/flags_extract.py --wheel sglang-0.5.9-py3-none-any.whl [--output FILE] [--python PY]
 
 A child process (parser_probe.py) builds `ServerArgs.add_cli_args` from the
 wheel and reports the parser's actions: with the wheel's other `sglang.*`
@@ -7,10 +9,12 @@ that has this sglang installed, with everything real. A choice or default that
 only a stand-in could give is recorded as unresolved, with the name it was
 reached by. The table also holds argparse's decisions about every option
 string a user may write (flags_decisions.py), for lib/sglang-service.nix.
+Without --output the table goes beside the others, named by the wheel's version.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -18,12 +22,18 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from blackwell_stack import inputfiles, proc
-from blackwell_stack.errors import StackError
-from blackwell_stack.hashes import hex_to_sri, sha256_file
-from blackwell_stack.serve import parser_probe
-from blackwell_stack.serve.flags import GENERATOR, SCHEMA_VERSION, table_path
-from blackwell_stack.serve.flags_decisions import decisions
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent / "src")]
+
+import flags_decisions  # noqa: E402
+import parser_probe  # noqa: E402
+
+from blackwell_stack import inputfiles, proc  # noqa: E402
+from blackwell_stack.cli import boundary  # noqa: E402
+from blackwell_stack.errors import ExitCode, StackError  # noqa: E402
+from blackwell_stack.fileio import atomic_write_bytes, check_output_path  # noqa: E402
+from blackwell_stack.hashes import hex_to_sri, sha256_file  # noqa: E402
+from blackwell_stack.serve.flags import GENERATOR, SCHEMA_VERSION, table_path  # noqa: E402
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 # The wheel a table is extracted from: the pure wheel where there is one (0.5.9),
@@ -56,7 +66,7 @@ def table_of(actions: list[dict[str, Any]], label: str) -> dict[str, Any]:
             options[name] = names[0]
     if not flags:
         raise StackError(f"{label}: SGLang's parser has no options", "is this an sglang wheel? check it")
-    return {"flags": flags, "options": dict(sorted(options.items())), **decisions(flags, options)}
+    return {"flags": flags, "options": dict(sorted(options.items())), **flags_decisions.decisions(flags, options)}
 
 
 def _installed_version(python: str) -> str | None:
@@ -69,7 +79,7 @@ def parser_actions(wheel: Path, version: str, python: str | None) -> tuple[list[
     """SGLang's parser actions for `wheel`, and how it was built ("installed" or "stand-ins")."""
     interpreter = python or sys.executable
     mode = "installed" if python and _installed_version(python) == version else "stand-ins"
-    source = Path(parser_probe.__file__).read_text()
+    source = Path(parser_probe.__file__).read_text()  # run with -c: the child imports nothing of this project
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     result = proc.run([interpreter, "-c", source, str(wheel), mode], env=env, check=False, timeout=300)
     if result.returncode != 0:
@@ -136,5 +146,32 @@ def _wheel_version(filename: str) -> str:
 
 
 def default_output(wheel: Path) -> Path:
-    """Where `serve flags extract` writes the table of `wheel` without --output: beside the others, by its version."""
+    """Where the table of `wheel` goes without --output: beside the others, by its version."""
     return table_path(_wheel_version(Path(wheel).name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheel", type=Path, required=True,
+                        help="the sglang wheel (" + WHEEL_HINT.format(version="<version>") + ")")
+    parser.add_argument("--output", type=Path, default=None, help="where to write (default modules/sglang-flags/<version>.json)")
+    parser.add_argument("--python", default=None, help="the interpreter that builds the parser: one with this sglang "
+                        "installed imports it for real; otherwise its other sglang modules are stood in (default: this "
+                        "one; sglang 0.5.2x needs msgspec there)")
+    args = parser.parse_args(argv)
+    try:
+        # Checked before the wheel is read.
+        out = check_output_path(args.output or default_output(args.wheel), "--output")
+        data = extract_wheel(args.wheel, args.python)
+        atomic_write_bytes(out, flags_decisions.render_table(data).encode())
+    except Exception as exc:  # one message and exit code, as the CLI gives them
+        failure = boundary.describe(exc)
+        print(f"error: {failure.message}", file=sys.stderr)
+        return int(failure.code)
+    print(f"{out}: {len(data['flags'])} flags of sglang {data['sglang_version']} ({data['wheel']['filename']}, "
+          f"sha256 {data['wheel']['sha256']})")
+    return int(ExitCode.OK)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,7 +2,7 @@
 
     python -c "$(this file)" WHEEL stand-ins|installed
 
-Run by flags_extract.py, never imported by the package: it uses the standard
+Run by flags_extract.py in a child process: it uses the standard
 library only, so it runs in any interpreter (the stack's environment, or the
 CLI's own). `ServerArgs.add_cli_args` is SGLang's code; what it registers is
 read from the parser's actions, so no layout of SGLang's source is assumed.

@@ -1,4 +1,4 @@
-"""NVIDIA's cuobjdump, when it is installed: the reference for embedded device code.
+"""NVIDIA's cuobjdump, when it is installed: the reference the tests hold `inspect`'s fatbin reader to.
 
 Found on PATH, in the PyPI package `nvidia-cuda-cuobjdump` (nvidia/cu13/bin)
 or under CUDA_HOME. `--list-elf --list-ptx` names each entry
@@ -13,11 +13,13 @@ import importlib.metadata
 import os
 import re
 import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack import proc
 from blackwell_stack.errors import StackError
+from blackwell_stack.formats.fatbin import arch_sort_key
 
 _ENTRY = re.compile(r"^(ELF|PTX) file\s+\d+:\s+(\S+)$")
 _ARCH = re.compile(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)$")
@@ -47,6 +49,16 @@ def find() -> str | None:
         if home and Path(home, "bin", "cuobjdump").is_file():
             return str(Path(home, "bin", "cuobjdump"))
     return None
+
+
+def required() -> str:
+    """cuobjdump's path, or the test is skipped."""
+    import pytest
+
+    found = find()
+    if found is None:
+        pytest.skip("cuobjdump is not installed: pip install nvidia-cuda-cuobjdump (a test dependency)")
+    return found
 
 
 def version(binary: str) -> str | None:
@@ -87,3 +99,26 @@ def list_entries(binary: str, path: str | Path, timeout: float = 600) -> Listing
 def listing_name(arch: str) -> str:
     """How cuobjdump's listing spells arch ("sm_100f" -> "sm_100")."""
     return arch[:-1] if arch.endswith("f") else arch
+
+
+def disagreements(binary: str, report: dict, path: str | Path, tmp: Path) -> tuple[int, list[str]]:
+    """(files compared, names of those whose cubin and PTX lists differ from cuobjdump's) for an `inspect` report
+    of `path`; wheel members are unpacked under `tmp` one at a time for cuobjdump, which reads files."""
+    path, compared, differ = Path(path), 0, []
+    for f in report["files"]:
+        if f["error"] or not f["fatbin_entries"]:
+            continue
+        if report["kind"] == "wheel":
+            with zipfile.ZipFile(path) as zf:
+                member = Path(zf.extract(f["name"], tmp))
+        else:
+            member = path / f["name"] if report["kind"] == "directory" else path
+        listing = list_entries(binary, member)
+        if report["kind"] == "wheel":
+            member.unlink()
+        compared += 1
+        own = [sorted({listing_name(a) for a in f[kind]}, key=arch_sort_key) for kind in ("cubin", "ptx")]
+        theirs = [sorted(set(listing.cubin), key=arch_sort_key), sorted(set(listing.ptx), key=arch_sort_key)]
+        if own != theirs or f["fatbin_entries"] != len(listing.cubin) + len(listing.ptx):
+            differ.append(f["name"])
+    return compared, differ

@@ -1,9 +1,11 @@
-"""`kernel plan`: device compilations of upstream's default build against the recipe.
+"""Benchmark (not a command): device compilations of upstream's default sgl-kernel build against the recipe.
+
+    python benchmarks/kernel-compile-work/compile_work.py [--src CHECKOUT] [--arch 12.0a] [--json]
 
 Device compile work is counted as CUDA translation units x target
 architectures x library variants, per CMake target. The translation units
 come from the checkout's CMakeLists.txt and cmake/flashmla.cmake (`--src`), or
-from pkgs/sgl-kernel/compile-units.json, a record of the same lists at the
+from compile-units.json beside this file, a record of the same lists at the
 pinned tag. Upstream's architecture sets are data too (they depend on CMake
 conditionals on the CUDA version and the processor: docs/sgl-kernel.md, x86-64,
 CUDA 13, default options); the recipe's follow patch 0005's rules.
@@ -11,15 +13,33 @@ CUDA 13, default options); the recipe's follow patch 0005's rules.
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_stack import inputfiles
-from blackwell_stack.data import registry
-from blackwell_stack.errors import DataError
-from blackwell_stack.kernel.inputs import patch_series, recipe
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent / "src"))
+
+from blackwell_stack import inputfiles, output  # noqa: E402
+from blackwell_stack.data import shape  # noqa: E402
+from blackwell_stack.data.shape import Bool, Int, ListOf, Literal, Map, Obj, Str  # noqa: E402
+from blackwell_stack.errors import DataError  # noqa: E402
+from blackwell_stack.kernel.inputs import patch_series, recipe  # noqa: E402
+
+UNITS = HERE / "compile-units.json"
+_NAMES = ListOf(Str(nonempty=True))
+SHAPE = Obj({
+    "schema_version": Literal((1,)),
+    "source": Str(),
+    "upstream_arch_sets": Map(_NAMES),
+    "targets": Map(Obj({"sources": _NAMES, "arch_set": Str(nonempty=True), "enabled_upstream": Bool()},
+                       optional={"variants_upstream": _NAMES, "globbed_cuda_units_upstream": Map(Int(minimum=0)),
+                                 "globbed_cuda_units_recipe_fa3_on": Map(Int(minimum=0))}), nonempty=True),
+})
 
 GOAL = 1 / 8  # issue 3: the SM120 recipe needs at most 1/8 of upstream's device compilations
 
@@ -62,9 +82,15 @@ def sources_from_checkout(src: str | Path) -> dict[str, list[str]]:
     return out
 
 
-def load_data(path: Path | None = None) -> dict:
-    """compile-units.json, checked (its shape and arch sets: data/schemas.py)."""
-    return registry.load("compile-units", file=path)
+def load_data(path: Path = UNITS) -> dict:
+    """compile-units.json, checked: its shape, and each target's arch set is one of upstream's."""
+    data = json.loads(inputfiles.read_text(path, limit=inputfiles.DATA_FILE_LIMIT))
+    shape.check(SHAPE, data, path)
+    for target, spec in data["targets"].items():
+        if spec["arch_set"] not in data["upstream_arch_sets"]:
+            raise DataError(path, f"targets.{target}", "arch_set",
+                            f"{spec['arch_set']!r} is not one of upstream_arch_sets: {', '.join(data['upstream_arch_sets'])}")
+    return data
 
 
 @dataclass
@@ -172,9 +198,40 @@ def compare(src: str | Path | None = None, archs: str | None = None) -> WorkComp
         sources = sources_from_checkout(src)
         note = (
             f"translation units parsed from {patch_series.kernel_dir(src)} (CMakeLists.txt, cmake/flashmla.cmake); "
-            "FA3's globbed instantiations and upstream's architecture sets from pkgs/sgl-kernel/compile-units.json"
+            f"FA3's globbed instantiations and upstream's architecture sets from {UNITS.name}"
         )
     else:
         sources = {t: spec["sources"] for t, spec in data["targets"].items()}
-        note = "no --src: translation units from pkgs/sgl-kernel/compile-units.json (" + data["source"] + ")"
+        note = f"no --src: translation units from {UNITS.name} ({data['source']})"
     return WorkComparison(upstream_work(data, sources), recipe_work(data, sources, rec, archs), note)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", default=None, help="sglang checkout or its sgl-kernel directory (default: the recorded lists)")
+    parser.add_argument("--arch", default=None, help="target architectures of the recipe side (default: the recipe's)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    cmp = compare(args.src, args.arch)
+    if args.json:
+        output.dump_json(cmp.to_json())
+        return 0
+    output.heading("sgl-kernel device compilations: upstream defaults vs the recipe")
+    print(cmp.source_note)
+    rows = []
+    recipe_by_target = {t.target: t for t in cmp.recipe}
+    for up in cmp.upstream:
+        rc = recipe_by_target.get(up.target)
+        rows.append([
+            up.target, up.cuda_units, f"{len(up.archs)} x {len(up.variants)}", up.compilations,
+            f"{len(rc.archs)} x {len(rc.variants)}" if rc and rc.compilations else "off", rc.compilations if rc else 0,
+        ])
+    output.table(["target", ".cu units", "upstream archs x variants", "upstream", "recipe archs x variants", "recipe"], rows)
+    verdict = "meets" if cmp.meets_goal else "MISSES"
+    print(f"\ntotal: upstream {cmp.upstream_total}, recipe {cmp.recipe_total} device compilations: "
+          f"ratio {cmp.ratio_text()} ({verdict} the goal of at most 1/8)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
