@@ -6,7 +6,7 @@ import pytest
 
 from blackwell_stack.errors import StackError
 from blackwell_stack.verify import events
-from blackwell_stack.verify.openai_client import Endpoint
+from blackwell_stack.verify.client import Endpoint
 from blackwell_stack.verify.wire import ChunkedDecoder, Limits, ProtocolError, SSEParser
 
 
@@ -17,7 +17,7 @@ from blackwell_stack.verify.wire import ChunkedDecoder, Limits, ProtocolError, S
         ("http://127.0.0.1:30000/v1/", "http://127.0.0.1:30000/v1"),
         ("localhost:8000", "http://localhost:8000/v1"),
         ("https://example.org/proxy", "https://example.org:443/proxy/v1"),
-        ("http://[::1]:30000", "http://::1:30000/v1"),
+        ("http://[::1]:30000", "http://[::1]:30000/v1"),
     ],
 )
 def test_endpoint_parse(url, base):

@@ -172,3 +172,29 @@ def test_bench_warms_up_each_level_at_its_own_concurrency():
         with urllib.request.urlopen(f"{server.url}/stats", timeout=30) as answer:
             asked = json.loads(answer.read())
     assert asked == {str(bench.WARMUP_TOKENS): 1 + 4, "64": 4 + 4}
+
+
+@pytest.mark.parametrize("fault,checks", [
+    ("same-answer", {"same-answer"}),
+    ("wrong-answer", {"wrong-answer"}),
+])
+def test_smoke_fails_a_server_that_does_not_answer_the_question(fault, checks):
+    """Sound text is not enough: one sentence for every prompt, or fluent wrong answers, fail smoke."""
+    with FaultServer(fault) as server:
+        result = cli("smoke", server.url, "--json")
+    assert_clean_failure(result)
+    report = json.loads(result.stdout)
+    assert {v["check"] for v in report["verdicts"]} == checks
+    if fault == "wrong-answer":  # the capital and the count are wrong; the two completions are fine
+        assert {v["prompt"] for v in report["verdicts"]} == {"capital", "count"}
+        assert any("Paris" in v["detail"] for v in report["verdicts"])
+
+
+def test_smoke_passes_the_answers_it_expects_and_shows_each_step():
+    with FaultServer("sound") as server:
+        result = cli("smoke", server.url)
+    assert result.returncode == ExitCode.OK, result.stdout + result.stderr
+    assert "smoke passed: 8 answers" in result.stdout
+    # Not a terminal: a line per request on stderr, as it ends.
+    steps = [line for line in result.stderr.splitlines() if line.startswith("smoke: ")]
+    assert len(steps) == 8 and steps[0].startswith("smoke: capital (no-stream): ok (")

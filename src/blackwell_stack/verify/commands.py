@@ -15,7 +15,7 @@ from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.progress import Progress
 from blackwell_stack.verify import baseline as baseline_mod
 from blackwell_stack.verify import bench as bench_mod
-from blackwell_stack.verify import degeneracy
+from blackwell_stack.verify import client, degeneracy
 from blackwell_stack.verify import smoke as smoke_mod
 from blackwell_stack.verify.openai_client import (
     Endpoint,
@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(exit 1) on the reference deployment's own failure text (\"NaN happened\", runs of '!': "
         "verify/failure-text.json) in an answer's text, finish reason or matched_stop, empty/null content, a "
         "finish reason other than stop/length, degenerate text (long character runs, looping phrases, low "
-        "character diversity, U+FFFD), a connection dropped mid-answer, or HTTP/protocol errors. --timeout bounds "
+        "character diversity, U+FFFD), a connection dropped mid-answer, HTTP/protocol errors, and on answers that "
+        "miss what any working model writes at temperature 0 (Paris, the digits of a count) or that another prompt "
+        "got too. --timeout bounds "
         "every request, the model listing included; after a request that gets no answer in time, the rest are "
         "not asked.",
     )
@@ -128,18 +130,31 @@ async def _model(endpoint: Endpoint, model: str | None, timeout: float) -> str:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    endpoint = Endpoint.parse(args.url, _api_key(args))
-
-    async def go() -> smoke_mod.SmokeReport:
-        model = await _model(endpoint, args.model, args.timeout)
-        return await smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout)
-
-    report = asyncio.run(go())
+    endpoint = client.Endpoint.parse(args.url, _api_key(args))
+    model = args.model or client.first_model_id(endpoint, timeout=args.timeout)
+    report = smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout,
+                                 on_step=_smoke_step(sys.stderr))
     if args.json:
         output.dump_json(report.to_json())
     else:
         print_smoke(report)
     return int(ExitCode.OK if report.ok else ExitCode.CHECK_FAILED)
+
+
+def _smoke_step(err: TextIO):
+    """What smoke shows while it waits: the request it is on (a terminal), or a line per answer."""
+    terminal = err.isatty()
+
+    def step(label: str, answer: smoke_mod.Answer | None) -> None:
+        if answer is None:
+            if terminal:
+                print(f"\rsmoke: asking {label} ...\x1b[K", end="", file=err, flush=True)
+            return
+        result = "ok" if not answer.verdicts else "FAIL " + ", ".join(sorted({v.check for v in answer.verdicts}))
+        start, clear = ("\r", "\x1b[K") if terminal else ("", "")
+        print(f"{start}smoke: {label}: {result} ({answer.seconds:.1f} s){clear}", file=err, flush=True)
+
+    return step
 
 
 def print_smoke(report: smoke_mod.SmokeReport, out=None) -> None:
@@ -151,11 +166,15 @@ def print_smoke(report: smoke_mod.SmokeReport, out=None) -> None:
         rows.append([a.prompt, a.api, a.mode, "ok" if not a.verdicts else "FAIL", a.finish_reason, a.completion_tokens, text])
     output.table(["prompt", "api", "mode", "result", "finish", "tokens", "text"], rows, out)
     if report.ok:
-        print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found", file=out)
+        print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found, the expected content in each", file=out)
         return
     output.heading("verdicts", out)
+    not_asked = [v for v in report.verdicts if v.check == "not-asked"]
     for v in report.verdicts:
-        print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}", file=out)
+        if v.check != "not-asked":
+            print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}", file=out)
+    if not_asked:
+        print(f"FAIL {len(not_asked)} answer(s) {not_asked[0].detail}", file=out)
     print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of {len(report.answers)} answers", file=out)
 
 
