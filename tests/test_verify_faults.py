@@ -198,3 +198,24 @@ def test_smoke_passes_the_answers_it_expects_and_shows_each_step():
     # Not a terminal: a line per request on stderr, as it ends.
     steps = [line for line in result.stderr.splitlines() if line.startswith("smoke: ")]
     assert len(steps) == 8 and steps[0].startswith("smoke: capital (no-stream): ok (")
+
+
+def test_a_baseline_that_fails_after_the_sweep_loses_none_of_its_results(tmp_path, monkeypatch, capsys):
+    """The shipped baseline is read after the sweep (it applies to the default target's model only): broken, it is
+    an error after the results are printed and written, not instead of them."""
+    from blackwell_stack.cli import main
+    from blackwell_stack.verify import baseline
+
+    broken = tmp_path / "baseline.json"
+    broken.write_text('{"target": "t"}')
+    monkeypatch.setattr(baseline, "DEFAULT_BASELINE", broken)
+    out = tmp_path / "bench.json"
+    with FaultServer("counted") as server:
+        code = main(["bench", server.url, "--concurrency", "1", "--requests", "2", "--output-len", "8",
+                     "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == ExitCode.USAGE, captured.err
+    result = json.loads(out.read_text())
+    assert result["levels"][0]["ok"] == 2 and "baseline.json" in result["baseline_error"]
+    assert "c=1" not in captured.err.split("error: no baseline comparison")[1]  # the error comes last
+    assert "out tok/s" in captured.out

@@ -225,21 +225,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_output_path(args.plot, "--plot")
         require_matplotlib()
     result = asyncio.run(_bench(endpoint, args.model, config, counter))
-    base = _baseline_for(args.baseline, result["model"])
-    if base is not None:
-        result["baseline"] = {
-            "file": str(base.path),
-            "target": base.target,
-            "source": base.source,
-            "tolerance": base.tolerance,
-            "comparison": baseline_mod.compare(base, result["levels"]),
-        }
+    # A baseline that fails now (a file changed during the sweep, a broken shipped one) loses nothing: the
+    # sweep's results are printed and written first, and its error comes after them.
+    baseline_error = None
+    try:
+        base = _baseline_for(args.baseline, result["model"])
+        if base is not None:
+            result["baseline"] = {
+                "file": str(base.path),
+                "target": base.target,
+                "source": base.source,
+                "tolerance": base.tolerance,
+                "comparison": baseline_mod.compare(base, result["levels"]),
+            }
+    except StackError as exc:
+        baseline_error = exc
+        result["baseline_error"] = exc.message
     # The results are printed first: a file that cannot be written after all loses nothing.
     if args.json:
         output.dump_json(result)
     else:
         print_bench(result)
     written = _write_outputs(result, args)
+    if baseline_error is not None:
+        print(f"error: no baseline comparison: {baseline_error.message}", file=sys.stderr)
+        if baseline_error.hint:
+            print(f"  hint: {baseline_error.hint}", file=sys.stderr)
+        return int(baseline_error.code)
     if written is not None:
         return written
     # A failed request fails the run: figures of a server that answers 9 of 10 requests with HTTP 500 are not
