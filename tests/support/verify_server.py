@@ -246,8 +246,8 @@ class Server:
         self._log_fh.close()
 
 
-FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models", "counted",
-          "negative-chunk", "unicode-length", "server-error", "escape-model", "same-answer", "wrong-answer", "sound")
+FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models",
+          "negative-chunk", "unicode-length", "escape-model", "same-answer", "wrong-answer", "sound")
 # What `sound` answers, by a word of the prompt (smoke's prompts); any other prompt gets its own sentence.
 SOUND_ANSWERS = {
     "capital": "The capital of France is Paris.",
@@ -334,7 +334,6 @@ async def _serve_fault(fault: str, port: int) -> None:
     listed = [] if fault == "no-models" else [{"id": ESCAPE_MODEL if fault == "escape-model" else f"fault-{fault}",
                                                "object": "model"}]
     models = _json_answer({"object": "list", "data": listed})
-    asked: dict[str, int] = {}  # `counted`: max_tokens -> completions asked for
 
     async def handle(reader, writer) -> None:
         try:
@@ -352,22 +351,10 @@ async def _serve_fault(fault: str, port: int) -> None:
                                             "content-length: ¹²".encode()))
             elif method == "GET" and path.endswith("/models"):
                 writer.write(models)
-            elif fault == "server-error" and asked.setdefault("answered", 0) == 0:  # the first one answered
-                asked["answered"] = 1
-                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
-            elif fault == "server-error":  # every completion after the first an HTTP 500
-                body = b'{"error": "internal"}'
-                writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\n"
-                             b"content-length: %d\r\n\r\n%s" % (len(body), body))
             elif fault == "negative-chunk":  # a chunk size int(, 16) takes: -6
                 writer.write(_SSE_HEAD + b"-6\r\ndata: \r\n")
-            elif fault == "counted" and path.endswith("/stats"):
-                writer.write(_json_answer(asked))
             elif fault == "escape-model":
                 writer.write(_text_answer(path, bool(body.get("stream")), _scripted("sound", body), {}))
-            elif fault == "counted":
-                asked[str(body.get("max_tokens"))] = asked.get(str(body.get("max_tokens")), 0) + 1
-                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
             elif fault in ("same-answer", "wrong-answer", "sound"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 writer.write(_text_answer(path, bool(body.get("stream")), _scripted(fault, body), {}, usage))
