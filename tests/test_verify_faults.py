@@ -1,4 +1,4 @@
-"""smoke and bench against broken servers on loopback (verify_server.FaultServer): bounded, no traceback.
+"""smoke against broken servers on loopback (verify_server.FaultServer): bounded, no traceback.
 
 Each run is a real CLI process with a wall-clock bound far above what the
 command needs, so a client that hangs fails the test instead of hanging it.
@@ -12,13 +12,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 from support.verify_server import HUGE_EVENT_BYTES, FaultServer, free_port
 
 from blackwell_stack.errors import ExitCode
-from blackwell_stack.verify import bench
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
 
@@ -73,24 +71,6 @@ def test_smoke_model_listing_is_bounded_by_timeout(silent):
     assert_clean_failure(result, "cannot list models", "timed out", "hint:")
 
 
-def test_bench_model_listing_is_bounded_by_timeout(silent):
-    result = cli("bench", silent, "--timeout", "1", "--concurrency", "1", "--requests", "1")
-    assert_clean_failure(result, "cannot list models", "timed out")
-
-
-def test_bench_warm_up_timeout_is_an_error_not_a_traceback(stall):
-    result = cli("bench", stall, "--timeout", "1", "--concurrency", "1", "--requests", "1")
-    assert_clean_failure(result, "warm-up request", "timed out", "--timeout")
-
-
-def test_bench_requests_that_time_out_are_counted_as_errors(stall):
-    result = cli("bench", stall, "--timeout", "1", "--warmup", "0", "--concurrency", "2", "--requests", "2", "--json")
-    assert_clean_failure(result)
-    level = json.loads(result.stdout)["levels"][0]
-    assert level["ok"] == 0 and level["errors"] == 2
-    assert all("timed out" in sample for sample in level["error_samples"])
-
-
 def test_smoke_stops_asking_after_a_request_that_times_out(stall):
     """A server that never answers costs one --timeout, not one per request: the other seven are not asked."""
     result = cli("smoke", stall, "--model", "m", "--timeout", "1", "--max-tokens", "4", "--json")
@@ -104,41 +84,27 @@ def test_smoke_stops_asking_after_a_request_that_times_out(stall):
 
 def test_a_huge_sse_event_is_refused_with_bounded_memory():
     with FaultServer("huge-event") as server:
-        result = cli("bench", server.url, "--warmup", "0", "--concurrency", "1", "--requests", "1",
-                     "--output-len", "8", "--json")
+        result = cli("smoke", server.url, "--model", "m", "--max-tokens", "8", "--json")
     assert_clean_failure(result)
-    level = json.loads(result.stdout)["levels"][0]
-    assert level["errors"] == 1 and "SSE event is longer than" in level["error_samples"][0]
+    verdicts = json.loads(result.stdout)["verdicts"]
+    assert any("longer than" in v["excerpt"] for v in verdicts), verdicts
     # The server offered a 256 MiB event; the client kept at most its cap (a few MiB).
     assert peak_rss_mib(result) < HUGE_EVENT_BYTES / (1 << 20) / 2
 
 
-def test_nan_answers_fail_bench_and_smoke():
+def test_nan_answers_fail_smoke():
     with FaultServer("nan") as server:
-        bench = cli("bench", server.url, "--concurrency", "1,2", "--requests", "2", "--output-len", "8", "--json")
         smoke = cli("smoke", server.url, "--json")
-    assert_clean_failure(bench)
-    answers = json.loads(bench.stdout)["answers"]
-    assert answers["broken"] == answers["judged"] == 4
-    assert answers["findings"] == {"failure-text": 4, "finish-reason": 4, "empty-content": 4}
-    assert answers["finish_reasons"] == {"NaN happened": 4}
     assert_clean_failure(smoke)
     report = json.loads(smoke.stdout)
     assert {v["check"] for v in report["verdicts"]} == {"failure-text", "finish-reason", "empty-content"}
     assert any("NaN happened" in v["detail"] for v in report["verdicts"])
 
 
-def test_bench_prints_the_broken_answers_in_its_table():
-    with FaultServer("nan") as server:
-        result = cli("bench", server.url, "--concurrency", "1", "--requests", "1", "--output-len", "8")
-    assert_clean_failure(result, "FAIL: 1 broken answer(s)", "finish-reason", "NaN happened")
-
-
 def test_a_server_without_models_or_without_the_api_is_a_failed_check(tmp_path):
     """An empty model list and an HTTP 404 (a plain file server) are the same kind of failure: exit 1."""
     with FaultServer("no-models") as server:
         assert_clean_failure(cli("smoke", server.url), "lists no model", "--model")
-        assert_clean_failure(cli("bench", server.url, "--requests", "1"), "lists no model")
     port = free_port()
     files = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
                               str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -162,13 +128,27 @@ def wait_for_port(port: int) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def test_bench_warms_up_each_level_at_its_own_concurrency():
-    """Before each level's clock starts: one round of as many requests as the level's concurrency, short answers (the
-    first batched prefill of a new batch size lands there, not in the figures: benchmarks/sglang-gpu/)."""
-    with FaultServer("counted") as server:
-        result = cli("bench", server.url, "--concurrency", "1,4", "--requests", "4", "--output-len", "64",
-                     "--warmup", "1", "--json")
-        assert result.returncode == 0, result.stderr
-        with urllib.request.urlopen(f"{server.url}/stats", timeout=30) as answer:
-            asked = json.loads(answer.read())
-    assert asked == {str(bench.WARMUP_TOKENS): 1 + 4, "64": 4 + 4}
+@pytest.mark.parametrize("fault,checks", [
+    ("same-answer", {"same-answer"}),
+    ("wrong-answer", {"wrong-answer"}),
+])
+def test_smoke_fails_a_server_that_does_not_answer_the_question(fault, checks):
+    """Sound text is not enough: one sentence for every prompt, or fluent wrong answers, fail smoke."""
+    with FaultServer(fault) as server:
+        result = cli("smoke", server.url, "--json")
+    assert_clean_failure(result)
+    report = json.loads(result.stdout)
+    assert {v["check"] for v in report["verdicts"]} == checks
+    if fault == "wrong-answer":  # the capital and the count are wrong; the two completions are fine
+        assert {v["prompt"] for v in report["verdicts"]} == {"capital", "count"}
+        assert any("Paris" in v["detail"] for v in report["verdicts"])
+
+
+def test_smoke_passes_the_answers_it_expects_and_shows_each_step():
+    with FaultServer("sound") as server:
+        result = cli("smoke", server.url)
+    assert result.returncode == ExitCode.OK, result.stdout + result.stderr
+    assert "smoke passed: 8 answers" in result.stdout
+    # Not a terminal: a line per request on stderr, as it ends.
+    steps = [line for line in result.stderr.splitlines() if line.startswith("smoke: ")]
+    assert len(steps) == 8 and steps[0].startswith("smoke: capital (no-stream): ok (")

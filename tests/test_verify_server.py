@@ -3,8 +3,8 @@ with tiny models made by the test (tests/support/verify_server.py), nothing down
 
 from __future__ import annotations
 
-import asyncio
 import json
+import zipfile
 
 import pytest
 
@@ -13,9 +13,10 @@ for _module in ("torch", "transformers", "tokenizers", "fastapi", "uvicorn", "op
 
 from support import verify_server  # noqa: E402  (tests/ is on sys.path under pytest)
 
+from blackwell_stack import fileio  # noqa: E402
 from blackwell_stack.cli import main  # noqa: E402
-from blackwell_stack.verify import bench  # noqa: E402
-from blackwell_stack.verify.openai_client import Endpoint, request_json  # noqa: E402
+from blackwell_stack.errors import ExitCode  # noqa: E402
+from blackwell_stack.verify import baseline, commands  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -80,20 +81,23 @@ def test_random_model_fails_with_garbage_verdicts_and_readable_evidence(served, 
         assert checks and checks <= GARBAGE_CHECKS, answer
 
 
-def test_fluent_model_passes(served, capsys):
+def test_a_model_that_ignores_the_question_fails(served, capsys):
+    """The fluent model writes sound text, but the chat template ends every prompt alike: both chat prompts get the
+    same answer, which holds neither Paris nor the digits of the count."""
     url, models = served
     code, report = _json_smoke(capsys, url, models["fluent"])
-    assert code == 0 and report["ok"] is True, report["verdicts"]
-    for answer in report["answers"]:
-        assert answer["text"] and answer["finish_reason"] in ("stop", "length")
-
-
-def test_unreachable_server_is_an_http_verdict(capsys):
-    port = verify_server.free_port()  # nothing listens there
-    code, report = _json_smoke(capsys, f"http://127.0.0.1:{port}", "m")
     assert code == 1
-    assert {v["check"] for v in report["verdicts"]} == {"http"}
-    assert "cannot connect" in report["verdicts"][0]["excerpt"]
+    for answer in report["answers"]:
+        checks = {v["check"] for v in answer["verdicts"]}
+        assert checks == ({"wrong-answer", "same-answer"} if answer["api"] == "chat" else set()), answer
+
+
+def test_unreachable_server_is_one_error_that_says_what_to_do(capsys):
+    port = verify_server.free_port()  # nothing listens there
+    code = main(["smoke", f"http://127.0.0.1:{port}", "--model", "m"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.count("cannot connect") == 1 and "hint: check that the server is up" in err
 
 
 def test_unknown_model_is_an_http_verdict(served, capsys):
@@ -101,70 +105,6 @@ def test_unknown_model_is_an_http_verdict(served, capsys):
     code, report = _json_smoke(capsys, url, "/nonexistent/model")
     assert code == 1
     assert {v["check"] for v in report["verdicts"]} == {"http"}
-
-
-def test_bench_runs_every_level_and_counts_the_servers_tokens(served, capsys, tmp_path):
-    url, models = served
-    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
-    argv = ["bench", url, "--model", models["fluent"], "--concurrency", "1,2,4", "--requests", "4"]
-    argv += ["--input-len", "16", "--output-len", "12", "--len-dist", "uniform", "--out", str(out), "--plot", str(png)]
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert "token counts: server usage" in printed and "TTFT p50 ms" in printed
-    result = json.loads(out.read_text())
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [lv["concurrency"] for lv in result["levels"]] == [1, 2, 4]
-    assert result["token_source_is_server_usage"] is True
-    assert result["answers"]["judged"] == 12 and result["answers"]["broken"] == 0
-    assert "baseline" not in result  # not the default target's model
-
-    # Replay every request without streaming: the server's usage for the same
-    # prompt and max_tokens (greedy, so deterministic) must equal bench's count.
-    endpoint = Endpoint.parse(url)
-    config = bench.BenchConfig(
-        concurrencies=(1, 2, 4), requests_per_level=4, input_len=16, output_len=12, len_dist="uniform"
-    )
-    for level in result["levels"]:
-        assert level["requests"] == level["ok"] == 4 and level["errors"] == 0
-        assert level["output_tokens"] == sum(r["completion_tokens"] for r in level["per_request"])
-        assert level["ttft_s"]["count"] == 4 and level["itl_s"]["p99"] is not None
-        planned = bench.plan_requests(config, level["concurrency"])
-        for record in level["per_request"]:
-            prompt, max_tokens = planned[record["index"]]
-            assert record["max_tokens"] == max_tokens and record["token_source"] == "server usage"
-            answer = asyncio.run(
-                request_json(endpoint, "POST", "/completions",
-                             {"model": models["fluent"], "prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
-                             timeout=120)
-            )
-            assert record["completion_tokens"] == answer["usage"]["completion_tokens"]
-            assert record["prompt_tokens"] == answer["usage"]["prompt_tokens"]
-
-
-def test_bench_duration_mode_and_chat_api(served, capsys, tmp_path):
-    url, models = served
-    out = tmp_path / "bench.json"
-    argv = ["bench", url, "--model", models["fluent"], "--concurrency", "1,2", "--duration", "1", "--api", "chat"]
-    argv += ["--input-len", "8", "--output-len", "8", "--warmup", "0", "--json", "--out", str(out)]
-    assert main(argv) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result == json.loads(out.read_text())
-    for level in result["levels"]:
-        assert level["ok"] >= 1 and level["errors"] == 0 and level["output_tokens"] > 0
-
-
-def test_bench_compares_with_an_explicit_baseline(served, capsys, tmp_path):
-    url, models = served
-    base = tmp_path / "baseline.json"
-    base.write_text(json.dumps({
-        "target": "tiny", "model": "random", "source": "test", "tolerance": 0.1,
-        "expectations": [{"name": "impossible", "metric": "output_tok_s", "min_concurrency": 1, "value": 1e12, "relation": "at_least"}],
-    }))
-    argv = ["bench", url, "--model", models["fluent"], "--concurrency", "1", "--requests", "1", "--input-len", "4"]
-    argv += ["--output-len", "4", "--baseline", str(base), "--fail-below-baseline"]
-    assert main(argv) == 1
-    printed = capsys.readouterr().out
-    assert "impossible" in printed and "below" in printed
 
 
 def test_api_key_file_is_sent_and_bad_files_are_refused(served, capsys, tmp_path):
@@ -179,36 +119,82 @@ def test_api_key_file_is_sent_and_bad_files_are_refused(served, capsys, tmp_path
     assert "hint:" in capsys.readouterr().err
 
 
-def test_bench_fails_on_runs_of_exclamation_marks(served, capsys):
+@pytest.fixture(scope="module")
+def bench_serving(pypi_file, tmp_path_factory):
+    """The real sglang 0.5.9 wheel unpacked into a directory for PYTHONPATH: `python -m sglang.bench_serving` runs
+    with this interpreter and the test extra's torch and transformers (no sglang dependency is installed)."""
+    for module in ("pybase64", "aiohttp", "requests", "IPython", "datasets"):
+        pytest.importorskip(module, reason="bench_serving needs the test-server extra (pybase64, aiohttp, ...)")
+    site = tmp_path_factory.mktemp("sglang")
+    with zipfile.ZipFile(pypi_file("sglang", "0.5.9", "sglang-0.5.9-py3-none-any.whl")) as zf:
+        zf.extractall(site)
+    return str(site)
+
+
+def _bench(monkeypatch, capsys, bench_serving, *argv):
+    monkeypatch.setenv("PYTHONPATH", bench_serving)
+    code = main(["bench", *argv])
+    return code, capsys.readouterr()
+
+
+@pytest.mark.network
+def test_bench_runs_bench_serving_at_every_level_and_keeps_its_results(served, bench_serving, monkeypatch, capsys,
+                                                                       tmp_path):
+    """Two levels of the real bench_serving; the shipped baseline, broken, fails only after the results are printed
+    and written (it applies to the default target's model only, so it is read after the sweep)."""
     url, models = served
-    argv = ["bench", url, "--model", models["bang"], "--concurrency", "1,2", "--requests", "2", "--input-len", "8"]
-    argv += ["--output-len", "32", "--json"]
-    assert main(argv) == 1
-    answers = json.loads(capsys.readouterr().out)["answers"]
-    assert answers["judged"] == answers["broken"] == 4
-    assert answers["findings"]["char-run"] == answers["findings"]["failure-text"] == 4
+    broken = tmp_path / "baseline.json"
+    broken.write_text('{"target": "t"}')
+    monkeypatch.setattr(baseline, "DEFAULT_BASELINE", broken)
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    # Chat: the template ends every prompt alike, so each answer is the fluent sequence, shorter than asked.
+    length = verify_server.fluent_length() + 20
+    code, printed = _bench(monkeypatch, capsys, bench_serving, url, "--model", models["fluent"], "--api", "chat",
+                           "--concurrency", "1,2", "--requests", "2", "--input-len", "16", "--output-len", str(length),
+                           "--len-dist", "uniform", "--out", str(out), "--plot", str(png))
+    assert code == ExitCode.USAGE, printed.err
+    result = json.loads(out.read_text())
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert result["client"] == "sglang.bench_serving" and "baseline.json" in result["baseline_error"]
+    assert [lv["concurrency"] for lv in result["levels"]] == [1, 2]
+    for level in result["levels"]:
+        assert level["ok"] == level["requests"] == 2 and level["errors"] == level["broken"] == 0
+        assert 0 < level["output_tokens"] < level["output_tokens_asked"]
+        assert level["ttft_s"]["p50"] > 0 and level["decode_tok_s"]["p50"] > 0
+    assert result["answers"]["judged"] == 4 and result["answers"]["short"] is True
+    assert "TTFT p50 ms" in printed.out and "the answers were shorter than asked" in printed.out
+    # A line as each level starts and ends; the baseline's error after them.
+    steps = [line for line in printed.err.splitlines() if line.startswith("bench: c=")]
+    assert len(steps) == 4 and steps[1].startswith("bench: c=1: 2/2 ok")
+    assert printed.err.index("error: ") > printed.err.index("bench: c=2: 2/2 ok")
+
+
+@pytest.mark.network
+def test_bench_fails_on_runs_of_exclamation_marks(served, bench_serving, monkeypatch, capsys):
+    url, models = served
+    code, printed = _bench(monkeypatch, capsys, bench_serving, url, "--model", models["bang"], "--concurrency", "2",
+                           "--requests", "2", "--input-len", "8", "--output-len", "32", "--ignore-eos", "--json")
+    assert code == ExitCode.CHECK_FAILED
+    answers = json.loads(printed.out)["answers"]
+    assert answers["judged"] == answers["broken"] == 2
+    assert answers["findings"]["char-run"] == answers["findings"]["failure-text"] == 2
     assert "!!!!" in answers["samples"][0]
 
 
-def test_bench_reports_answers_that_stop_early(served, capsys):
+@pytest.mark.network
+def test_a_level_past_its_timeout_is_ended_and_the_sweep_kept(served, bench_serving, monkeypatch, capsys, tmp_path):
+    """bench_serving waits hours for an answer: bench ends its process group at --timeout, and says so."""
     url, models = served
-    # The chat template ends every prompt the same way, so each answer is the fluent
-    # sequence from its start: fluent_length() tokens, then the end of text (which
-    # transformers serve counts in usage.completion_tokens).
-    length = verify_server.fluent_length() + 1
-    argv = ["bench", url, "--model", models["fluent"], "--api", "chat", "--concurrency", "1", "--requests", "2"]
-    argv += ["--input-len", "4", "--output-len", str(length + 20), "--warmup", "0"]
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert f"2 answer(s) ended before max_tokens (median {length} of {length + 20} tokens)" in printed
-    assert "--ignore-eos" in printed
 
+    def full_disk(path, data):  # the disk fills meanwhile: the results still reach stdout, then both errors
+        raise fileio.write_error(fileio.Path(path), OSError(28, "No space left on device"))
 
-def test_bench_answers_of_the_endless_model_run_to_max_tokens(served, capsys):
-    url, models = served
-    argv = ["bench", url, "--model", models["endless"], "--concurrency", "2", "--requests", "4", "--input-len", "8"]
-    argv += ["--output-len", "24", "--json"]
-    assert main(argv) == 0
-    answers = json.loads(capsys.readouterr().out)["answers"]
-    assert answers["broken"] == answers["early_stops"] == 0
-    assert answers["finish_reasons"] == {"length": 4}
+    monkeypatch.setattr(commands, "atomic_write_json", full_disk)
+    code, printed = _bench(monkeypatch, capsys, bench_serving, url, "--model", models["fluent"], "--concurrency", "1",
+                           "--requests", "1", "--timeout", "1", "--json", "--out", str(tmp_path / "bench.json"))
+    assert code == ExitCode.CHECK_FAILED
+    assert "bench_serving at c=1 did not finish within --timeout 1 s" in printed.err and "hint: " in printed.err
+    assert "No space left on device" in printed.err
+    result = json.loads(printed.out)
+    assert result["levels"] == [] and "did not finish" in result["error"]
+

@@ -21,8 +21,7 @@
 # own: SGLANG_GPU_REFERENCE=only builds it alone, with the whole machine, and serves nothing); once the 9.0a wheel is there: `inspect`, `doctor` (SGLang's start-up imports, each in a child
 # process), then SGLang through `serve run`, each server started once the one before is ready: the sound
 # Llama (`smoke`), the all-`!` Llama (`smoke`), a tiny Qwen3.5-MoE with --load-format dummy (one
-# completion), then, alone on the GPU, `bench` beside `python -m sglang.bench_serving` at 1, 8, 32 and 128
-# concurrent requests on the sound Llama (bench_pair.py). The wheel comes back beside the results, in parts.
+# completion). The wheel comes back beside the results, in parts.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -178,15 +177,6 @@ run_all() {
   stop_serve bang; stop_serve qwen
   pack
 
-  # bench beside bench_serving last, on the sound Llama alone on the GPU, in what the lease leaves.
-  group_signal "$W/build120.pid" STOP
-  sleep 5
-  stamp "bench pair ($(left)s left)"
-  PYTHONPATH="$(serving_path)" timeout -k 10 "$(( $(left) > 60 ? $(left) - 30 : 30 ))" "$PY" "$HERE/bench_pair.py" \
-    http://127.0.0.1:30000 "$MODELS/fluent" "$R/bench" --levels "${SGLANG_GPU_LEVELS:-1,8,32,128}" \
-    > "$R/bench-pair.txt" 2>&1 || stamp "bench pair ended early"
-  group_signal "$W/build120.pid" CONT
-  stamp "bench pair done"
   stop_serve fluent
   wait || true
   pack

@@ -156,8 +156,10 @@ def start(
     *,
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
+    new_session: bool = False,
 ) -> subprocess.Popen[str]:
-    """Start argv with stdout and stderr merged into one text pipe, read line by line."""
+    """Start argv with stdout and stderr merged into one text pipe, read line by line; with `new_session`, in a
+    session (and process group) of its own, so that all it starts can be ended with it."""
     args = [str(a) for a in argv]
     echo(args, cwd)
     try:
@@ -169,6 +171,7 @@ def start(
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
+            start_new_session=new_session,
         )
     except OSError as exc:
         raise ToolchainError(f"cannot start {args[0]}: {exc.strerror or exc}", f"install {Path(args[0]).name}, or pass its path") from None

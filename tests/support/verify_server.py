@@ -29,9 +29,15 @@ finish with "NaN happened", as the seed deployment's did), `nan-text` (every
 answer's text is "NaN happened", finished with "stop"), `nan-stop` (SGLang's
 own shape: some text, finish_reason "stop" and matched_stop "NaN happened"),
 `drop` (the connection closed in the middle of every answer),
-`no-models` (an empty model list) and `counted` (sound short answers, and
+`no-models` (an empty model list), `counted` (sound short answers, and
 GET /stats: how many completions it was asked for, by max_tokens, to see what
-a client sends).
+a client sends), and the answers of a server that does not answer the
+question: `same-answer` (one sentence for every prompt), `wrong-answer`
+(fluent, different and wrong) and, to tell them apart, `sound` (the answers
+smoke expects).
+
+The models' server is `transformers serve` that also takes SGLang's
+`ignore_eos` (transformers_serve()), which sglang.bench_serving sends.
 
 Also usable by hand (the device run uses it):
     python tests/support/verify_server.py DIR [--port P] [--device cuda] [--size small|gpu]
@@ -46,7 +52,6 @@ import argparse
 import itertools
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -216,9 +221,7 @@ class Server:
     def __init__(self, port: int, log: Path, device: str = "cpu", extra: list[str] | None = None):
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        exe = shutil.which("transformers")
-        argv = [exe] if exe else [sys.executable, "-m", "transformers.cli.transformers"]
-        argv += ["serve", "--host", "127.0.0.1", "--port", str(port), "--device", device, *(extra or [])]
+        argv = [sys.executable, __file__, "--transformers", "serve", "--host", "127.0.0.1", "--port", str(port), "--device", device, *(extra or [])]
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
         self.log = log
         self._log_fh = open(log, "wb")
@@ -243,8 +246,29 @@ class Server:
         self._log_fh.close()
 
 
-FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models", "counted",
-          "negative-chunk", "unicode-length", "server-error", "escape-model")
+FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models",
+          "negative-chunk", "unicode-length", "escape-model", "same-answer", "wrong-answer", "sound")
+# What `sound` answers, by a word of the prompt (smoke's prompts); any other prompt gets its own sentence.
+SOUND_ANSWERS = {
+    "capital": "The capital of France is Paris.",
+    "Count": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12",
+    "village": " an old fisherman and his daughter.",
+    "formula": " H2O.",
+}
+# `same-answer` gives this to every prompt (it holds what smoke looks for in each answer); `wrong-answer` answers
+# each prompt with a sentence of its own that holds neither.
+SAME_ANSWER = "The capital of France is Paris. 1, 2, 3, 4, 5, 6."
+
+
+def _scripted(fault: str, body: dict) -> str:
+    messages = body.get("messages") or [{}]
+    prompt = str(body.get("prompt") or messages[-1].get("content") or "")
+    if fault == "same-answer":
+        return SAME_ANSWER
+    if fault == "wrong-answer":
+        return f"I believe the answer is Berlin, and the question has {len(prompt)} characters."
+    return next((text for word, text in SOUND_ANSWERS.items() if word in prompt),
+                f"A sentence about {' '.join(prompt.split()[-3:])}.")
 # The model id the `escape-model` fault lists: terminal control sequences (clear the screen, set the title).
 ESCAPE_MODEL = "evil\x1b[2J\x1b]0;owned\x07"
 # How much the `huge-event` fault sends of its one event at most (it stops when the client hangs up).
@@ -278,8 +302,9 @@ def _nan_answer(path: str, stream: bool) -> bytes:
     return _SSE_HEAD + _chunk(body) + b"0\r\n\r\n"
 
 
-def _text_answer(path: str, stream: bool, text: str, extra: dict) -> bytes:
-    """A whole answer of `text`, finished with "stop", its choice carrying `extra` too (SGLang's matched_stop)."""
+def _text_answer(path: str, stream: bool, text: str, extra: dict, usage_event: bool = True) -> bytes:
+    """A whole answer of `text`, finished with "stop", its choice carrying `extra` too (SGLang's matched_stop);
+    streamed, its usage in an event of its own unless not usage_event (stream_options.include_usage false)."""
     chat = path.endswith("/chat/completions")
     usage = {"prompt_tokens": 8, "completion_tokens": 3, "total_tokens": 11}
     choice = {"index": 0, "finish_reason": "stop", **extra}
@@ -287,7 +312,7 @@ def _text_answer(path: str, stream: bool, text: str, extra: dict) -> bytes:
         choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
         return _json_answer({"object": "chat.completion" if chat else "text_completion", "choices": [choice], "usage": usage})
     choice.update({"delta": {"content": text}} if chat else {"text": text})
-    events = [{"choices": [choice]}, {"choices": [], "usage": usage}]
+    events = [{"choices": [choice]}] + ([{"choices": [], "usage": usage}] if usage_event else [])
     body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     return _SSE_HEAD + _chunk(body) + b"0\r\n\r\n"
 
@@ -309,7 +334,6 @@ async def _serve_fault(fault: str, port: int) -> None:
     listed = [] if fault == "no-models" else [{"id": ESCAPE_MODEL if fault == "escape-model" else f"fault-{fault}",
                                                "object": "model"}]
     models = _json_answer({"object": "list", "data": listed})
-    asked: dict[str, int] = {}  # `counted`: max_tokens -> completions asked for
 
     async def handle(reader, writer) -> None:
         try:
@@ -327,22 +351,13 @@ async def _serve_fault(fault: str, port: int) -> None:
                                             "content-length: ¹²".encode()))
             elif method == "GET" and path.endswith("/models"):
                 writer.write(models)
-            elif fault == "server-error" and asked.setdefault("answered", 0) == 0:  # the first one answered
-                asked["answered"] = 1
-                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
-            elif fault == "server-error":  # every completion after the first an HTTP 500
-                body = b'{"error": "internal"}'
-                writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\n"
-                             b"content-length: %d\r\n\r\n%s" % (len(body), body))
             elif fault == "negative-chunk":  # a chunk size int(, 16) takes: -6
                 writer.write(_SSE_HEAD + b"-6\r\ndata: \r\n")
-            elif fault == "counted" and path.endswith("/stats"):
-                writer.write(_json_answer(asked))
             elif fault == "escape-model":
-                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
-            elif fault == "counted":
-                asked[str(body.get("max_tokens"))] = asked.get(str(body.get("max_tokens")), 0) + 1
-                writer.write(_text_answer(path, bool(body.get("stream")), "Paris is the capital of France.", {}))
+                writer.write(_text_answer(path, bool(body.get("stream")), _scripted("sound", body), {}))
+            elif fault in ("same-answer", "wrong-answer", "sound"):
+                usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                writer.write(_text_answer(path, bool(body.get("stream")), _scripted(fault, body), {}, usage))
             elif fault == "nan":
                 writer.write(_nan_answer(path, bool(body.get("stream"))))
             elif fault == "nan-text":
@@ -400,7 +415,35 @@ class FaultServer:
         self.stop()
 
 
+def transformers_serve(argv: list[str]) -> None:
+    """`transformers serve` that takes SGLang's `ignore_eos` too, as SGLang does: true runs every answer to its
+    max tokens (`min_new_tokens`). sglang.bench_serving sends the field in every request, and transformers
+    refuses fields it does not know (HTTP 422)."""
+    from transformers.cli import transformers
+    from transformers.cli.serving.chat_completion import ChatCompletionHandler
+    from transformers.cli.serving.completion import CompletionHandler
+
+    for handler in (ChatCompletionHandler, CompletionHandler):
+        validate, build = handler._validate_request, handler._build_generation_kwargs
+
+        def _validate(self, body, validate=validate):
+            validate(self, {k: v for k, v in body.items() if k != "ignore_eos"})
+
+        def _build(self, body, config, build=build):
+            kwargs = build(self, body, config)
+            if body.get("ignore_eos"):
+                kwargs["min_new_tokens"] = kwargs["max_new_tokens"]
+            return kwargs
+
+        handler._validate_request, handler._build_generation_kwargs = _validate, _build
+    sys.argv = ["transformers", *argv]
+    transformers.main()
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--transformers"]:
+        transformers_serve(sys.argv[2:])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dir", type=Path, nargs="?")
     parser.add_argument("--port", type=int, default=8000)

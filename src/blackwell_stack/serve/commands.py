@@ -10,11 +10,12 @@ from pathlib import Path
 from blackwell_stack import proc
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import DEFAULT_PROFILE
-from blackwell_stack.errors import BuildError, ExitCode, StackError, ToolchainError
+from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.output import dump_json, heading, table
 from blackwell_stack.serve import module_check
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, command_line, configure
+from blackwell_stack.sglang_python import check_sglang
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -138,33 +139,6 @@ def _check_module(args: argparse.Namespace) -> int:
     else:
         print(f"services.sglang ({service.rendered.profile}): {len(errors)} error(s), {len(warnings)} warning(s)")
     return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
-
-
-# Prints the version of the sglang the interpreter would import, or nothing (without importing it: that takes long).
-_SGLANG_PROBE = (
-    "import importlib.metadata as m, importlib.util as u\n"
-    "if u.find_spec('sglang'):\n"
-    "    try:\n        print(m.version('sglang'))\n"
-    "    except m.PackageNotFoundError:\n        print('unknown')\n"
-)
-SGLANG_HINT = ("pass --python with the interpreter of the venv that serves the model (the README's `uv sync` makes "
-               ".venv/bin/python), or install the stack's lock into this one")
-
-
-def check_sglang(python: str, rendered_for: str) -> None:
-    """Refuse an interpreter that has no sglang before exec'ing it (it would end in "No module named 'sglang'");
-    warn when its sglang is not the version the flags were checked against."""
-    try:
-        result = proc.run([python, "-c", _SGLANG_PROBE], check=False, timeout=120)
-    except (ToolchainError, BuildError) as exc:
-        raise ToolchainError(f"cannot run --python {python}: {exc.message}", SGLANG_HINT) from None
-    found = result.stdout.strip().splitlines()[-1:] if result.returncode == 0 else []
-    if not found:
-        raise ToolchainError(f"{python} has no sglang (`python -m sglang.launch_server` would fail with "
-                             "\"No module named 'sglang'\")", SGLANG_HINT)
-    if found[0] != rendered_for:
-        print(f"warning: {python} has sglang {found[0]}, but the flags were checked against sglang {rendered_for}'s "
-              "parser (pass --stack NAME for the stack this venv holds)", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -39,7 +39,8 @@ def plan_section() -> PlanSection:
             "smoke",
             "4 prompts (2 chat, 2 completion) x stream/no-stream at temperature 0; fails on the reference "
             "deployment's failure text (NaN happened, runs of !) in text, finish reason or matched_stop, null/empty content, "
-            "finish reason not stop/length, character runs, looping phrases, low diversity, U+FFFD, HTTP errors",
+            "finish reason not stop/length, character runs, looping phrases, low diversity, U+FFFD, HTTP errors; and on "
+            "answers without Paris or the digits of the count, or the same for different prompts",
             "src/blackwell_stack/verify/smoke.py",
             checked_by="tests: real server, broken and sound models",
         ),

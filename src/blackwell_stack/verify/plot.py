@@ -61,7 +61,7 @@ def write_plot(result: dict, path: str | Path) -> Path:
     ax_tp.legend(fontsize=8)
 
     for metric, label, marker, color in (("ttft_s", "TTFT", "o", "tab:blue"), ("itl_s", "ITL", "s", "tab:red")):
-        for field, dash in (("p50", "-"), ("p90", ":"), ("p99", "--")):
+        for field, dash in (("p50", "-"), ("p99", "--")):
             values = [v * 1000 if v is not None else None for v in _series(levels, metric, field)]
             ax_lat.plot(conc, values, marker + dash, color=color, label=f"{label} {field}")
     ax_lat.set_xscale("log", base=2)

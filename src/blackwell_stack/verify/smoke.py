@@ -1,27 +1,26 @@
-"""`smoke`: fixed prompts at temperature 0, streamed and not, judged for garbage.
+"""`smoke`: fixed prompts at temperature 0, streamed and not, judged for garbage and for their content.
 
 Every prompt goes to its endpoint twice (stream and no stream). A verdict is
 one failed check on one answer and names the prompt, the mode, the check
-and the offending text. Reasoning models (Qwen3.5 thinks by default) may
-put their text in `reasoning_content`; that text is judged too, and an
-answer is empty only when both fields are.
+and the offending text. Garbage (degeneracy.py, failure_text.py) is not
+enough to pass: a server that gives one sentence to every prompt, or fluent
+wrong answers, is as broken. So the answers must also hold what any working
+model writes at temperature 0 (the capital of France, the digits of a
+count), and different prompts must get different answers. Reasoning models
+(Qwen3.5 thinks by default) may put their text in `reasoning_content`; that
+text is judged too, and an answer is empty only when both fields are.
 """
 
 from __future__ import annotations
 
-import asyncio
+import re
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from blackwell_stack.verify import degeneracy, events, failure_text
-from blackwell_stack.verify.openai_client import (
-    Endpoint,
-    HTTPStatusError,
-    ProtocolError,
-    describe_error,
-    request_json,
-    stream_events,
-)
-from blackwell_stack.verify.wire import ConnectionDropped
+from blackwell_stack.errors import CheckFailed
+from blackwell_stack.verify import degeneracy, failure_text
+from blackwell_stack.verify.client import Endpoint, ServerError, get_json, stream_events
 
 
 @dataclass(frozen=True)
@@ -29,11 +28,14 @@ class Prompt:
     name: str
     api: str  # "chat" or "completion"
     text: str
+    expect: str | None = None  # a regular expression the answer must hold (case-insensitive)
+    expect_what: str = ""
 
 
+_COUNT = r"\b1\D{1,8}2\D{1,8}3\D{1,8}4\D{1,8}5\D{1,8}6\b"
 PROMPTS = (
-    Prompt("capital", "chat", "What is the capital of France? Answer in one sentence."),
-    Prompt("count", "chat", "Count from one to twelve in words, separated by commas."),
+    Prompt("capital", "chat", "What is the capital of France? Answer in one sentence.", r"\bParis\b", "Paris"),
+    Prompt("count", "chat", "Count from 1 to 12 in digits, separated by commas.", _COUNT, "the digits 1 to 6 in order"),
     Prompt("story", "completion", "Once upon a time, in a small village by the sea, there lived"),
     Prompt("facts", "completion", "Water boils at 100 degrees Celsius at sea level. The chemical formula of water is"),
 )
@@ -101,105 +103,135 @@ def request_body(prompt: Prompt, model: str, max_tokens: int, stream: bool) -> d
     return body
 
 
-def _path(prompt: Prompt) -> str:
-    return "/chat/completions" if prompt.api == "chat" else "/completions"
+def _text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ServerError("protocol", f"answer text is not a string: {str(value)[:120]}")
 
 
-def _joined(content: str | None, reasoning: str | None) -> str | None:
-    if content is None and reasoning is None:
-        return None
-    return (reasoning or "") + (content or "")
+def _read_choice(answer: Answer, choice: object, chat: bool, part_name: str, pieces: dict[str, list[str]]) -> None:
+    """One choice of an answer (`message`) or of a stream event (`delta`; `text` for completions)."""
+    if not isinstance(choice, dict):
+        raise ServerError("protocol", f"a choice is not an object: {str(choice)[:120]}")
+    part = choice.get(part_name) if chat else choice
+    if not isinstance(part, dict):
+        raise ServerError("protocol", f"choice has no {part_name} object: {str(choice)[:120]}")
+    content = _text(part.get("content") if chat else part.get("text"))
+    reasoning = _text(part.get("reasoning_content") or part.get("reasoning")) if chat else None
+    if content is not None:
+        pieces["content"].append(content)
+    if reasoning:
+        pieces["reasoning"].append(reasoning)
+    if choice.get("finish_reason") is not None:
+        answer.finish_reason = choice["finish_reason"]
+    if choice.get("matched_stop") is not None:
+        answer.matched_stop = choice["matched_stop"]
 
 
-async def _ask_plain(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float) -> None:
-    data = await request_json(endpoint, "POST", _path(prompt), body, timeout=timeout)
-    choice, usage = events.answer_choice(data, prompt.api == "chat")
-    answer.text = _joined(choice.content, choice.reasoning)
-    answer.finish_reason = choice.finish_reason
-    answer.matched_stop = choice.matched_stop
-    answer.completion_tokens = events.completion_tokens(usage)
+def _read_events(answer: Answer, events: list[dict], chat: bool, part_name: str) -> None:
+    pieces: dict[str, list[str]] = {"content": [], "reasoning": []}
+    for event in events:
+        if "error" in event:
+            raise ServerError("protocol", f"error event in the answer: {str(event['error'])[:200]}")
+        choices = event.get("choices") or []
+        if not isinstance(choices, list):
+            raise ServerError("protocol", f"choices is not a list: {str(event)[:120]}")
+        for choice in choices[:1]:
+            _read_choice(answer, choice, chat, part_name, pieces)
+        usage = event.get("usage")
+        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if isinstance(tokens, int):
+            answer.completion_tokens = tokens
+    content = "".join(pieces["content"]) if pieces["content"] else None
+    reasoning = "".join(pieces["reasoning"]) or None
+    answer.text = None if content is None and reasoning is None else (reasoning or "") + (content or "")
 
 
-async def _ask_stream(endpoint: Endpoint, prompt: Prompt, body: dict, answer: Answer, timeout: float,
-                      partial: list[str]) -> None:
-    content = partial
-    reasoning: list[str] = []
-    saw_content = False
-
-    def on_events(_stamp: float, batch: list[dict]) -> None:
-        nonlocal saw_content
-        for event in batch:
-            choices, usage = events.stream_event(event, prompt.api == "chat")
-            if usage:
-                answer.completion_tokens = events.completion_tokens(usage)
-            for choice in choices:
-                if choice.content is not None:
-                    content.append(choice.content)
-                    saw_content = True
-                if choice.reasoning:
-                    reasoning.append(choice.reasoning)
-                if choice.finish_reason is not None:
-                    answer.finish_reason = choice.finish_reason
-                if choice.matched_stop is not None:
-                    answer.matched_stop = choice.matched_stop
-
-    await stream_events(endpoint, _path(prompt), body, on_events, timeout=timeout)
-    answer.text = _joined("".join(content) if saw_content else None, "".join(reasoning) or None)
-
-
-async def _run_one(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool, max_tokens: int, timeout: float) -> Answer:
+def _ask(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool, max_tokens: int, timeout: float) -> Answer:
     mode = "stream" if stream else "no-stream"
     answer = Answer(prompt=prompt.name, api=prompt.api, mode=mode)
     body = request_body(prompt, model, max_tokens, stream)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    partial: list[str] = []  # what a stream carried before it was cut
+    path = "/chat/completions" if prompt.api == "chat" else "/completions"
+    chat = prompt.api == "chat"
+    started = time.monotonic()
+    events: list[dict] = []
     try:
         if stream:
-            await _ask_stream(endpoint, prompt, body, answer, timeout, partial)
+            stream_events(endpoint, path, body, timeout=timeout, into=events)
+            _read_events(answer, events, chat, "delta")
         else:
-            await _ask_plain(endpoint, prompt, body, answer, timeout)
-    except HTTPStatusError as exc:
-        answer.verdicts.append(Verdict(prompt.name, mode, "http", f"HTTP status {exc.status}", repr(exc.body[:200])))
-        return answer
-    except ConnectionDropped as exc:
-        so_far = degeneracy.excerpt("".join(partial), width=60) if partial else "-"
-        answer.verdicts.append(Verdict(prompt.name, mode, "dropped", f"the server closed the connection before the "
-                                       f"answer ended: {exc}", f"text so far: {so_far}"))
-        return answer
-    except TimeoutError as exc:
-        answer.verdicts.append(Verdict(prompt.name, mode, "http", NO_ANSWER, describe_error(exc)))
-        return answer
-    except ProtocolError as exc:
-        answer.verdicts.append(Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200]))
-        return answer
-    except OSError as exc:
-        answer.verdicts.append(Verdict(prompt.name, mode, "http", "request failed", describe_error(exc)))
+            data = get_json(endpoint, "POST", path, body, timeout=timeout)
+            if not isinstance(data.get("choices"), list) or not data["choices"]:
+                raise ServerError("protocol", f"the answer has no choices: {str(data)[:200]}")
+            _read_events(answer, [data], chat, "message")
+    except ServerError as exc:
+        if exc.kind == "connect":
+            raise CheckFailed(f"{exc}", f"check that the server is up at {endpoint.root} (for the NixOS unit: "
+                              "systemctl status sglang; journalctl -u sglang), and the URL and port") from None
+        answer.verdicts.append(_failed(prompt, mode, exc, events, chat))
         return answer
     finally:
-        answer.seconds = round(loop.time() - started, 3)
+        answer.seconds = round(time.monotonic() - started, 3)
     findings = failure_text.find(answer.text, answer.finish_reason, answer.matched_stop)
     reason = degeneracy.finish_reason(answer.finish_reason)
     if reason:
         findings.append(reason)
     findings += degeneracy.inspect_text(answer.text)
     answer.verdicts.extend(Verdict(prompt.name, mode, f.check, f.detail, f.excerpt) for f in findings)
+    if not answer.verdicts and prompt.expect and not re.search(prompt.expect, answer.text or "", re.IGNORECASE):
+        answer.verdicts.append(Verdict(prompt.name, mode, "wrong-answer", f"the answer does not hold "
+                                       f"{prompt.expect_what}", degeneracy.excerpt(answer.text or "")))
     return answer
 
 
-async def run_smoke(
+def _failed(prompt: Prompt, mode: str, exc: ServerError, events: list[dict], chat: bool) -> Verdict:
+    if exc.kind == "timeout":
+        return Verdict(prompt.name, mode, "http", NO_ANSWER, str(exc))
+    if exc.kind == "dropped":
+        so_far = Answer(prompt.name, prompt.api, mode)
+        try:
+            _read_events(so_far, events, chat, "delta")
+        except ServerError:
+            pass
+        shown = degeneracy.excerpt(so_far.text, width=60) if so_far.text else "-"
+        return Verdict(prompt.name, mode, "dropped", f"the server closed the connection before the answer "
+                       f"ended: {exc}", f"text so far: {shown}")
+    if exc.kind == "http":
+        return Verdict(prompt.name, mode, "http", f"HTTP status {exc.status}", str(exc)[:200])
+    return Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200])
+
+
+def _same_answers(answers: list[Answer]) -> None:
+    """A verdict on each answer whose text another prompt got too (in the same mode): the server is not
+    answering the prompt."""
+    by_text: dict[tuple[str, str], list[Answer]] = {}
+    for a in answers:
+        if a.text and all(v.check == "wrong-answer" for v in a.verdicts):
+            by_text.setdefault((a.mode, " ".join(a.text.split()).lower()), []).append(a)
+    for group in by_text.values():
+        if len(group) > 1:
+            names = ", ".join(a.prompt for a in group)
+            for a in group:
+                a.verdicts.append(Verdict(a.prompt, a.mode, "same-answer", f"the prompts {names} got the same "
+                                          "answer", degeneracy.excerpt(a.text or "")))
+
+
+def run_smoke(
     endpoint: Endpoint,
     model: str,
     *,
     prompts: tuple[Prompt, ...] = PROMPTS,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     timeout: float = DEFAULT_TIMEOUT_S,
+    on_step: Callable[[str, Answer | None], None] | None = None,
 ) -> SmokeReport:
-    """Ask every prompt streamed and not streamed, one request at a time (a smoke test, not a load).
+    """Ask every prompt not streamed and streamed, one request at a time (a smoke test, not a load).
 
     A request that gets no answer within `timeout` ends the asking: the rest
     are verdicts of their own ("not-asked"), so a server that never answers
-    costs one timeout, not one per request.
+    costs one timeout, not one per request. A server that cannot be reached
+    is a CheckFailed at the first request. on_step(label, None) is called
+    before each request and on_step(label, answer) after it.
     """
     answers: list[Answer] = []
     silent: Answer | None = None
@@ -208,10 +240,16 @@ async def run_smoke(
             if silent is not None:
                 answers.append(_not_asked(prompt, stream, silent, timeout))
                 continue
-            answer = await _run_one(endpoint, model, prompt, stream, max_tokens, timeout)
+            label = f"{prompt.name} ({'stream' if stream else 'no-stream'})"
+            if on_step:
+                on_step(label, None)
+            answer = _ask(endpoint, model, prompt, stream, max_tokens, timeout)
+            if on_step:
+                on_step(label, answer)
             answers.append(answer)
             if any(v.detail == NO_ANSWER for v in answer.verdicts):
                 silent = answer
+    _same_answers(answers)
     return SmokeReport(url=endpoint.base_url, model=model, answers=answers)
 
 

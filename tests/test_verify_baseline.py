@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from blackwell_stack.errors import DataError
-from blackwell_stack.verify import baseline, plan, stats
-
-
-def test_percentile_interpolates_like_numpy():
-    values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    assert stats.percentile(values, 50) == 5.5
-    assert stats.percentile(values, 90) == pytest.approx(9.1)
-    assert stats.percentile(values, 99) == pytest.approx(9.91)
-    assert stats.percentile([3.0], 99) == 3.0
-    assert stats.percentile([], 50) is None
-    assert stats.summary([]) == {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None}
+from blackwell_stack.verify import baseline, bench, client, plan
 
 
 def test_default_baseline_holds_the_seeds_figures():
@@ -94,3 +85,30 @@ def test_smoke_module_parses(nix, repo):
         [nix.binary, "--parse", str(repo / "modules" / "sglang-smoke.nix")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_bench_serving_result_gives_the_figures_the_baseline_names():
+    """bench_serving's result line (its field names in sglang 0.5.9's bench_serving.py) read into a level: the seed's
+    baseline compares decode_tok_s.p50 (one token per median TPOT) and output_tok_s (re-tokenized tokens)."""
+    config = bench.BenchConfig(concurrencies=(1, 32), requests_per_level=2)
+    data = {"completed": 2, "duration": 2.0, "total_output_tokens": 512, "total_output_tokens_retokenized": 500,
+            "median_tpot_ms": 5.0, "median_ttft_ms": 40.0, "p99_ttft_ms": 90.0, "mean_ttft_ms": 50.0,
+            "generated_texts": ["A sound answer about the weather today.", "!" * 40], "errors": ["", ""]}
+    levels = [bench.level_result(data, 1, config), bench.level_result(data | {"duration": 0.2}, 32, config)]
+    assert levels[0]["decode_tok_s"]["p50"] == 200.0 and levels[0]["ttft_s"]["p50"] == 0.04
+    assert levels[0]["broken"] == 1 and levels[0]["findings"] == {"failure-text": 1, "char-run": 1, "low-diversity": 1}
+    rows = {r["name"]: r for r in baseline.compare(baseline.load(baseline.DEFAULT_BASELINE), levels)}
+    assert rows["single-request decode"]["status"] == "above"  # 200 against about 172
+    assert rows["high-concurrency throughput"]["measured"] == 2500.0 and rows["high-concurrency throughput"]["status"] == "ok"
+
+
+def test_bench_serving_is_asked_for_the_lengths_and_warm_up_bench_promises():
+    config = bench.BenchConfig(input_len=100, output_len=10, len_dist="uniform", range_ratio=0.5, warmup=2)
+    argv = bench.bench_serving_argv("python", client.Endpoint.parse("http://h:1/v1"), "m", config, 8, Path("o"))
+    option = dict(zip(argv[3::2], argv[4::2]))  # after `python -m sglang.bench_serving`, options and values
+    assert option["--base-url"] == "http://h:1" and option["--dataset-name"] == "random-ids"
+    # bench_serving draws each length from [len * ratio, len]: 50..150 prompt tokens, 5..15 output tokens.
+    assert option["--random-input-len"] == "150" and option["--random-output-len"] == "15"
+    assert float(option["--random-range-ratio"]) == pytest.approx(1 / 3)
+    assert option["--warmup-requests"] == "16" and option["--num-prompts"] == "32" and option["--max-concurrency"] == "8"
+    assert argv[-1] == "--disable-ignore-eos"
