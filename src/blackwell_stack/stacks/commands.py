@@ -176,4 +176,4 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     return stack_doctor.run(stack_data.load(args.name), args.python or sys.executable, verify_files=args.verify_files,
-                            as_json=args.json)
+                            as_json=args.json, verbose=args.verbose)
