@@ -273,6 +273,11 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     ("mem-fraction-static=0.25", None),
     ("context-length=-1", "context-length-not-positive"),
     ("model-path=", "model-path-empty"),
+    ("model-path=null", "sglang-rejects-flag"),  # SGLang's parser requires it
+    ("revision=main", "model-revision-not-a-commit"),
+    ("revision=v1.0", "model-revision-not-a-commit"),
+    ("revision=0123456", "model-revision-not-a-commit"),  # abbreviated
+    ("revision=0123456789abcdef0123456789abcdef01234567", None),
 ])
 def test_values_sglang_would_take_and_fail_on_later_are_refused(setting, refused_by):
     result = cli("serve", "check", "--set", setting, "--json")
