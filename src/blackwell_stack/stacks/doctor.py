@@ -41,6 +41,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from blackwell_stack import inputfiles, output, parallel
 from blackwell_stack.data import lock as lockfile
 from blackwell_stack.data import wheel_choice as wheels
+from blackwell_stack.data.plan import CHECKED
 from blackwell_stack.data.stack import LockedPackage, Stack
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
@@ -304,7 +305,8 @@ def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool, verbose
             print()
             for d in diffs:
                 print(f"  repair {d.name}: {d.repair}")
-        print(f"\n{output.counted(report.matched, 'distribution')} as locked, {len(diffs)} differ"
+        print(f"\n{CHECKED} against the lock: {output.counted(report.matched, 'distribution')} as locked, "
+              f"{len(diffs)} differ"
               + ("" if verify_files else " (files compared through RECORD; --verify-files hashes them on disk too)"))
         if report.tools:
             print("beside the lock, as the README installs them: "
