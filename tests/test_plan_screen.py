@@ -123,3 +123,27 @@ def test_wide_prints_every_row_whole_and_json_has_every_item(as_json):
     every = json.loads(plan("--json", "--stack", "all").stdout)
     assert set(every["stacks"]) == {"current", "nightly", "stable"}
     assert any(i["detail"] for s in every["sections"].values() for i in s["items"])  # the locked files too
+
+
+def test_every_listing_gives_the_stacks_in_one_order_the_default_first(as_json):
+    from blackwell_stack.data import stack as stack_data
+
+    order = stack_data.names()
+    assert order[0] == stack_data.default_name() and order[1:] == sorted(order[1:])
+    assert list(json.loads(plan("--json", "--stack", "all").stdout)["stacks"]) == order
+    assert list(as_json["stacks"]) == order
+    env = {**os.environ, "PYTHONPATH": SRC}
+    shown = subprocess.run([sys.executable, "-m", "blackwell_stack", "pins", "show", "--json"], capture_output=True,
+                           text=True, env=env, timeout=300)
+    stacks = [p["what"].split()[1] for p in json.loads(shown.stdout)["pins"] if p["what"].startswith("stack ")]
+    assert stacks == order
+
+
+def test_verbose_shows_every_external_command_plan_runs():
+    """plan asks cmake for its version (the kernel's job plan): -v shows it as it shows every command."""
+    import shutil
+
+    result = plan("-v")
+    if shutil.which("cmake"):
+        assert "cmake --version" in result.stderr, result.stderr
+    assert all(line.startswith("$ ") for line in result.stderr.splitlines()), result.stderr

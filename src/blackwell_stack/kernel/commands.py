@@ -88,8 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("check", cmd_sources_check, "check DIR/<name> of each source by its NAR hash (no Nix needed)"),
         ("fetch", cmd_sources_fetch, "download what DIR lacks, check each by its NAR hash, keep only what matches"),
     ):
-        p = ssub.add_parser(name, help=text, epilog="exit codes: 0 every source there and matching; 1 (check) one is "
-                            "missing or differs; 4 a download failed; 5 a download does not match its pin")
+        p = ssub.add_parser(name, help=text, epilog="exit codes: 0 every source there and matching; 1 one is missing "
+                            "or unpinned; 4 a download failed; 5 one does not match its pin")
         p.add_argument("--dir", required=True, help="the sources directory (what `kernel build --sources` reads)")
         p.add_argument("--arch", default=None, help="only what a build for these architectures needs (default: the recipe's)")
         p.add_argument("--all", action="store_true", help="every FetchContent source, whatever the architectures")
@@ -325,15 +325,20 @@ def _print_states(states: list[sourcedir.State], as_json: bool) -> bool:
     return ok
 
 
+def _states_code(states: list[sourcedir.State], as_json: bool) -> int:
+    """0 when every source is as pinned; 5 when one does not match its pin (as `kernel build` says of it), else 1."""
+    if _print_states(states, as_json):
+        return 0
+    return int(ExitCode.HASH_MISMATCH if any(s.state == sourcedir.MISMATCH for s in states) else ExitCode.CHECK_FAILED)
+
+
 def cmd_sources_check(args: argparse.Namespace) -> int:
-    states = sourcedir.check(args.dir, _source_items(args))
-    return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
+    return _states_code(sourcedir.check(args.dir, _source_items(args)), args.json)
 
 
 def cmd_sources_fetch(args: argparse.Namespace) -> int:
-    states = sourcedir.fetch(args.dir, _source_items(args), github=args.github,
-                             say=lambda text: print(text, file=sys.stderr))
-    return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
+    return _states_code(sourcedir.fetch(args.dir, _source_items(args), github=args.github,
+                                        say=lambda text: print(text, file=sys.stderr)), args.json)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

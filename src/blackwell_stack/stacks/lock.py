@@ -28,7 +28,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from blackwell_stack import proc
 from blackwell_stack.data import registry
 from blackwell_stack.data.stack import Lock, Stack, load_lock
-from blackwell_stack.errors import BuildError, StackError, ToolchainError
+from blackwell_stack.errors import BuildError, CheckFailed, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_file, atomic_write_bytes
 from blackwell_stack.hashes import sha256_file
 
@@ -177,8 +177,8 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
         _restore(stack, before)
         tail = "\n".join(result.stderr.strip().splitlines()[-25:])
         if check:
-            raise StackError(f"stacks/{stack.name}/uv.lock is not current with its pyproject.toml:\n{tail}",
-                             f"lock it again: {stack.lock_command}")
+            raise CheckFailed(f"stacks/{stack.name}/uv.lock is not current with its pyproject.toml:\n{tail}",
+                              f"lock it again: {stack.lock_command}")
         raise BuildError(f"uv could not lock the {stack.name} stack:\n{tail}",
                          "fix the conflict in the stack's pyproject.toml; the old uv.lock was left as it was")
     if check:
