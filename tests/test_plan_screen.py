@@ -147,3 +147,15 @@ def test_verbose_shows_every_external_command_plan_runs():
     if shutil.which("cmake"):
         assert "cmake --version" in result.stderr, result.stderr
     assert all(line.startswith("$ ") for line in result.stderr.splitlines()), result.stderr
+
+
+def test_a_section_into_a_pipe_is_wrapped_at_spaces_not_printed_as_lines_of_a_thousand_characters():
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = SRC
+    text = subprocess.run([sys.executable, "-m", "blackwell_stack", "plan", "kernel"], capture_output=True, text=True,
+                          env=env, timeout=300).stdout
+    from blackwell_stack.cli.plan_text import PROSE_WIDTH
+
+    long = [line for line in text.splitlines() if len(line) > PROSE_WIDTH and " " in line.strip()
+            and not line.startswith("  $ ")]
+    assert not long, long

@@ -43,9 +43,9 @@ def is_wide() -> bool:
     return _wide
 
 
-def counted(n: int, noun: str) -> str:
-    """"1 distribution", "2 distributions": n and its noun, the last word in the plural unless n is 1."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """"1 distribution", "2 distributions": n and its noun, in the plural (`plural`, else noun + "s") unless n is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def terminal_width(out: TextIO | None = None) -> int | None:

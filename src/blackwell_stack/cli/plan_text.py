@@ -25,6 +25,8 @@ LEGEND = (
     "one only `blackwell-stack doctor`, `smoke` and `bench` there can check; UNVERIFIED is one nothing vouches for "
     "yet. `plan --json` has every value whole."
 )
+# Where no terminal says how wide a line may be, `plan SECTION` wraps its prose at this many columns.
+PROSE_WIDTH = 100
 # The default screen lists this many unverified items, one line each (`plan unverified` has them all).
 UNVERIFIED_LINES = 6
 MORE = ("more: `plan SECTION` lists a section item by item ({sections}, unverified); `plan --wide` every row "
@@ -106,7 +108,9 @@ def print_sections(plan: dict, keys: list[str], *, wide: bool) -> None:
         for key in keys:
             _table(plan["sections"][key])
         return
-    width = _width()
+    # Wrapped in a pipe too (at PROSE_WIDTH): a value is one item's prose, never a line of a thousand characters
+    # (`--wide` and `--json` have each whole).
+    width = _width() or PROSE_WIDTH
     for key in keys:
         section = plan["sections"][key]
         _block(f"== {section['title']} ({key}) ==", width)

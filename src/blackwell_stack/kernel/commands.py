@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from blackwell_stack import output
@@ -235,12 +236,16 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
         print(f"torch: {plan.torch.version} (expected by {plan.torch.source})")
     jp = plan.job_plan
     if jp:
-        pool = f", heavy units {jp.heavy_jobs} at a time: {', '.join(jp.heavy_sources)}" if jp.heavy_jobs else ""
+        pool = (f", heavy units {jp.heavy_jobs} at a time ({output.counted(len(jp.heavy_sources), 'unit')} in their "
+                "pool: --json lists them)" if jp.heavy_jobs else "")
         print(f"jobs: {jp.jobs} x nvcc threads {jp.threads}{pool}; worst case {jp.planned_peak_mib} MiB of "
               f"{plan.host.available_mib} MiB ({plan.host.source}; {jp.note})")
     else:
         print(f"jobs: none fit in {plan.host.available_mib} MiB ({plan.host.source})")
-    print(f"patches to apply: {', '.join(plan.patches_to_apply) or 'none'}; already applied: {', '.join(plan.patches_applied) or 'none'}")
+    for label, names in (("patches to apply", plan.patches_to_apply), ("patches already applied", plan.patches_applied)):
+        print(f"{label}:" + ("" if names else " none"))
+        for name in names:
+            print(f"  {name}")
     for state in plan.source_dirs:
         print(f"source {state.entry.relpath}: {state.state} ({state.path})")
     for copy in plan.source_copies:
@@ -248,14 +253,23 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
         print(f"source {copy.name}{subs}: copied to {copy.dest} before CMake runs (CMake edits it in place)")
     for check in plan.checks:
         print(check.line())
-    print(f"environment: {' '.join(f'{k}={v}' for k, v in sorted(plan.env.items()))}")
-    print("command: " + " ".join(plan.command))
+    # One variable, one argument per line: the command stays a command a shell can run (a line each for its
+    # dozens of -D flags, where one line ran past a thousand characters).
+    print("environment:")
+    for key, value in sorted(plan.env.items()):
+        print(f"  {key}={shlex.quote(value)}")
+    print("command:")
+    print(" \\\n".join(f"  {shlex.quote(arg)}" if i == 0 else f"    {shlex.quote(arg)}"
+                       for i, arg in enumerate(plan.command)))
     if plan.build_dir:
         print(f"build directory: {plan.build_dir}")
     print(f"build record: {plan.build_info_path}")
     print(f"log: {plan.log_path}")
     if plan.reference:
-        print(f"reference: {plan.reference.summary()}")
+        head, *rest = plan.reference.lines()
+        print(f"reference: {head}")
+        for line in rest:
+            print(f"  {line}")
 
 
 def cmd_reference(args: argparse.Namespace) -> int:

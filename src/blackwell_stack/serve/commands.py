@@ -7,12 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from blackwell_stack import proc
+from blackwell_stack import output, proc
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import DEFAULT_PROFILE
 from blackwell_stack.errors import BuildError, ExitCode, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes, check_output_path
-from blackwell_stack.output import dump_json, heading, table
+from blackwell_stack.output import dump_json, heading, paragraph, table
 from blackwell_stack.serve import flags as flagmod
 from blackwell_stack.serve import flags_decisions, flags_extract, module_check
 from blackwell_stack.serve.rules import Verdict
@@ -124,7 +124,26 @@ def cmd_check(args: argparse.Namespace) -> int:
                    "verdicts": [v.to_json() for v in verdicts],
                    "unverified": [{"name": n, "reason": r} for n, r in unverified]})
     else:
-        heading(f"rules ({rendered.profile}; sglang {runtime['sglang']}, flashinfer {runtime['flashinfer']})")
+        _print_check(service, runtime, unverified, every=args.verbose)
+    return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
+
+
+def _print_check(service: Service, runtime: dict, unverified: list[tuple[str, str]], *, every: bool) -> None:
+    """Failures and warnings first, each whole with its fix; the rules that pass as a count (-v: a table of all)."""
+    verdicts = service.verdicts
+    errors, warnings = service.fired("error"), service.fired("warning")
+    heading(f"serve check ({service.rendered.profile}; sglang {runtime['sglang']}, flashinfer {runtime['flashinfer']})")
+    for v in [*errors, *warnings]:
+        for msg in v.messages:
+            paragraph(f"{'FAIL' if v.severity == 'error' else 'WARN'} [{v.id}] {msg}")
+        if v.fix:
+            paragraph(f"fix: --set {v.fix['flag'].lstrip('-')}={v.fix['value']}", indent="     ")
+    if unverified:
+        heading("profile entries not verified for this stack")
+        table(["flag or variable", "why"], unverified)
+    quiet = [v for v in verdicts if not v.fired]
+    if every:
+        heading("every rule")
         rows = []
         for v in verdicts:
             if v.fired:
@@ -133,11 +152,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                 verdict = {"yes": "ok", "no": "n/a", "unknown": "ok (unchecked version)"}[v.applies]
             rows.append((v.id, v.severity, verdict, "; ".join(v.messages) or v.note or "-"))
         table(["rule", "severity", "verdict", "detail"], rows)
-        if unverified:
-            heading("profile entries not verified for this stack")
-            table(["flag or variable", "why"], unverified)
-        print(f"\n{len(errors)} error(s), {len(service.fired('warning'))} warning(s), {len(unverified)} unverified profile entries")
-    return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
+    outside = sum(v.applies == "no" for v in quiet)
+    print()
+    paragraph(f"{output.counted(len(errors), 'error')}, {output.counted(len(warnings), 'warning')}, "
+          f"{output.counted(len(unverified), 'unverified profile entry', 'unverified profile entries')}; "
+          f"{len(quiet)} of {output.counted(len(verdicts), 'rule')} pass"
+          + (f" ({outside} {'does' if outside == 1 else 'do'} not apply to sglang {runtime['sglang']})" if outside else "")
+          + ("" if every else "; -v lists every rule"))
 
 
 def _check_module(args: argparse.Namespace) -> int:
