@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from blackwell_stack import proc
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.data import registry
 from blackwell_stack.data.stack import Lock, Stack, load_lock
 from blackwell_stack.errors import BuildError, CheckFailed, StackError, ToolchainError
@@ -99,6 +99,8 @@ def write_kept_index(stack: Stack, source: Path) -> list[str]:
         raise StackError(f"--wheels {source}: no .whl files there",
                          "put the kept torch, triton and torchvision wheels there (or repack them with "
                          "`blackwell-stack pins rescue DIST --from-venv VENV`)")
+    for wheel in found:  # all before any is read: a FIFO named like a wheel would block the read forever
+        inputfiles.regular_file(wheel, "--wheels:", hint=f"keep only the wheel files themselves in {source}")
     target = stack.path / "wheels"
     projects: dict[str, list[tuple[str, str]]] = {}
     for wheel in found:
