@@ -110,6 +110,11 @@ ROWS = [
     row("serve", "check", "--module-config", "{huge}", code=USAGE, fragment="is larger than"),
     row("serve", "check", "--module-config", "{deep_json}", code=USAGE, fragment="is not valid JSON"),
     row("serve", "check", "--flags-table", "/dev/zero", code=USAGE, fragment="/dev/zero is a character device"),
+    row("serve", "pin-model", "--endpoint", "http://127.0.0.1:9", "--out", "{tmp}/m.json", code=NETWORK,
+        fragment="hint: run it on a host that reaches the Hub, or pass --endpoint"),
+    row("serve", "pin-model", "--endpoint", "{not_json}", "--out", "{tmp}/m.json", code=NETWORK,
+        fragment="is not JSON hint: check --endpoint"),
+    row("serve", "pin-model", "--out", "{fifo}", code=USAGE, fragment="--out {fifo} is a FIFO"),
     row("serve", "flags", "extract", "--wheel", "{fifo}", "--output", "{tmp}/table.json", code=USAGE,
         fragment="is a FIFO (named pipe)"),
     # A mirror of github.com serves every source, the json release download included.

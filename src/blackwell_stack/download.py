@@ -7,6 +7,8 @@ import http.client
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from email.message import Message
 from pathlib import Path
 
 from blackwell_stack import parallel
@@ -28,7 +30,8 @@ def open_url(url: str, *, timeout: float = 60, headers: dict[str, str] | None = 
         raise NetworkError(f"cannot reach {url}: {reason}") from exc
 
 
-def read_url(url: str, *, limit: int, what: str, headers: dict[str, str] | None = None) -> tuple[bytes, str, str]:
+def read_url(url: str, *, limit: int, what: str, headers: dict[str, str] | None = None,
+             on_headers: Callable[[Message], object] | None = None) -> tuple[bytes, str, str]:
     """(body, content type, final URL) of a small document: an index page, a JSON API answer.
 
     At most `limit` bytes are read: a body that is longer is a NetworkError
@@ -41,6 +44,8 @@ def read_url(url: str, *, limit: int, what: str, headers: dict[str, str] | None 
             raise NetworkError(f"cannot read {url}: {exc}") from exc
         content_type = resp.headers.get("Content-Type", "")
         final_url = resp.geturl()
+        if on_headers is not None:  # what else the answer says in its headers (a Link to its next page)
+            on_headers(resp.headers)
     if len(body) > limit:
         raise NetworkError(f"{url}: {what} is longer than {limit >> 20} MiB, more than any such document",
                            "check the URL: it does not serve what was asked for")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from blackwell_stack import output, proc
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.data.profile import DEFAULT_PROFILE
+from blackwell_stack.data.profile import DEFAULT_PROFILE, load_profile
 from blackwell_stack.errors import BuildError, ExitCode, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_write_bytes, check_output_path
 from blackwell_stack.output import dump_json, heading, paragraph, table
 from blackwell_stack.serve import flags as flagmod
-from blackwell_stack.serve import flags_decisions, flags_extract, module_check
+from blackwell_stack.serve import flags_decisions, flags_extract, model_pin, module_check
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, command_line, configure
 
@@ -61,6 +61,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "before SGLang is started")
     p.set_defaults(func=cmd_run)
 
+    p = serve_sub.add_parser(
+        "pin-model", help="pin the profile's checkpoint: its commit and each file's hash, from the Hugging Face API",
+        description="Reads the Hugging Face API (on a host that reaches it) and writes a manifest beside the "
+        "profile: the commit the revision names, and every file with its sha256 (LFS) or git blob id.",
+        epilog="exit codes: 0 written; 2 bad profile or output; 4 the API could not be reached or answered otherwise")
+    p.add_argument("--profile", default=None, help=f"profile name or JSON path (default: {DEFAULT_PROFILE})")
+    p.add_argument("--revision", default=None, help="a branch, tag or commit of the model's repository (default: "
+                   "the profile's model.revision, else main)")
+    p.add_argument("--endpoint", default=None, help=f"the Hub (default: $HF_ENDPOINT, else {model_pin.DEFAULT_ENDPOINT})")
+    p.add_argument("--out", type=Path, default=None, help="where to write (default: modules/models/PROFILE.json, beside the profiles)")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON too")
+    p.set_defaults(func=cmd_pin_model)
+
     p = serve_sub.add_parser("flags", help="the SGLang flag tables, one per SGLang version (modules/sglang-flags/)")
     flags_sub = p.add_subparsers(dest="flags_command", metavar="SUBCOMMAND")
     flags_sub.required = True
@@ -78,6 +91,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--flags-table", type=Path)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_flags_show)
+
+
+def cmd_pin_model(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    out = check_output_path(args.out or model_pin.manifest_path(profile.path), "--out")  # before any request
+    repo = profile.data["model"]["id"]
+    revision = args.revision or profile.data["model"].get("revision") or "main"
+    manifest = model_pin.pin(repo, revision, base=model_pin.endpoint(args.endpoint))
+    model_pin.write(manifest, out)
+    if args.json:
+        dump_json(manifest)
+        return 0
+    files = manifest["files"]
+    hashed = sum("sha256" in f for f in files.values())
+    print(f"{repo} at {revision}: commit {manifest['revision']}")
+    print(f"wrote {out}: {output.counted(len(files), 'file')} ({hashed} with their sha256 from LFS, the others by "
+          "git blob id)")
+    print(f"  pin it: services.sglang.model.revision = \"{manifest['revision']}\"; or set model.revision in "
+          f"{profile.path}; or --set revision={manifest['revision']}")
+    return 0
 
 
 def _service(args: argparse.Namespace) -> Service:
