@@ -3,7 +3,7 @@
 # blackwell_stack.data.stack on the same files:
 #
 #   stacks = import ./lib/stacks.nix;
-#   stacks.names                   # [ "nightly" "stable" ]
+#   stacks.names                   # [ "stable" "current" "nightly" ]: the default first
 #   stacks.default                 # "stable"
 #   stacks.meta "stable"           # stack.json
 #   stacks.isLocked "nightly"      # false
@@ -33,15 +33,18 @@ let
 
   root = ../stacks;
 
-  names = builtins.sort builtins.lessThan (
+  onDisk = builtins.sort builtins.lessThan (
     filter (name: (readDir root).${name} == "directory" && pathExists (root + "/${name}/stack.json")) (
       attrNames (readDir root)
     )
   );
 
+  # The one order every listing gives (blackwell_stack.data.stack.names): the default first, then by name.
+  names = if length defaults == 1 then [ default ] ++ filter (name: name != default) onDisk else onDisk;
+
   meta =
     name:
-    if builtins.elem name names then
+    if builtins.elem name onDisk then
       fromJSON (readFile (root + "/${name}/stack.json"))
     else
       throw "blackwell-stack: there is no stack ${builtins.toJSON name} (stacks/${name}/stack.json); stacks: ${builtins.concatStringsSep ", " names}";
@@ -90,7 +93,7 @@ let
     else
       throw "blackwell-stack: stacks/${name}/uv.lock has ${toString (length roots)} virtual roots; a stack is one virtual project";
 
-  defaults = filter (name: (meta name).default or false) names;
+  defaults = filter (name: (meta name).default or false) onDisk;
 
   default =
     if length defaults == 1 then

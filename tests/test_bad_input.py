@@ -97,6 +97,11 @@ ROWS = [
     row("serve", "check", "--module-config", "{huge}", code=USAGE, fragment="is larger than"),
     row("serve", "check", "--module-config", "{deep_json}", code=USAGE, fragment="is not valid JSON"),
     row("serve", "check", "--flags-table", "/dev/zero", code=USAGE, fragment="/dev/zero is a character device"),
+    row("serve", "pin-model", "--endpoint", "http://127.0.0.1:9", "--out", "{tmp}/m.json", code=NETWORK,
+        fragment="hint: run it on a host that reaches the Hub, or pass --endpoint"),
+    row("serve", "pin-model", "--endpoint", "{not_json}", "--out", "{tmp}/m.json", code=NETWORK,
+        fragment="is not JSON hint: check --endpoint"),
+    row("serve", "pin-model", "--out", "{fifo}", code=USAGE, fragment="--out {fifo} is a FIFO"),
     # A mirror of github.com serves every source, the json release download included.
     row("kernel", "sources", "fetch", "--dir", "{tmp}/sources", "--all", "--github", "{mirror}", code=NETWORK,
         fragment="{mirror}/nlohmann/json/releases/download/v3.11.3/json.tar.xz"),
@@ -125,6 +130,8 @@ ROWS = [
     row("plan", "no-such-section", code=USAGE, fragment="the plan has no section 'no-such-section'"),
     row("plan", "--stack", "no-such-stack", code=USAGE, fragment="there is no stack 'no-such-stack'"),
     row("stack", "lock", "nightly", "--wheels", "{fifo}", "--no-audit", code=USAGE, fragment="--wheels {fifo}: not a directory"),
+    row("stack", "lock", "nightly", "--wheels", "{fifo_wheels}", "--no-audit", code=USAGE,
+        fragment="is a FIFO (named pipe), not a regular file hint: keep only the wheel files themselves in {fifo_wheels}"),
     # Found while writing this table.
     row("smoke", PASS, "--api-key-file", "{empty}", code=USAGE, fragment="is empty"),
     row("bench", PASS, "--concurrency", "1,x", code=USAGE, fragment="bad --concurrency '1,x'"),
@@ -218,6 +225,9 @@ def places(tmp_path_factory) -> dict[str, str]:
     servers = {name: FaultServer(name) for name in ("nan-text", "nan-stop", "drop", "stall", "negative-chunk",
                                                     "unicode-length")}
     (tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    fifo_wheels = tmp / "fifo-wheels"  # a FIFO named like a kept wheel: read, it would wait forever
+    fifo_wheels.mkdir()
+    os.mkfifo(fifo_wheels / "torch-2.12.0.dev20260307+cu130-cp312-cp312-manylinux_2_28_x86_64.whl")
     # General purpose flag bit 0 (encrypted), and compression method 99 (none zipfile knows).
     encrypted = _zip_with_headers_changed(tmp / "enc-1.0-py3-none-any.whl", 6, 8, b"\x01")
     compress99 = _zip_with_headers_changed(tmp / "comp-1.0-py3-none-any.whl", 8, 10, b"\x63\x00")
@@ -232,7 +242,7 @@ def places(tmp_path_factory) -> dict[str, str]:
         "mirror": serve_fixed(b"not here", status=404, content_type="text/plain"),
     }
     yield {
-        "tmp": str(tmp), "fifo": str(fifo), "big": str(tmp / "big"), "huge": str(tmp / "huge"),
+        "tmp": str(tmp), "fifo": str(fifo), "fifo_wheels": str(fifo_wheels), "big": str(tmp / "big"), "huge": str(tmp / "huge"),
         "empty": str(tmp / "empty"), "elf": os.path.realpath(sys.executable), "no_sglang": str(no_sglang),
         "flood": str(flood), "fifo_venv": fifo_venv, "huge_venv": huge_venv,
         "deep_json": str(tmp / "deep.json"), "encrypted": encrypted, "compress99": compress99,

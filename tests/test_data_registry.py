@@ -99,6 +99,18 @@ def test_every_data_file_of_the_repository_is_registered():
     assert found - registered == set(), "data files the registry does not know"
 
 
+# Where the project was written is not what a user needs (the project runs elsewhere): a data file says what
+# checked a value and what did not, never why the machine that wrote it could not.
+WHERE_IT_WAS_WRITTEN = ("fetch limit", "cannot be reached from", "this machine", "fetched snapshot", "written on",
+                        "search tool", "could be read here", "downloaded here", "too large to fetch")
+
+
+def test_no_data_file_says_where_the_project_was_written():
+    found = [(str(p.relative_to(REPO)), phrase) for f in registry.FILES for p in f.files() if p.suffix == ".json"
+             for phrase in WHERE_IT_WAS_WRITTEN if phrase in p.read_text(encoding="utf-8").lower()]
+    assert found == []
+
+
 @pytest.mark.parametrize("kind,path", [(f.key, p) for f in registry.FILES for p in f.files()],
                          ids=lambda v: str(v.relative_to(REPO)) if isinstance(v, Path) else v)
 def test_every_shipped_file_loads_through_its_loader(kind, path):

@@ -392,8 +392,13 @@ def test_another_torch_needs_the_override_and_the_override_is_recorded(clean_tre
 def test_dry_run_prints_the_plan_and_every_verdict(clean_tree, tmp_path):
     result = run_cli("build", "--src", str(clean_tree), "--python", "/nonexistent/python", "--out", str(tmp_path / "dist"),
                      "--dry-run", "--memory-gib", "1")
-    assert "sgl-kernel build plan" in result.stdout and "command: " in result.stdout and "build record: " in result.stdout
+    assert "sgl-kernel build plan" in result.stdout and "\ncommand:\n" in result.stdout and "build record: " in result.stdout
     assert "[BAD] python: /nonexistent/python not found" in result.stdout
+    # The command a line per argument, a shell's continuation between: none of the thousand-character lines it was.
+    lines = result.stdout.splitlines()
+    command = lines[lines.index("command:") + 1:]
+    assert command[0].startswith("  ") and command[0].endswith(" \\") and any("-D" in line for line in command)
+    assert max(map(len, lines)) < 400, max(lines, key=len)
     assert "not enough memory to compile sgl-kernel" in result.stderr  # the memory verdict too, not only the first
     assert "a build would stop here (2 problem(s) above)" in result.stderr
     assert result.returncode == 6 and not (tmp_path / "dist").exists()

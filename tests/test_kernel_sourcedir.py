@@ -192,6 +192,17 @@ def test_cli_check_reports_each_source(tmp_path):
     assert "repo-flashmla" in real["fetchcontent"] and not any("flashmla" in s["pin"] for s in report["sources"])
 
 
+def test_cli_check_gives_the_hash_mismatch_code_for_a_tree_that_is_not_its_pin(tmp_path):
+    """5, as `kernel build` gives for the same tree (the exit code table in --help), not 1 as for a missing one."""
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "README.md").write_text("not nlohmann/json\n")
+    result = subprocess.run([sys.executable, "-m", "blackwell_stack", "kernel", "sources", "check", "--dir",
+                             str(tmp_path), "--all", "--json"], capture_output=True, text=True, check=False)
+    assert result.returncode == 5, result.stderr
+    states = {s["pin"]: s["state"] for s in json.loads(result.stdout)["sources"]}
+    assert states["fetchcontent.json"] == "mismatch"
+
+
 # --- one function, two front ends: the FetchContent settings -------------------------------------
 
 

@@ -237,5 +237,5 @@ def test_flake_outputs_short_of_nixpkgs(nix_cli, tmp_path):
     assert got["moduleKeys"] == ["imports", "services"]
     assert [p.rsplit("/", 2)[-2:] for p in got["moduleImports"]] == [["modules", "sglang.nix"]]
     assert got["packageOption"] == {"_type": "override", "priority": 1000}  # lib.mkDefault
-    assert got["stacks"] == ["current", "nightly", "stable"]
+    assert got["stacks"] == ["stable", "current", "nightly"]
     assert got["libVersion"] == "26.05"

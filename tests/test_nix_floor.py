@@ -87,4 +87,4 @@ def test_lib_stays_usable_below_the_floor(flake):
     result = subprocess.run([*NIX, "eval", "--offline", "--impure", "--json", "--expr", expr], capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"stacks": ["current", "nightly", "stable"], "modules": ["default", "sglang"]}
+    assert json.loads(result.stdout) == {"stacks": ["stable", "current", "nightly"], "modules": ["default", "sglang"]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import subprocess
 import sys
 
@@ -71,8 +72,7 @@ def test_check_passes_on_the_profile_and_lists_every_rule(repo):
 def test_check_fails_with_the_rule_and_exit_1(args, rule):
     result = cli("serve", "check", *args)
     assert result.returncode == 1
-    row = next(text for text in result.stdout.splitlines() if text.startswith(rule))
-    assert "FAIL" in row
+    assert any(text.startswith(f"FAIL [{rule}] ") for text in result.stdout.splitlines()), result.stdout
 
 
 def test_check_misspelled_flag_suggests():
@@ -181,7 +181,8 @@ def test_check_on_the_current_stack_lists_versions_and_unverified_entries():
     assert verdicts["sm120-trtllm-mha-refused-by-sglang"]["applies"] == "no"
     assert {u["name"] for u in data["unverified"]} >= {"--attention-backend", "--fp4-gemm-backend"}
     text = cli("serve", "check", "--profile", "qwen3.5-397b-a17b-nvfp4-sm120-current").stdout
-    assert "sglang 0.5.23, flashinfer 0.7.2" in text and "n/a" in text and "not verified for this stack" in text
+    assert "sglang 0.5.23, flashinfer 0.7.2" in text and "not verified for this stack" in text
+    assert "do not apply to sglang 0.5.23" in text
     argv = json.loads(cli("serve", "render", "--profile", "qwen3.5-397b-a17b-nvfp4-sm120-current", "--json").stdout)["argv"]
     assert argv[argv.index("--tp-size") + 1] == "8"  # 0.5.23's primary spelling
 
@@ -265,6 +266,11 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     ("mem-fraction-static=0.25", None),
     ("context-length=-1", "context-length-not-positive"),
     ("model-path=", "model-path-empty"),
+    ("model-path=null", "sglang-rejects-flag"),  # SGLang's parser requires it
+    ("revision=main", "model-revision-not-a-commit"),
+    ("revision=v1.0", "model-revision-not-a-commit"),
+    ("revision=0123456", "model-revision-not-a-commit"),  # abbreviated
+    ("revision=0123456789abcdef0123456789abcdef01234567", None),
 ])
 def test_values_sglang_would_take_and_fail_on_later_are_refused(setting, refused_by):
     result = cli("serve", "check", "--set", setting, "--json")
@@ -272,6 +278,26 @@ def test_values_sglang_would_take_and_fail_on_later_are_refused(setting, refused
     fired = sorted(i for i, v in verdicts.items() if v["fired"] and v["severity"] == "error")
     assert fired == ([refused_by] if refused_by else []), (setting, fired)
     assert result.returncode == (1 if refused_by else 0), result.stderr
+
+
+def test_check_prints_failures_and_warnings_first_and_the_passing_rules_as_a_count():
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # into a pipe: every line whole
+    result = cli("serve", "check", "--stack", "current", "--set", "kv-cache-dtype=fp8_e4m3", env=env)
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert lines[0].startswith("== serve check (")
+    assert lines[1].startswith("FAIL [fp8-kv-cache-without-calibrated-scales] --kv-cache-dtype fp8_e4m3")
+    assert lines[2].strip() == "fix: --set kv-cache-dtype=bf16"
+    assert lines[3].startswith("WARN [model-revision-unpinned]")
+    assert " ok " not in result.stdout and "tp-not-positive" not in result.stdout  # a passing rule is counted
+    verdicts = json.loads(cli("serve", "check", "--stack", "current", "--set", "kv-cache-dtype=fp8_e4m3",
+                              "--json").stdout)["verdicts"]
+    passing = sum(not v["fired"] for v in verdicts)
+    assert lines[-1].startswith("1 error, 1 warning, 4 unverified profile entries; "
+                                f"{passing} of {len(verdicts)} rules pass (")
+    assert lines[-1].endswith("; -v lists every rule")
+    every = cli("serve", "check", "--stack", "current", "--set", "kv-cache-dtype=fp8_e4m3", "-v").stdout
+    assert all(v["id"] in every for v in verdicts) and "== every rule ==" in every
 
 
 def test_a_module_config_of_another_shape_is_refused_saying_whose_file_it_takes(tmp_path):

@@ -258,6 +258,10 @@ RULE_CASES = {
         now(),
         case(profile=patched(DEFAULT.data, {"model.id": "/var/lib/models/qwen3.5"})),
     ),
+    "model-revision-not-a-commit": (
+        case(overrides={"revision": "main"}),
+        now(overrides={"revision": "0123456789abcdef0123456789abcdef01234567"}),
+    ),
 }
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import REPO
 from support.uv_venv import install, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
@@ -66,6 +67,32 @@ def test_each_difference_is_named_with_its_repair(venv, capsys):
     if sys.version_info[:2] != (3, 12):
         assert report["differences"][0]["kind"] == "other python"
         assert report["differences"][0]["repair"].startswith("UV_PYTHON_DOWNLOADS=never uv venv --python 3.12 ")
+
+
+def test_the_cli_and_pip_the_readme_installs_are_no_difference(venv, capsys):
+    """The README puts the CLI (editable, from this checkout) and pip into the serving venv; `uv sync --inexact`
+    keeps them, so they are tools beside the lock, not differences from it."""
+    install(venv, "pip", "-e", str(REPO))
+    _, report = _doctor(venv, capsys)
+    assert set(report["tools"]) == {"pip", "blackwell-stack"}
+    assert not {"pip", "blackwell-stack"} & {d["name"] for d in report["differences"]}
+    assert main(["stack", "doctor", "stable", "--python", str(venv), "-v"]) == 1
+    assert "beside the lock, as the README installs them: " in capsys.readouterr().out
+
+
+def test_a_venv_without_sglang_is_said_to_be_no_serving_venv_in_a_few_lines(venv, capsys):
+    assert main(["stack", "doctor", "stable", "--python", str(venv)]) == 1
+    out = capsys.readouterr().out
+    first, *steps = out.splitlines()
+    assert first.startswith(f"{venv} is not a serving venv of the stable stack: sglang is not installed, nor ")
+    assert "-v lists each" in first and len(steps) <= 3
+    assert any(f"uv sync --frozen --inexact --project {REPO / 'stacks' / 'stable'}" in s for s in steps)
+    assert "blackwell-stack kernel build --stack stable" in steps[-1]
+    _, report = _doctor(venv, capsys)
+    assert report["serving_venv"] is False
+    # -v lists every difference, as for a serving venv.
+    assert main(["stack", "doctor", "stable", "--python", str(venv), "-v"]) == 1
+    assert "repair torch: uv pip install" in capsys.readouterr().out
 
 
 def test_the_repair_command_repairs(venv, capsys):

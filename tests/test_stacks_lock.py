@@ -23,7 +23,7 @@ from support.uv_venv import NO_DOWNLOADS, make_venv, uv_or_skip
 
 from blackwell_stack.cli import main
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.errors import StackError, ToolchainError
+from blackwell_stack.errors import CheckFailed, StackError, ToolchainError
 from blackwell_stack.stacks import libraries
 from blackwell_stack.stacks import lock as locking
 
@@ -131,6 +131,23 @@ def test_a_failed_uv_lock_leaves_the_old_lock(tmp_path):
     with pytest.raises(StackError) as info:
         locking.lock(stack, python=python)
     assert "uv could not lock the mini stack" in info.value.message and "old uv.lock" in info.value.hint
+    assert stack.lock_path.read_bytes() == before
+
+
+@pytest.mark.network
+def test_a_stale_lock_fails_the_check_with_the_check_code_and_stays(tmp_path):
+    """`--check` is a check: a lock that is not current gives 1 (the table in --help), not a usage error."""
+    stack = _mini_stack(tmp_path, kept=False)
+    _uv_or_skip(stack)
+    python = _python312_or_skip()
+    locking.lock(stack, python=python)
+    before = stack.lock_path.read_bytes()
+    text = (stack.path / "pyproject.toml").read_text()
+    (stack.path / "pyproject.toml").write_text(text.replace("packaging==24.2", "packaging==24.1"))
+    with pytest.raises(CheckFailed) as info:
+        locking.lock(stack, python=python, check=True)
+    assert info.value.code == 1 and "is not current" in info.value.message
+    assert info.value.hint == "lock it again: blackwell-stack stack lock mini --wheels DIR"
     assert stack.lock_path.read_bytes() == before
 
 

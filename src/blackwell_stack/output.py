@@ -43,6 +43,11 @@ def is_wide() -> bool:
     return _wide
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """"1 distribution", "2 distributions": n and its noun, in the plural (`plural`, else noun + "s") unless n is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
 def terminal_width(out: TextIO | None = None) -> int | None:
     """Columns to fit tables into: $COLUMNS, else the terminal's width; None for pipes and files."""
     env = os.environ.get("COLUMNS", "")

@@ -1,4 +1,5 @@
-"""A dependency-free progress bar on stderr, quiet when stderr is not a terminal."""
+"""A dependency-free progress bar on stderr. Where stderr is not a terminal it draws nothing; a long step (a
+download of a gigabyte) may say what it is in one line there instead (`line`), so that a log shows why it waits."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sys
 import time
 
 
-def _human(n: float) -> str:
+def human_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -17,13 +18,16 @@ def _human(n: float) -> str:
 class Progress:
     """Progress of a byte count (a download) or a step count (a build)."""
 
-    def __init__(self, label: str, total: int | None = None, *, unit: str = "bytes", stream=None):
+    def __init__(self, label: str, total: int | None = None, *, unit: str = "bytes", stream=None,
+                 line: str | None = None):
         self.label = label
         self.total = total
         self.unit = unit
         self.done = 0
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty()
+        if line and not self.enabled:
+            print(line, file=self.stream, flush=True)
         self._started = time.monotonic()
         self._last_draw = 0.0
 
@@ -41,7 +45,7 @@ class Progress:
             self._draw()
 
     def _fmt(self, n: float) -> str:
-        return _human(n) if self.unit == "bytes" else str(int(n))
+        return human_size(n) if self.unit == "bytes" else str(int(n))
 
     def _draw(self) -> None:
         elapsed = max(time.monotonic() - self._started, 1e-6)
@@ -53,7 +57,7 @@ class Progress:
         else:
             text = f"\r{self.label} {self._fmt(self.done)}"
         if self.unit == "bytes":
-            text += f" {_human(rate)}/s"
+            text += f" {human_size(rate)}/s"
         self.stream.write(text)
         self.stream.flush()
 

@@ -98,5 +98,5 @@ def fetch(name: str, version: str, pattern: str = "*.whl") -> Path:
     dest = cache_dir("pypi", name.lower(), version) / f.filename
     if dest.exists() and dest.stat().st_size == f.size and sha256_file(dest) == f.sha256:
         return dest
-    download(f.url, dest, expected_sha256=f.sha256)
+    download(f.url, dest, expected_sha256=f.sha256, expected_size=f.size)
     return dest

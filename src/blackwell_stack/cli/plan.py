@@ -2,8 +2,9 @@
 
 Runs anywhere (no GPU, no Nix): it reads the data files and says, first and
 in one screen, what each stack is (its SGLang, flashinfer, torch and kernel),
-its verdict (verified, or what is not; how many items only the GPU host can
-check, how many cannot be checked here) and the next command; then the
+its verdict (ready to build, or blocked by what is unverified; how many
+checks wait for the GPU host, how many values are not checked here) and the
+next command; then the
 sections of the stack asked for, one line each. `plan SECTION` lists one
 section item by item, `--wide` every row of every section whole, `--json`
 everything (plan_text.py prints; this module decides what there is to say).
@@ -30,6 +31,9 @@ from blackwell_stack.errors import StackError
 
 PLAN_VERSION = 1
 TARGET = "Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120), CUDA 13.0"
+# The sections of the service's settings: an unverified one warns when the service starts, it stops no build.
+SERVICE = "service"
+BLOCKING = "blocking"
 # `plan SECTION` also takes this: every unverified item with its note whole.
 UNVERIFIED_SECTION = "unverified"
 
@@ -41,19 +45,27 @@ def sections(stacks: list[Stack] | None = None) -> list[PlanSection]:
     return [section for part in areas.PLAN_SECTIONS for section in part(chosen)]
 
 
-def _count(secs: list[dict]) -> dict[str, int]:
-    counts = Counter(standing(i) for s in secs for i in s["items"])
-    return {name: counts.get(name, 0) for name in STANDINGS}
+def _count(secs: dict[str, dict]) -> dict[str, int]:
+    """How many items stand each way (data/plan.py's STANDINGS), and how many of the unverified stop the build
+    (BLOCKING: those outside the service's settings, which only warn)."""
+    counts = Counter(standing(i) for s in secs.values() for i in s["items"])
+    blocking = sum(not i["verified"] for key, s in secs.items() if not key.startswith(SERVICE) for i in s["items"])
+    return {**{name: counts.get(name, 0) for name in STANDINGS}, BLOCKING: blocking}
 
 
 def verdict_text(counts: dict[str, int]) -> str:
-    """`verified; 9 items need the GPU host; 7 cannot be checked here` (or how many are not verified first)."""
-    def items(n: int) -> str:
-        return f"{n} item{'' if n == 1 else 's'}"
-
-    head = "verified" if not counts[UNVERIFIED] else f"NOT verified: {items(counts[UNVERIFIED])} unverified"
-    return (f"{head}; {items(counts[NEEDS_GPU_HOST])} need{'s' if counts[NEEDS_GPU_HOST] == 1 else ''} the GPU host; "
-            f"{counts[NOT_CHECKABLE]} cannot be checked here")
+    """Broken apart from pending: `ready to build; 11 checks wait for the GPU host; 1 setting unverified before
+    serving; 7 values not checked here`, or `blocked: 3 unverified items stop the build; ...`."""
+    blocking = counts[BLOCKING]
+    head = "ready to build" if not blocking else f"blocked: {output.counted(blocking, 'unverified item')} stop" + (
+        "s" if blocking == 1 else "") + " the build"
+    gpu = counts[NEEDS_GPU_HOST]
+    parts = [f"{output.counted(gpu, 'check')} wait{'s' if gpu == 1 else ''} for the GPU host"]
+    settings = counts[UNVERIFIED] - blocking
+    if settings:
+        parts.append(f"{output.counted(settings, 'setting')} {UNVERIFIED} before serving")
+    parts.append(f"{output.counted(counts[NOT_CHECKABLE], 'value')} {NOT_CHECKABLE}")
+    return f"{head}; {'; '.join(parts)}"
 
 
 def next_command(stack: Stack) -> str:
@@ -75,7 +87,7 @@ def what_it_is(stack: Stack) -> str:
     return f"SGLang {versions['sglang']}, flashinfer {versions['flashinfer']}, torch {versions['torch']}, {built}"
 
 
-def summary(stack: Stack, secs: list[dict]) -> dict:
+def summary(stack: Stack, secs: dict[str, dict]) -> dict:
     counts = _count(secs)
     return {
         "default": stack.default,
@@ -95,7 +107,7 @@ def build_plan(stacks: list[Stack] | None = None, summarised: list[Stack] | None
     by_name = {}
     for stack in summarised or chosen:
         own = secs if [s.name for s in chosen] == [stack.name] else sections([stack])
-        by_name[stack.name] = summary(stack, [s.to_json() for s in own])
+        by_name[stack.name] = summary(stack, {s.key: s.to_json() for s in own})
     unverified = [
         {"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items if not i.verified
     ]

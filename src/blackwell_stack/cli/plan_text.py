@@ -17,13 +17,16 @@ from __future__ import annotations
 import textwrap
 
 from blackwell_stack import output
-from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, standing
+from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, checked_words, standing
 
 LEGEND = (
     "checked: what checked a value on this project's machines (a hash computed here, PyPI's own sha256, a test on "
-    "the real artifact); 'not checked here' is a value only its source vouches for, or one only the GPU host can "
-    "check (`blackwell-stack doctor`, `smoke` and `bench` there). `plan --json` has every value whole."
+    "the real artifact); 'not checked here' is a value only its source vouches for; 'waits for the GPU host' is "
+    "one only `blackwell-stack doctor`, `smoke` and `bench` there can check; UNVERIFIED is one nothing vouches for "
+    "yet. `plan --json` has every value whole."
 )
+# Where no terminal says how wide a line may be, `plan SECTION` wraps its prose at this many columns.
+PROSE_WIDTH = 100
 # The default screen lists this many unverified items, one line each (`plan unverified` has them all).
 UNVERIFIED_LINES = 6
 MORE = ("more: `plan SECTION` lists a section item by item ({sections}, unverified); `plan --wide` every row "
@@ -51,7 +54,7 @@ def _block(text: str, width: int | None, indent: str = "", more: str = "    ") -
 def _stacks(plan: dict, width: int | None) -> None:
     for name, s in plan["stacks"].items():
         _block(f"{name}{' (default)' if s['default'] else ''}: {s['what']}", width)
-        _line(f"  {s['verdict']}", width)
+        _block(s["verdict"], width, indent="  ", more="  ")
         _line(f"  next: {s['next']}", width)
 
 
@@ -63,9 +66,9 @@ def _section_counts(section: dict) -> str:
             counts[kind] += 1
     rows = [i for i in section["items"] if not i["detail"]]
     files = len(section["items"]) - len(rows)
-    parts = [f"{len(rows)} item{'' if len(rows) == 1 else 's'}" + (f" and {files} locked files" if files else "")]
-    words = {UNVERIFIED: "unverified", NEEDS_GPU_HOST: "need the GPU host", NOT_CHECKABLE: "cannot be checked here"}
-    parts += [f"{n} {words[kind]}" for kind, n in counts.items() if n]
+    parts = [output.counted(len(rows), "item") + (f" and {output.counted(files, 'locked file')}" if files else "")]
+    parts += [f"{n} {kind}" if kind != NEEDS_GPU_HOST else f"{n} wait{'s' if n == 1 else ''} for the GPU host"
+              for kind, n in counts.items() if n]
     return ", ".join(parts)
 
 
@@ -105,7 +108,9 @@ def print_sections(plan: dict, keys: list[str], *, wide: bool) -> None:
         for key in keys:
             _table(plan["sections"][key])
         return
-    width = _width()
+    # Wrapped in a pipe too (at PROSE_WIDTH): a value is one item's prose, never a line of a thousand characters
+    # (`--wide` and `--json` have each whole).
+    width = _width() or PROSE_WIDTH
     for key in keys:
         section = plan["sections"][key]
         _block(f"== {section['title']} ({key}) ==", width)
@@ -129,10 +134,7 @@ def print_sections(plan: dict, keys: list[str], *, wide: bool) -> None:
 
 
 def checked_cell(item: dict) -> str:
-    """The `checked` column: NO for an unverified value, else what checked it ('-': no claim beyond the source)."""
-    if not item["verified"]:
-        return "NO (unverified)"
-    return item.get("checked_by") or "-"
+    return checked_words(item["verified"], item.get("checked_by"))
 
 
 def _table(section: dict) -> None:

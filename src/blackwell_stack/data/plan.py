@@ -11,6 +11,12 @@ machines (a hash computed here, PyPI's own sha256, a test on the real
 artifact), or `NOT_CHECKED_HERE` with the reason, for what only its source
 vouches for or what needs the GPU host; None makes no claim beyond the
 source (a setting the project chose).
+
+One vocabulary, used by `plan`, `pins show` and `stack doctor`: a value is
+"checked here", "not checked here" (its source alone vouches for it),
+"waits for the GPU host", or "unverified" (nothing vouches for it yet: a pin
+to fill, a setting to confirm). An unverified item outside the service's
+settings stops the build; the rest is pending, not broken.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ GPU_HOST = "gpu-host"
 NEEDS = (GPU_HOST,)
 
 UNVERIFIED = "unverified"
-NEEDS_GPU_HOST = "needs the GPU host"
-NOT_CHECKABLE = "cannot be checked here"
-CHECKED = "checked"
+NEEDS_GPU_HOST = "waits for the GPU host"
+NOT_CHECKABLE = NOT_CHECKED_HERE
+CHECKED = "checked here"
 STANDINGS = (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKABLE, CHECKED)
 
 
@@ -50,6 +56,12 @@ class PlanSection:
 
     def to_json(self) -> dict:
         return {"title": self.title, "items": [asdict(i) for i in self.items], "commands": list(self.commands)}
+
+
+def checked_words(verified: bool, checked_by: str | None) -> str:
+    """The `checked` column of `plan --wide` and `pins show`: UNVERIFIED, else what checked the value ('-': no
+    claim beyond its source)."""
+    return checked_by or "-" if verified else UNVERIFIED.upper()
 
 
 def not_checked_here(why: str) -> str:

@@ -175,6 +175,16 @@ def stacks_root() -> Path:
 
 
 def names() -> list[str]:
+    """Every stack, in the one order every command lists them: the default first, then the others by name."""
+    found = _names_on_disk()
+    try:
+        first = default_name()
+    except StackError:  # no single default: the order of names, and the command that needs one says why
+        return found
+    return [first, *(n for n in found if n != first)]
+
+
+def _names_on_disk() -> list[str]:
     """Every stack (a directory of stacks/ with a stack.json), sorted."""
     root = stacks_root()
     if not root.is_dir():
@@ -196,7 +206,7 @@ def load(name: str) -> Stack:
 
 
 def default_name() -> str:
-    defaults = [n for n in names() if load(n).default]
+    defaults = [n for n in _names_on_disk() if load(n).default]
     if len(defaults) != 1:
         raise StackError(f"{len(defaults)} stacks say \"default\": true ({', '.join(defaults) or 'none'})",
                          "exactly one stacks/<name>/stack.json must be the default")

@@ -135,7 +135,7 @@ def load_kernel(spec: str, environment=None) -> Side:
         dist_name = spec_match.group(1)
         dest = cache_dir("pypi", dist_name.lower(), remote.filename.split("-")[1]) / remote.filename
         if not (dest.is_file() and dest.stat().st_size == remote.size):  # the whole kernel wheel: every library matters
-            download(remote.url, dest, expected_sha256=remote.sha256)
+            download(remote.url, dest, expected_sha256=remote.sha256, expected_size=remote.size)
         spec = str(dest)
     version = None
     if spec == ENV:

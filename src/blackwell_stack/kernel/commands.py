@@ -4,6 +4,7 @@ sources, its tests on a GPU and the reference wheel."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from blackwell_stack import output
@@ -84,8 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("check", cmd_sources_check, "check DIR/<name> of each source by its NAR hash (no Nix needed)"),
         ("fetch", cmd_sources_fetch, "download what DIR lacks, check each by its NAR hash, keep only what matches"),
     ):
-        p = ssub.add_parser(name, help=text, epilog="exit codes: 0 every source there and matching; 1 (check) one is "
-                            "missing or differs; 4 a download failed; 5 a download does not match its pin")
+        p = ssub.add_parser(name, help=text, epilog="exit codes: 0 every source there and matching; 1 one is missing "
+                            "or unpinned; 4 a download failed; 5 one does not match its pin")
         p.add_argument("--dir", required=True, help="the sources directory (what `kernel build --sources` reads)")
         p.add_argument("--arch", default=None, help="only what a build for these architectures needs (default: the recipe's)")
         p.add_argument("--all", action="store_true", help="every FetchContent source, whatever the architectures")
@@ -178,12 +179,16 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
         print(f"torch: {plan.torch.version} (expected by {plan.torch.source})")
     jp = plan.job_plan
     if jp:
-        pool = f", heavy units {jp.heavy_jobs} at a time: {', '.join(jp.heavy_sources)}" if jp.heavy_jobs else ""
+        pool = (f", heavy units {jp.heavy_jobs} at a time ({output.counted(len(jp.heavy_sources), 'unit')} in their "
+                "pool: --json lists them)" if jp.heavy_jobs else "")
         print(f"jobs: {jp.jobs} x nvcc threads {jp.threads}{pool}; worst case {jp.planned_peak_mib} MiB of "
               f"{plan.host.available_mib} MiB ({plan.host.source}; {jp.note})")
     else:
         print(f"jobs: none fit in {plan.host.available_mib} MiB ({plan.host.source})")
-    print(f"patches to apply: {', '.join(plan.patches_to_apply) or 'none'}; already applied: {', '.join(plan.patches_applied) or 'none'}")
+    for label, names in (("patches to apply", plan.patches_to_apply), ("patches already applied", plan.patches_applied)):
+        print(f"{label}:" + ("" if names else " none"))
+        for name in names:
+            print(f"  {name}")
     for state in plan.source_dirs:
         print(f"source {state.entry.relpath}: {state.state} ({state.path})")
     for copy in plan.source_copies:
@@ -191,14 +196,23 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
         print(f"source {copy.name}{subs}: copied to {copy.dest} before CMake runs (CMake edits it in place)")
     for check in plan.checks:
         print(check.line())
-    print(f"environment: {' '.join(f'{k}={v}' for k, v in sorted(plan.env.items()))}")
-    print("command: " + " ".join(plan.command))
+    # One variable, one argument per line: the command stays a command a shell can run (a line each for its
+    # dozens of -D flags, where one line ran past a thousand characters).
+    print("environment:")
+    for key, value in sorted(plan.env.items()):
+        print(f"  {key}={shlex.quote(value)}")
+    print("command:")
+    print(" \\\n".join(f"  {shlex.quote(arg)}" if i == 0 else f"    {shlex.quote(arg)}"
+                       for i, arg in enumerate(plan.command)))
     if plan.build_dir:
         print(f"build directory: {plan.build_dir}")
     print(f"build record: {plan.build_info_path}")
     print(f"log: {plan.log_path}")
     if plan.reference:
-        print(f"reference: {plan.reference.summary()}")
+        head, *rest = plan.reference.lines()
+        print(f"reference: {head}")
+        for line in rest:
+            print(f"  {line}")
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -268,12 +282,17 @@ def _print_states(states: list[sourcedir.State], as_json: bool) -> bool:
     return ok
 
 
+def _states_code(states: list[sourcedir.State], as_json: bool) -> int:
+    """0 when every source is as pinned; 5 when one does not match its pin (as `kernel build` says of it), else 1."""
+    if _print_states(states, as_json):
+        return 0
+    return int(ExitCode.HASH_MISMATCH if any(s.state == sourcedir.MISMATCH for s in states) else ExitCode.CHECK_FAILED)
+
+
 def cmd_sources_check(args: argparse.Namespace) -> int:
-    states = sourcedir.check(args.dir, _source_items(args))
-    return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
+    return _states_code(sourcedir.check(args.dir, _source_items(args)), args.json)
 
 
 def cmd_sources_fetch(args: argparse.Namespace) -> int:
-    states = sourcedir.fetch(args.dir, _source_items(args), github=args.github,
-                             say=lambda text: print(text, file=sys.stderr))
-    return 0 if _print_states(states, args.json) else int(ExitCode.CHECK_FAILED)
+    return _states_code(sourcedir.fetch(args.dir, _source_items(args), github=args.github,
+                                        say=lambda text: print(text, file=sys.stderr)), args.json)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 
 from blackwell_stack import argtypes, output
 from blackwell_stack.data import registry
 from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data.plan import STANDINGS, UNVERIFIED
 from blackwell_stack.kernel.inputs import sources as kernel_sources
 from blackwell_stack.pins import flake_inputs, inventory
 from blackwell_stack.pins.rescue import rescue
@@ -68,16 +70,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         output.dump_json({"pins": [r.to_json() for r in rows]})
         return 0
     output.table(
-        ["what", "version", "hash", "verified", "source"],
-        [[r.what, r.version, r.hash, r.verified, r.hash_source if r.verified else f"UNVERIFIED: {r.reason}"] for r in rows],
+        ["what", "version", "hash", "checked", "source"],
+        [[r.what, r.version, r.hash, r.checked, r.hash_source if r.verified else r.reason] for r in rows],
         max_width=None if args.wide else 60,
     )
     if not args.wide:
         print("\n(long cells are cut: --wide or --json shows them whole)")
+    counts = Counter(r.standing for r in rows)
+    print()
+    output.paragraph("; ".join(f"{counts[kind]} {kind}" for kind in STANDINGS if counts[kind])
+                     + " (as `blackwell-stack plan` counts them)")
     missing = [r for r in rows if not r.verified]
     if missing:
-        print()
-        output.paragraph(f"{len(missing)} pin(s) unverified; each file's update_command fills them (see `blackwell-stack plan`).")
+        output.paragraph(f"{output.counted(len(missing), 'pin')} {UNVERIFIED}: each file's update_command fills "
+                         "them (`blackwell-stack plan unverified` names each command).")
     return 0
 
 

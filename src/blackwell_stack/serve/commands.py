@@ -7,12 +7,13 @@ import os
 import sys
 from pathlib import Path
 
-from blackwell_stack import proc
+from blackwell_stack import output, proc
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.data.profile import DEFAULT_PROFILE
+from blackwell_stack.data.profile import DEFAULT_PROFILE, load_profile
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.output import dump_json, heading, table
-from blackwell_stack.serve import module_check
+from blackwell_stack.fileio import check_output_path
+from blackwell_stack.output import dump_json, heading, paragraph, table
+from blackwell_stack.serve import model_pin, module_check
 from blackwell_stack.serve.rules import Verdict
 from blackwell_stack.serve.service import Service, command_line, configure
 from blackwell_stack.sglang_python import check_sglang
@@ -60,6 +61,39 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "before SGLang is started")
     p.set_defaults(func=cmd_run)
 
+    p = serve_sub.add_parser(
+        "pin-model", help="pin the profile's checkpoint: its commit and each file's hash, from the Hugging Face API",
+        description="Reads the Hugging Face API (on a host that reaches it) and writes a manifest beside the "
+        "profile: the commit the revision names, and every file with its sha256 (LFS) or git blob id.",
+        epilog="exit codes: 0 written; 2 bad profile or output; 4 the API could not be reached or answered otherwise")
+    p.add_argument("--profile", default=None, help=f"profile name or JSON path (default: {DEFAULT_PROFILE})")
+    p.add_argument("--revision", default=None, help="a branch, tag or commit of the model's repository (default: "
+                   "the profile's model.revision, else main)")
+    p.add_argument("--endpoint", default=None, help=f"the Hub (default: $HF_ENDPOINT, else {model_pin.DEFAULT_ENDPOINT})")
+    p.add_argument("--out", type=Path, default=None, help="where to write (default: modules/models/PROFILE.json, beside the profiles)")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON too")
+    p.set_defaults(func=cmd_pin_model)
+
+
+def cmd_pin_model(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    out = check_output_path(args.out or model_pin.manifest_path(profile.path), "--out")  # before any request
+    repo = profile.data["model"]["id"]
+    revision = args.revision or profile.data["model"].get("revision") or "main"
+    manifest = model_pin.pin(repo, revision, base=model_pin.endpoint(args.endpoint))
+    model_pin.write(manifest, out)
+    if args.json:
+        dump_json(manifest)
+        return 0
+    files = manifest["files"]
+    hashed = sum("sha256" in f for f in files.values())
+    print(f"{repo} at {revision}: commit {manifest['revision']}")
+    print(f"wrote {out}: {output.counted(len(files), 'file')} ({hashed} with their sha256 from LFS, the others by "
+          "git blob id)")
+    print(f"  pin it: services.sglang.model.revision = \"{manifest['revision']}\"; or set model.revision in "
+          f"{profile.path}; or --set revision={manifest['revision']}")
+    return 0
+
 
 def _service(args: argparse.Namespace) -> Service:
     stack = stack_data.load(args.stack) if args.stack else None
@@ -105,7 +139,26 @@ def cmd_check(args: argparse.Namespace) -> int:
                    "verdicts": [v.to_json() for v in verdicts],
                    "unverified": [{"name": n, "reason": r} for n, r in unverified]})
     else:
-        heading(f"rules ({rendered.profile}; sglang {runtime['sglang']}, flashinfer {runtime['flashinfer']})")
+        _print_check(service, runtime, unverified, every=args.verbose)
+    return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
+
+
+def _print_check(service: Service, runtime: dict, unverified: list[tuple[str, str]], *, every: bool) -> None:
+    """Failures and warnings first, each whole with its fix; the rules that pass as a count (-v: a table of all)."""
+    verdicts = service.verdicts
+    errors, warnings = service.fired("error"), service.fired("warning")
+    heading(f"serve check ({service.rendered.profile}; sglang {runtime['sglang']}, flashinfer {runtime['flashinfer']})")
+    for v in [*errors, *warnings]:
+        for msg in v.messages:
+            paragraph(f"{'FAIL' if v.severity == 'error' else 'WARN'} [{v.id}] {msg}")
+        if v.fix:
+            paragraph(f"fix: --set {v.fix['flag'].lstrip('-')}={v.fix['value']}", indent="     ")
+    if unverified:
+        heading("profile entries not verified for this stack")
+        table(["flag or variable", "why"], unverified)
+    quiet = [v for v in verdicts if not v.fired]
+    if every:
+        heading("every rule")
         rows = []
         for v in verdicts:
             if v.fired:
@@ -114,11 +167,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                 verdict = {"yes": "ok", "no": "n/a", "unknown": "ok (unchecked version)"}[v.applies]
             rows.append((v.id, v.severity, verdict, "; ".join(v.messages) or v.note or "-"))
         table(["rule", "severity", "verdict", "detail"], rows)
-        if unverified:
-            heading("profile entries not verified for this stack")
-            table(["flag or variable", "why"], unverified)
-        print(f"\n{len(errors)} error(s), {len(service.fired('warning'))} warning(s), {len(unverified)} unverified profile entries")
-    return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
+    outside = sum(v.applies == "no" for v in quiet)
+    print()
+    paragraph(f"{output.counted(len(errors), 'error')}, {output.counted(len(warnings), 'warning')}, "
+          f"{output.counted(len(unverified), 'unverified profile entry', 'unverified profile entries')}; "
+          f"{len(quiet)} of {output.counted(len(verdicts), 'rule')} pass"
+          + (f" ({outside} {'does' if outside == 1 else 'do'} not apply to sglang {runtime['sglang']})" if outside else "")
+          + ("" if every else "; -v lists every rule"))
 
 
 def _check_module(args: argparse.Namespace) -> int:

@@ -33,6 +33,9 @@ from blackwell_stack.serve.flags import FlagTable, canonical, negated
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
 _INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
+# What pins a Hugging Face checkout: a full commit sha. A branch or tag (`main`, `v1.0`) moves; an abbreviated sha
+# is not resolved by the Hub's revision argument.
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 # A JSON number, read by json.loads: no nan, no inf.
 _NUMBER_RE = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 FIRST = ("--model-path", "--revision")
@@ -174,6 +177,8 @@ def context_of(
     model = dict(profile.data["model"])
     model_path = flags.get("--model-path")
     model["local"] = isinstance(model_path, str) and model_path.startswith("/")
+    revision = flags.get("--revision")
+    model["revision_is_commit"] = isinstance(revision, str) and bool(_COMMIT_RE.match(revision))
     return {
         "flags": flags,
         "hardware": profile.data["hardware"],

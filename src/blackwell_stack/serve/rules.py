@@ -180,6 +180,11 @@ def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
         problem = _value_problem(name, parsed.values[name], table["flags"][name])
         if problem:
             problems.append(f"extraArgs: {problem}")
+    for name, entry in sorted(table["flags"].items()):
+        # argparse's required=True: SGLang would stop at its parser (--model-path, removed by `--set model-path=null`).
+        if entry.get("required") and name not in rendered.settings and name not in parsed.values:
+            problems.append(f"{name} is required by sglang {version} and is not set: give it a value (the profile's "
+                            f"own, unless a --set {name.lstrip('-')}=null or an override removed it)")
     return problems
 
 

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lock = ssub.add_parser(
         "lock",
         help="make the stack's uv.lock (uv 0.10.7, Python 3.12), then audit its wheels",
-        epilog="exit codes: 0 locked (or current, with --check); 2 bad stack, or the lock is not current (--check); "
+        epilog="exit codes: 0 locked (or current, with --check); 1 the lock is not current (--check); 2 bad stack; "
         "5 a wheel's sha256 is not the lock's; 6 wrong uv or no Python 3.12; 7 uv could not lock",
     )
     lock.add_argument("name")
@@ -115,4 +115,4 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     return stack_doctor.run(stack_data.load(args.name), args.python or sys.executable, verify_files=args.verify_files,
-                            as_json=args.json)
+                            as_json=args.json, verbose=args.verbose)

@@ -18,9 +18,13 @@ What is compared, and what can be:
 - the source-built kernel (not in the lock): installed, at the stack's version,
   and not the PyPI wheel (whose WHEEL tags say manylinux: auditwheel's
   repair; a local scikit-build-core build says linux_x86_64).
-- distributions the lock does not have: listed too.
+- distributions the lock does not have: listed too, but for the tools the
+  README installs beside the lock (the CLI itself, and pip for the kernel
+  build), which `uv sync --inexact` keeps and which are no difference.
 
-Each difference comes with the one command that repairs it.
+Each difference comes with the one command that repairs it. A venv without
+the stack's SGLang is no serving venv at all: that is said in three lines,
+with the command that makes one, and every difference only with -v or --json.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from blackwell_stack import inputfiles, output, parallel
 from blackwell_stack.data import lock as lockfile
 from blackwell_stack.data import wheel_choice as wheels
+from blackwell_stack.data.plan import CHECKED
 from blackwell_stack.data.stack import LockedPackage, Stack
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
@@ -48,6 +53,9 @@ from blackwell_stack.stacks import libraries
 
 MISSING, VERSION, FILE, FILES, EXTRA, ON_DISK = "missing", "other version", "other file", "other file hash", "not in the lock", "changed on disk"
 PYTHON = "other python"
+# Installed beside the lock by the README's path (`uv pip install -e . pip`): the CLI and the pip the kernel build
+# runs. `uv sync --inexact`, the repair of every difference at once, keeps them.
+TOOLS = ("blackwell-stack", "pip")
 
 
 @dataclass
@@ -174,8 +182,15 @@ def _kernel_repair(stack: Stack, python: str) -> str:
             f"uv pip install --python {python} --no-deps --reinstall dist/sgl_kernel-{version}-*.whl")
 
 
-def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[list[Difference], int]:
-    """(differences, how many distributions matched)."""
+@dataclass
+class Report:
+    differences: list[Difference]
+    matched: int  # distributions as locked
+    tools: dict[str, str]  # TOOLS installed: name -> version
+    serving: bool  # whether the stack's SGLang is installed at all
+
+
+def compare(stack: Stack, python: str, *, verify_files: bool = False) -> Report:
     lock = stack.lock()
     env = Environment(python)
     target = stack.target()
@@ -256,19 +271,32 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> tuple[l
             matched += 1
 
     known = {canonicalize_name(n) for n in lock.packages} | {canonicalize_name(kernel["package"])}
+    tools = {name: env.dists[name].version for name in TOOLS if name in env.dists and name not in known}
     for name in sorted(env.dists):
-        if name not in known:
+        if name not in known and name not in tools:
             dist = env.dists[name]
             out.append(Difference(EXTRA, name, None, dist.version, "installed, not in the lock",
                                   f"uv pip uninstall --python {python} {name}"))
-    return out, matched
+    return Report(out, matched, tools, env.get(stack.data["versions_from_lock"]["sglang"]) is not None)
 
 
-def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool) -> int:
-    diffs, matched = compare(stack, python, verify_files=verify_files)
+def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool, verbose: bool = False) -> int:
+    report = compare(stack, python, verify_files=verify_files)
+    diffs = report.differences
+    sync = stack.sync_command(Path(python).parent.parent)
     if as_json:
-        output.dump_json({"stack": stack.name, "python": python, "matched": matched,
+        output.dump_json({"stack": stack.name, "python": python, "serving_venv": report.serving,
+                          "matched": report.matched, "tools": report.tools,
                           "differences": [d.to_json() for d in diffs]})
+    elif not report.serving and not verbose:
+        sglang = stack.data["versions_from_lock"]["sglang"]
+        missing = max(0, sum(d.kind == MISSING for d in diffs) - 1)
+        print(f"{python} is not a serving venv of the {stack.name} stack: {sglang} is not installed, nor "
+              f"{output.counted(missing, 'more locked distribution')} ({output.counted(len(diffs), 'difference')} in "
+              f"all; -v lists each)")
+        steps = [d.repair for d in diffs if d.kind == PYTHON] + [sync]
+        steps += [d.repair for d in diffs if d.name == stack.kernel["package"]]
+        print("  make it one: " + "\n  then: ".join(steps))
     else:
         output.heading(f"{python} against stacks/{stack.name}/uv.lock")
         if diffs:
@@ -277,9 +305,17 @@ def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool) -> int:
             print()
             for d in diffs:
                 print(f"  repair {d.name}: {d.repair}")
-        print(f"\n{matched} distributions as locked, {len(diffs)} differ"
+        print(f"\n{CHECKED} against the lock: {output.counted(report.matched, 'distribution')} as locked, "
+              f"{len(diffs)} differ"
               + ("" if verify_files else " (files compared through RECORD; --verify-files hashes them on disk too)"))
+        if report.tools:
+            print("beside the lock, as the README installs them: "
+                  + ", ".join(f"{name} {version}" for name, version in report.tools.items()))
         if diffs:
-            print(f"every difference at once: {stack.sync_command(Path(python).parent.parent)}"
-                  + ("; then the kernel's repair above" if any(d.name == stack.kernel['package'] for d in diffs) else ""))
+            print(f"every difference at once: {sync}" + _kernel_after(stack, diffs))
     return int(ExitCode.CHECK_FAILED) if diffs else 0
+
+
+def _kernel_after(stack: Stack, diffs: list[Difference]) -> str:
+    return "; then the kernel's repair above" if any(d.name == stack.kernel["package"] for d in diffs) else ""
+

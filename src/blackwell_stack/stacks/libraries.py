@@ -168,7 +168,7 @@ def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdi
                          f"lock again: {stack.lock_command}")
     dest = workdir / wheels.filename(wheel)
     try:
-        download(url, dest, expected_sha256=digest, label=dest.name)
+        download(url, dest, expected_sha256=digest, expected_size=_size(wheel), label=dest.name)
     except NetworkError as exc:
         raise NetworkError(f"{package.name}: {exc.message}",
                            "the audit downloads every locked wheel from its URL: check the network and run it again "
@@ -410,3 +410,9 @@ def write_audit(stack: Stack, data: dict[str, Any]) -> Path:
     path = audit_path(stack)
     atomic_write_json(path, data)
     return path
+
+
+def _size(wheel: dict) -> int | None:
+    """The size uv.lock records for a wheel (uv writes it for every registry file), when it is a count of bytes."""
+    size = wheel.get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None

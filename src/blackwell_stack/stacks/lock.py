@@ -25,10 +25,10 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from blackwell_stack import proc
+from blackwell_stack import inputfiles, proc
 from blackwell_stack.data import registry
 from blackwell_stack.data.stack import Lock, Stack, load_lock
-from blackwell_stack.errors import BuildError, StackError, ToolchainError
+from blackwell_stack.errors import BuildError, CheckFailed, StackError, ToolchainError
 from blackwell_stack.fileio import atomic_file, atomic_write_bytes
 from blackwell_stack.hashes import sha256_file
 
@@ -99,6 +99,8 @@ def write_kept_index(stack: Stack, source: Path) -> list[str]:
         raise StackError(f"--wheels {source}: no .whl files there",
                          "put the kept torch, triton and torchvision wheels there (or repack them with "
                          "`blackwell-stack pins rescue DIST --from-venv VENV`)")
+    for wheel in found:  # all before any is read: a FIFO named like a wheel would block the read forever
+        inputfiles.regular_file(wheel, "--wheels:", hint=f"keep only the wheel files themselves in {source}")
     target = stack.path / "wheels"
     projects: dict[str, list[tuple[str, str]]] = {}
     for wheel in found:
@@ -177,8 +179,8 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
         _restore(stack, before)
         tail = "\n".join(result.stderr.strip().splitlines()[-25:])
         if check:
-            raise StackError(f"stacks/{stack.name}/uv.lock is not current with its pyproject.toml:\n{tail}",
-                             f"lock it again: {stack.lock_command}")
+            raise CheckFailed(f"stacks/{stack.name}/uv.lock is not current with its pyproject.toml:\n{tail}",
+                              f"lock it again: {stack.lock_command}")
         raise BuildError(f"uv could not lock the {stack.name} stack:\n{tail}",
                          "fix the conflict in the stack's pyproject.toml; the old uv.lock was left as it was")
     if check:

@@ -175,6 +175,13 @@ def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings:
     ]
 
 
+def _cmake_version(cmake: str) -> str | None:
+    """`cmake --version`'s number, asked through proc (so that -v shows it); None when it gives none."""
+    code, out = proc.probe([cmake, "--version"])
+    version = toolchain.parse_cmake_version(out) if code == 0 else None
+    return str(version) if version else None
+
+
 def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None, max_jobs: int | None = None,
                   memory_gib: float | None = None, cmake: str | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
     """This host's memory-safe build jobs for the recipe (the rule of kernel/jobs.py).
@@ -183,7 +190,7 @@ def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None, max_
     pool only when it is new enough (jobs.POOLS_MIN_CMAKE).
     """
     host = jobs.read_host(memory_mib=jobs.mib_of_gib(memory_gib))
-    pools = jobs.cmake_has_pools(jobs.cmake_version(cmake)) if cmake else False
+    pools = jobs.cmake_has_pools(_cmake_version(cmake)) if cmake else False
     try:
         plan = jobs.plan(
             cores=host.cores,

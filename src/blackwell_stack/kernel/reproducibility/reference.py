@@ -250,19 +250,25 @@ class ConfigVerdict:
         return not self.record and not self.conditions
 
     def summary(self) -> str:
+        head, *rest = self.lines()
+        return head + (" " + "; ".join(rest) if rest else "")
+
+    def lines(self) -> list[str]:
+        """The verdict, then one line per difference (a terminal shows them so; summary() joins them)."""
         ref = self.reference
         if self.same:
-            return (f"this is the reference configuration: a build should give {ref.wheel_name}, "
-                    f"sha256 {ref.wheel_sha256} ({ref.path.name})")
+            return [f"this is the reference configuration: a build should give {ref.wheel_name}, "
+                    f"sha256 {ref.wheel_sha256} ({ref.path.name})"]
         if self.same_record:
-            return ("the inputs are the reference's, but not every condition is (bit-for-bit identity is not expected; "
-                    "the wheel is compared all the same): " + "; ".join(d.line() for d in self.conditions))
-        text = (f"no reference wheel exists for these inputs ({len(self.record)} differ from the reference "
-                f"configuration in {ref.path.name}): " + "; ".join(d.line() for d in self.record[:6])
-                + ("; ..." if len(self.record) > 6 else ""))
+            return ["the inputs are the reference's, but not every condition is (bit-for-bit identity is not "
+                    "expected; the wheel is compared all the same):", *(d.line() for d in self.conditions)]
+        out = [f"no reference wheel exists for these inputs ({len(self.record)} differ from the reference "
+               f"configuration in {ref.path.name}):", *(d.line() for d in self.record[:6])]
+        if len(self.record) > 6:
+            out.append("...")
         if self.conditions:
-            text += f"; the conditions differ too: {', '.join(d.what for d in self.conditions)}"
-        return text
+            out.append(f"the conditions differ too: {', '.join(d.what for d in self.conditions)}")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {

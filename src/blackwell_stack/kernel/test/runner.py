@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackwell_stack import proc
 from blackwell_stack.errors import ToolchainError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.kernel.test import pytest_outcomes
@@ -127,6 +128,7 @@ def _kill_group(pid: int) -> None:
 def _run_process(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
     """Run argv in its own process group with its output in log; (exit code or None on timeout, seconds)."""
     start = time.monotonic()
+    proc.echo(argv, cwd)
     with open(log, "wb") as out:
         try:
             child = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
