@@ -1,6 +1,6 @@
 """The stable lock's wheels the GPU machine lacks, downloaded by their locked sha256, in chunks a call carries.
 
-    python benchmarks/sglang-gpu/wheels.py DEST [--chunk-mib 56]
+    python benchmarks/sglang-gpu/wheels.py DEST [--chunk-mib 56] [--lock-torch]
 
 The GPU machine (no network) has its own torch 2.11 cu130 with its NVIDIA libraries, triton and the
 scientific stack; everything else SGLang 0.5.9 needs comes from stacks/stable/uv.lock, the file uv
@@ -37,16 +37,20 @@ LEFT_OUT = {
     "fsspec": "the machine's (torch's)", "typing-extensions": "the machine's (torch's)",
     "setuptools": "the machine's",
 }
+# With --lock-torch the run is on the lock's torch 2.12.1 (device.sh's SGLANG_GPU_TORCH_WHEELS: torch and NCCL in
+# a copy of the machine's venv), so the packages paired with torch come from the lock too.
+PAIRED_WITH_TORCH = ("torchvision", "torchaudio", "triton")
 GLIBC_OF_THE_MACHINE = (2, 39)  # Ubuntu 24.04
 
 
-def selected() -> list[tuple[str, str, str, int, str]]:
+def selected(lock_torch: bool = False) -> list[tuple[str, str, str, int, str]]:
     """(name, file name, url, size, sha256) of every wheel to carry."""
     st = stacks.load("stable")
     target = wheel_choice.Target(glibc=GLIBC_OF_THE_MACHINE)
+    left_out = {k: v for k, v in LEFT_OUT.items() if not (lock_torch and k in PAIRED_WITH_TORCH)}
     out = []
     for pkg in st.lock().packages.values():
-        if pkg.name in LEFT_OUT or pkg.source.get("virtual") or not pkg.wheels:
+        if pkg.name in left_out or pkg.source.get("virtual") or not pkg.wheels:
             continue
         # The NVIDIA libraries are the machine's (its torch's); the two pure-Python NVIDIA packages are carried.
         if pkg.name.startswith("nvidia-") and pkg.name not in ("nvidia-cudnn-frontend", "nvidia-ml-py"):
@@ -62,8 +66,9 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("dest", type=Path)
     p.add_argument("--chunk-mib", type=int, default=56)
+    p.add_argument("--lock-torch", action="store_true", help="the run is on the lock's torch: carry its pairs too")
     args = p.parse_args()
-    rows = selected()
+    rows = selected(args.lock_torch)
     chunks: list[list] = []
     for row in rows:  # largest first, each into the first chunk it fits
         for chunk in chunks:
