@@ -6,7 +6,7 @@
 # stacks' Python packages are still their locked wheels (uv2nix); only what
 # comes from nixpkgs is the host's. This is not the pinned configuration:
 # the store paths differ from the flake's packages, and the host's nixpkgs
-# decides whether they build (README, "In your own nixpkgs").
+# decides whether they build (docs/flake.md, "Overlays").
 #
 #   nixpkgs.overlays = [ blackwell-stack.overlays.host-nixpkgs ];
 {
