@@ -239,6 +239,7 @@ def places(tmp_path_factory) -> dict[str, str]:
     nan_baseline.write_text(json.dumps({**shipped, "expectations": [{**first, "concurrency": 1, "value": float("nan")}]}))
     text_concurrency.write_text(json.dumps({**shipped, "expectations": [{**first, "concurrency": "8"}]}))
     fixed = {
+        "not_json": serve_fixed(b"<html>not json</html>", content_type="text/html"),
         "mirror": serve_fixed(b"not here", status=404, content_type="text/plain"),
     }
     yield {

@@ -36,9 +36,9 @@ def test_plan_json_schema():
     plan = json.loads(result.stdout)
     assert plan["plan_version"] == 1
     assert "SM120" in plan["target"]
-    assert list(plan["sections"]) == ["pins", "stack-current", "stack-nightly", "stack-stable", "kernel",
-                                      "service-current", "service-nightly", "service-stable",
-                                      "doctor-current", "doctor-nightly", "doctor-stable", "verify"]
+    assert list(plan["sections"]) == ["pins", "stack-stable", "stack-current", "stack-nightly", "kernel",
+                                      "service-stable", "service-current", "service-nightly",
+                                      "doctor-stable", "doctor-current", "doctor-nightly", "verify"]
     # The source build is shown only where a stack builds its kernel; doctor follows each stack's lock.
     current = json.loads(run_cli("plan", "--json", "--stack", "current").stdout)
     assert list(current["sections"]) == ["pins", "stack-current", "service", "doctor", "verify"]
@@ -66,7 +66,7 @@ def test_plan_says_what_was_not_checked_here():
         assert items[("doctor", name)]["needs"] == "gpu-host", name  # typed: nothing reads the wording
     # A pin whose own source says its hash was not computed here is not shown as checked.
     nixpkgs = items[("pins", "flake input nixpkgs")]
-    assert "not computed here" in nixpkgs["source"] and nixpkgs["checked_by"].startswith("not checked here")
+    assert "not computed by this project" in nixpkgs["source"] and nixpkgs["checked_by"].startswith("not checked here")
     # Locked files: PyPI's own digest, and the file hashed by `stack audit`.
     assert items[("stack-stable", "sglang")]["checked_by"] == "PyPI's sha256, file hashed by `stack audit`"
     assert items[("stack-stable", "sglang 0.5.9")]["detail"] is True
