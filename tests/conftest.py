@@ -53,12 +53,17 @@ def pytest_runtest_protocol(item, nextitem):
         for owner, name, original in saved:
             setattr(owner, name, original)
 
+def cli_files() -> list[Path]:
+    """Every data file the CLI reads that is there now, outside the package: what its Nix package carries."""
+    from blackwell_stack.data import registry
+
+    return sorted(p for f in registry.FILES if "cli" in f.read_by and not f.in_package for p in f.files())
+
+
 def copy_data_root(dest: Path) -> Path:
     """The data files the CLI reads (data/registry.py: exactly what its Nix package carries), copied under
     dest: a throw-away BLACKWELL_STACK_ROOT that a test may break."""
-    from blackwell_stack.data import registry
-
-    for path in registry.cli_files():
+    for path in cli_files():
         target = dest / path.relative_to(REPO)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
