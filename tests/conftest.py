@@ -141,11 +141,19 @@ def nix() -> Nix:
 
 @pytest.fixture(scope="session")
 def pypi_file():
-    """pypi_file(name, version, pattern) -> Path of a real PyPI file, cached under the user cache dir."""
+    """pypi_file(name, version, pattern) -> Path of a real PyPI file, cached under the user cache dir and
+    verified by PyPI's sha256."""
     from blackwell_stack import pypi
+    from blackwell_stack.download import download
+    from blackwell_stack.hashes import sha256_file
+    from blackwell_stack.paths import cache_dir
 
     def get(name: str, version: str, pattern: str = "*.whl") -> Path:
-        return pypi.fetch(name, version, pattern)
+        f = pypi.pick(pypi.release_files(name, version), pattern)
+        dest = cache_dir("pypi", name.lower(), version) / f.filename
+        if not (dest.exists() and dest.stat().st_size == f.size and sha256_file(dest) == f.sha256):
+            download(f.url, dest, expected_sha256=f.sha256, expected_size=f.size)
+        return dest
 
     return get
 
