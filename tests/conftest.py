@@ -53,12 +53,17 @@ def pytest_runtest_protocol(item, nextitem):
         for owner, name, original in saved:
             setattr(owner, name, original)
 
+def cli_files() -> list[Path]:
+    """Every data file the CLI reads that is there now, outside the package: what its Nix package carries."""
+    from blackwell_stack.data import registry
+
+    return sorted(p for f in registry.FILES if "cli" in f.read_by and not f.in_package for p in f.files())
+
+
 def copy_data_root(dest: Path) -> Path:
     """The data files the CLI reads (data/registry.py: exactly what its Nix package carries), copied under
     dest: a throw-away BLACKWELL_STACK_ROOT that a test may break."""
-    from blackwell_stack.data import registry
-
-    for path in registry.cli_files():
+    for path in cli_files():
         target = dest / path.relative_to(REPO)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
@@ -136,11 +141,19 @@ def nix() -> Nix:
 
 @pytest.fixture(scope="session")
 def pypi_file():
-    """pypi_file(name, version, pattern) -> Path of a real PyPI file, cached under the user cache dir."""
+    """pypi_file(name, version, pattern) -> Path of a real PyPI file, cached under the user cache dir and
+    verified by PyPI's sha256."""
     from blackwell_stack import pypi
+    from blackwell_stack.download import download
+    from blackwell_stack.hashes import sha256_file
+    from blackwell_stack.paths import cache_dir
 
     def get(name: str, version: str, pattern: str = "*.whl") -> Path:
-        return pypi.fetch(name, version, pattern)
+        f = pypi.pick(pypi.release_files(name, version), pattern)
+        dest = cache_dir("pypi", name.lower(), version) / f.filename
+        if not (dest.exists() and dest.stat().st_size == f.size and sha256_file(dest) == f.sha256):
+            download(f.url, dest, expected_sha256=f.sha256, expected_size=f.size)
+        return dest
 
     return get
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, copy_data_root
+from conftest import REPO, cli_files, copy_data_root
 
 from blackwell_stack.data import lock, profile, registry, schemas, stack
 from blackwell_stack.errors import DataError, ExitCode
@@ -198,4 +198,4 @@ def test_the_cli_refuses_a_wrong_shape_with_exit_3_naming_file_and_field(rel, ch
 @pytest.mark.nix
 def test_the_nix_package_carries_exactly_the_files_the_cli_reads(nix):
     listed = nix.eval("import ./pkgs/blackwell-stack/data.nix")
-    assert sorted(REPO / p for p in listed) == registry.cli_files()
+    assert sorted(REPO / p for p in listed) == cli_files()

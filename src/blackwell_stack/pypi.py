@@ -1,4 +1,4 @@
-"""PyPI's JSON API: release files with their registry sha256, cached downloads."""
+"""PyPI's JSON API: release files with their registry sha256."""
 
 from __future__ import annotations
 
@@ -6,12 +6,9 @@ import fnmatch
 import json
 import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path
 
-from blackwell_stack.download import download, read_url
+from blackwell_stack.download import read_url
 from blackwell_stack.errors import NetworkError, StackError
-from blackwell_stack.hashes import sha256_file
-from blackwell_stack.paths import cache_dir
 
 PYPI_JSON = "https://pypi.org/pypi"
 # torch's project document, the largest this project reads, is a few MiB.
@@ -90,13 +87,3 @@ def pick(files: list[ReleaseFile], pattern: str) -> ReleaseFile:
         names = ", ".join(f.filename for f in files)
         raise StackError(f"{len(matches)} files match {pattern!r}; the release has: {names}")
     return matches[0]
-
-
-def fetch(name: str, version: str, pattern: str = "*.whl") -> Path:
-    """The release file matching pattern, from the user cache or PyPI, verified by PyPI's sha256."""
-    f = pick(release_files(name, version), pattern)
-    dest = cache_dir("pypi", name.lower(), version) / f.filename
-    if dest.exists() and dest.stat().st_size == f.size and sha256_file(dest) == f.sha256:
-        return dest
-    download(f.url, dest, expected_sha256=f.sha256, expected_size=f.size)
-    return dest

@@ -62,8 +62,8 @@ def probe_plan(kdir: Path, out: Path, record: str = DEFAULT_RECORD):
     planned = {**job_plan.environment(), **job_plan.defines()}
     host = jobs.Host(2, 10**6, None, 0, "test")
     source = prepare.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
-    settings = recipe.skbuild_config_settings(rec, None, planned) + [
-        f"cmake.define.SGL_KERNEL_BUILD_INFO_FILE={out / 'sgl-kernel-build-info.json'}"]
+    defines = {**recipe.defines(rec, None, planned), "SGL_KERNEL_BUILD_INFO_FILE": out / "sgl-kernel-build-info.json"}
+    settings = [f"cmake.define.{name}={value}" for name, value in sorted(defines.items())]
     # Each probe build stages in a directory of its own (two of them may run one after the other in a test).
     stage = staging.Layout(kdir.parent / "stage")
     command = prepare.wheel_command(sys.executable, stage.kernel_dir, out, settings)

@@ -189,8 +189,3 @@ def _project_file(target: Path) -> bool:
         return any(resolved.is_relative_to(root.resolve()) for root in roots)
     except OSError:
         return False
-
-
-def cli_files() -> list[Path]:
-    """Every data file the CLI reads that is there now, outside the package: what its Nix package carries."""
-    return sorted(p for f in FILES if "cli" in f.read_by and not f.in_package for p in f.files())

@@ -12,10 +12,6 @@ from blackwell_stack import proc
 from blackwell_stack.errors import StackError
 
 
-def available() -> bool:
-    return shutil.which("c++filt") is not None
-
-
 def demangle(names: list[str]) -> dict[str, str]:
     """Map each mangled name to its demangled form (itself when c++filt is missing or fails)."""
     names = list(dict.fromkeys(names))

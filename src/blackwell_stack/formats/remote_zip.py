@@ -12,7 +12,6 @@ sha256 and the member name, and checked by the zip's CRC-32 on the way in.
 from __future__ import annotations
 
 import io
-import urllib.parse
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -35,13 +34,10 @@ class RemoteFile:
 
 
 def pypi_file(name: str, version: str, pattern: str) -> RemoteFile:
-    """The one file of name==version whose filename matches pattern, with PyPI's sha256.
-
-    File URLs in PyPI's project document may be relative to it (on mirrors), so they are resolved.
-    """
+    """The one file of name==version whose filename matches pattern, with PyPI's sha256 (its URL absolute:
+    pypi.release_files resolves a mirror's relative ones)."""
     f = pypi.pick(pypi.release_files(name, version), pattern)
-    base = f"{pypi.PYPI_JSON.rstrip('/')}/{name}/json"
-    return RemoteFile(f.filename, urllib.parse.urljoin(base, f.url), f.sha256, f.size)
+    return RemoteFile(f.filename, f.url, f.sha256, f.size)
 
 
 class HttpRangeFile(io.RawIOBase):

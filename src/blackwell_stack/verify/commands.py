@@ -229,9 +229,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print_bench(result)
     written = _write_outputs(result, args)
     for error in errors:
-        print(f"error: {error.message}", file=sys.stderr)
-        if error.hint:
-            print(f"  hint: {error.hint}", file=sys.stderr)
+        print(f"error: {error}", file=sys.stderr)  # with its hint
     if errors:
         return int(errors[0].code)
     if written is not None:

@@ -29,10 +29,6 @@ from blackwell_stack.kernel import jobs
 _CAPABILITY = re.compile(r"(0|[1-9][0-9]*)\.([0-9]+)([af]?)")
 
 
-def recipe_path() -> Path:
-    return registry.path("recipe")
-
-
 def load(path: str | Path | None = None) -> dict:
     return registry.load("recipe", file=path, check=_check_archs_and_memory)  # the shape: the registry's
 
@@ -123,8 +119,3 @@ def cmake_flags(recipe: Mapping, archs: str | Sequence[str] | None = None, plann
 
 def environment(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
     return _layered(recipe, "env", archs, planned)
-
-
-def skbuild_config_settings(recipe: Mapping, archs=None, planned=None) -> list[str]:
-    """`pip wheel -C ...` / `python -m build -C...` arguments that pass the defines to scikit-build-core."""
-    return [f"cmake.define.{name}={value}" for name, value in sorted(defines(recipe, archs, planned).items())]
