@@ -9,9 +9,13 @@ solution, `wrong-answer` answers fluently and wrongly, `stall` never answers.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import shutil
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,8 +24,10 @@ from support import cli as cli_process
 from support.verify_server import FaultServer
 
 from blackwell_stack.data import profile, registry
+from blackwell_stack.data.plan import GPU_HOST
 from blackwell_stack.errors import ExitCode, HashMismatch, StackError
 from blackwell_stack.verify import accuracy, gsm8k_data
+from blackwell_stack.verify import plan as verify_plan
 
 DATA = Path(os.environ.get("BLACKWELL_STACK_GSM8K_DATA") or REPO.parent / "shared" / "datasets" / "gsm8k")
 BOUND_S = 120  # a hang fails the test here; every run below needs a few seconds
@@ -67,6 +73,13 @@ def test_every_profile_has_a_threshold_that_says_where_it_comes_from():
         gsm8k_data.threshold("no-such-profile")
 
 
+def test_plan_lists_the_gate_with_its_threshold_as_waiting_for_the_gpu_host():
+    section = verify_plan.plan_section()
+    item = next(i for i in section.items if i.name == "accuracy gate")
+    assert item.needs == GPU_HOST and "fails below 0.5, a floor meant to catch garbage" in item.value
+    assert any(c.startswith("blackwell-stack accuracy http://") for c in section.commands)
+
+
 def test_the_pins_match_the_shipped_copy_and_a_changed_file_is_refused(tmp_path):
     data = data_dir()
     assert len(gsm8k_data.load("test", data)) == 1319
@@ -79,6 +92,30 @@ def test_the_pins_match_the_shipped_copy_and_a_changed_file_is_refused(tmp_path)
     (tmp_path / "test.jsonl").unlink()
     with pytest.raises(StackError, match="is missing"):
         gsm8k_data.load("test", tmp_path)
+
+
+def test_the_first_run_downloads_into_the_cache_and_later_runs_read_it(tmp_path, monkeypatch):
+    """Served from loopback in place of GitHub (the pins' URLs changed, their hashes kept): downloaded once,
+    read from the cache with the server gone, and a damaged copy downloaded again."""
+    data = data_dir()
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(data))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    pins = copy.deepcopy(gsm8k_data.pins())
+    for pin in pins["dataset"]["files"].values():
+        pin["url"] = f"http://127.0.0.1:{httpd.server_address[1]}/{pin['file']}"
+    monkeypatch.setattr(gsm8k_data, "pins", lambda: pins)
+    monkeypatch.setenv("BLACKWELL_STACK_CACHE", str(tmp_path))
+    cached = tmp_path / "gsm8k" / pins["dataset"]["commit"][:12] / "test.jsonl"
+    try:
+        assert len(gsm8k_data.load("test")) == 1319 and cached.read_bytes() == (data / "test.jsonl").read_bytes()
+        cached.write_bytes(cached.read_bytes().replace(b"#### 18", b"#### 19", 1))
+        assert len(gsm8k_data.load("test")) == 1319 and cached.read_bytes() == (data / "test.jsonl").read_bytes()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert len(gsm8k_data.load("test")) == 1319  # no server now: the cache
 
 
 # ---------------------------------------------------------------- the command against servers
