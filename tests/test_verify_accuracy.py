@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -180,3 +181,17 @@ def test_a_server_that_stalls_stops_at_the_time_bounds():
         not_asked = [s for s in report["wrong_samples"] if s["error"].startswith("not asked")]
         assert report["questions"] - 7 <= report["not_asked"], report
         assert all(why in s["error"] for s in not_asked)
+
+
+@pytest.mark.proc
+def test_a_signal_ends_the_run_at_once_not_after_the_requests_in_flight():
+    """Every request to `stall` waits its --timeout (600 s here); SIGTERM ends the command well before."""
+    with FaultServer("stall") as server:
+        child = cli_process.start("accuracy", server.url, "--data", str(data_dir()), "--questions", "8",
+                                  "--concurrency", "4", "--timeout", "600")
+        assert child.stderr is not None
+        assert child.stderr.readline().startswith("accuracy: 8 GSM8K questions")  # asking now
+        child.send_signal(signal.SIGTERM)
+        _out, err = child.communicate(timeout=BOUND_S)
+    assert child.returncode == 128 + signal.SIGTERM, err
+    assert "terminated (SIGTERM)" in err and "Traceback" not in err

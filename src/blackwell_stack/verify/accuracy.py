@@ -13,17 +13,17 @@ are a seeded sample of test, the same for every run with the same seed.
 Requests go out `concurrency` at a time through the smoke client
 (client.py); each has its own time bound and the whole run has one too: a
 question not asked in time counts as wrong and makes the run incomplete,
-which fails it.
+which fails it. An interrupt (Ctrl-C, SIGTERM) ends the run at once.
 """
 
 from __future__ import annotations
 
+import queue
 import random
 import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 
 from blackwell_stack.errors import CheckFailed
@@ -215,16 +215,42 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
     rows = pick(len(test), config.questions, config.seed)
     asker = _Asker(endpoint, model, config, started + config.run_timeout_s)
     result = GateResult(endpoint.base_url, model, config, threshold, dataset)
-    pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="gsm8k")
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in rows:
+        todo.put(i)
+    answers: queue.SimpleQueue[Graded | BaseException] = queue.SimpleQueue()
+
+    def work() -> None:
+        while True:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                answers.put(asker.ask(Graded(i, answer_value(test[i].answer)), prompt(prefix, test[i].question)))
+            except BaseException as exc:  # a bug: the main thread raises it rather than wait for this answer
+                answers.put(exc)
+                return
+
+    # Daemon threads: an interrupt ends the command at once, not after the requests in flight time out (which
+    # a ThreadPoolExecutor would wait for, at its shutdown and again at the interpreter's exit).
+    for n in range(min(config.concurrency, len(rows))):
+        threading.Thread(target=work, name=f"gsm8k-{n}", daemon=True).start()
+    by_row: dict[int, Graded] = {}
     try:
-        futures = [pool.submit(asker.ask, Graded(i, answer_value(test[i].answer)), prompt(prefix, test[i].question))
-                   for i in rows]
-        for done, future in enumerate(as_completed(futures), 1):
+        while len(by_row) < len(rows):
+            try:
+                answer = answers.get(timeout=1.0)  # a timeout, so that Ctrl-C is seen while waiting
+            except queue.Empty:
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            by_row[answer.index] = answer
             if on_answer:
-                on_answer(future.result(), done, len(futures))
-        result.graded = [f.result() for f in futures]
+                on_answer(answer, len(by_row), len(rows))
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # every request in flight is bounded by its timeout
+        asker.stopped = asker.stopped or "the run was stopped"  # the workers ask nothing more
+    result.graded = [by_row[i] for i in rows]
     result.seconds = time.monotonic() - started
     if asker.unreachable is not None and not any(g.error is None for g in result.graded):
         raise CheckFailed(f"{asker.unreachable}", f"check that the server is up at {endpoint.root}, and the URL "
