@@ -54,6 +54,7 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "baseline": baseline.load,
     "failure-text": failure_text.load,
     "startup-imports": lambda p: registry.load("startup-imports", file=p),
+    "gsm8k": lambda p: registry.load("gsm8k", file=p),
 }
 
 # Each kind, broken: (what is changed, the field the error must name). Valid JSON or TOML of the wrong shape.
@@ -75,6 +76,7 @@ MALFORMED: dict[str, tuple[Callable[[Any], Any], str]] = {
     "failure-text": (lambda d: {**d, "failures": [{**d["failures"][0], "pattern": 7}]}, "pattern"),
     "startup-imports": (lambda d: {**d, "sglang": {"0.5.9": [{**d["sglang"]["0.5.9"][0], "source": "x.py"}]}},
                         "source"),
+    "gsm8k": (lambda d: {**d, "thresholds": {"x": {**next(iter(d["thresholds"].values())), "kind": "guess"}}}, "kind"),
 }
 TEXT_KINDS = {"patch", "kernel-check"}
 NIX_ONLY_KINDS = {f.key for f in registry.FILES if f.shape is schemas.NIX_ONLY}  # Nix's code says what it needs

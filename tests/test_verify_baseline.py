@@ -70,8 +70,9 @@ def test_missing_baseline_file(tmp_path):
 def test_plan_section_names_the_default_target():
     section = plan.plan_section()
     assert section.key == "verify"
-    smoke, bench = section.commands
+    smoke, gate, bench = section.commands
     assert smoke.startswith("blackwell-stack smoke http://127.0.0.1:30000 --model ")
+    assert gate.startswith("blackwell-stack accuracy http://127.0.0.1:30000 --model ")
     assert "bench http://127.0.0.1:30000" in bench and "--concurrency 1,8,32,64,128" in bench
     model = next(i.value for i in section.items if i.name == "model")
     assert model.endswith("Qwen3.5-397B-A17B-NVFP4")

@@ -16,7 +16,7 @@ class ExitCode(enum.IntEnum):
 
     OK = 0
     # A check ran and found a problem: doctor fail, smoke verdict, broken bench
-    # answers, rules that refuse a configuration, a wheel diff or inspect error,
+    # answers, an accuracy below its threshold, rules that refuse a configuration, a wheel diff or inspect error,
     # and a server under test that is down or answers wrongly.
     CHECK_FAILED = 1
     # The command line or a file the user named is wrong, or an output cannot be written.
@@ -39,7 +39,7 @@ class ExitCode(enum.IntEnum):
 
 EXIT_CODE_HELP = {
     ExitCode.OK: "success",
-    ExitCode.CHECK_FAILED: "a check found a problem (doctor, smoke, bench, serve check, inspect, wheel diff), "
+    ExitCode.CHECK_FAILED: "a check found a problem (doctor, smoke, bench, accuracy, serve check, inspect, wheel diff), "
     "including a server under test that is down or answers wrongly",
     ExitCode.USAGE: "bad command line or input file, or an output that cannot be written",
     ExitCode.BAD_DATA: "a data file of the project (pins, profile, recipe, rules) is malformed",

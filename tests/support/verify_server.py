@@ -34,7 +34,8 @@ GET /stats: how many completions it was asked for, by max_tokens, to see what
 a client sends), and the answers of a server that does not answer the
 question: `same-answer` (one sentence for every prompt), `wrong-answer`
 (fluent, different and wrong) and, to tell them apart, `sound` (the answers
-smoke expects).
+smoke expects), and `gsm8k`: the reference solution of each GSM8K question it is asked (the accuracy gate's
+correct answers), read from the test.jsonl of the directory given with --data.
 
 The models' server is `transformers serve` that also takes SGLang's
 `ignore_eos` (transformers_serve()), which sglang.bench_serving sends.
@@ -247,7 +248,7 @@ class Server:
 
 
 FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models",
-          "negative-chunk", "unicode-length", "escape-model", "same-answer", "wrong-answer", "sound")
+          "negative-chunk", "unicode-length", "escape-model", "same-answer", "wrong-answer", "sound", "gsm8k")
 # What `sound` answers, by a word of the prompt (smoke's prompts); any other prompt gets its own sentence.
 SOUND_ANSWERS = {
     "capital": "The capital of France is Paris.",
@@ -258,6 +259,18 @@ SOUND_ANSWERS = {
 # `same-answer` gives this to every prompt (it holds what smoke looks for in each answer); `wrong-answer` answers
 # each prompt with a sentence of its own that holds neither.
 SAME_ANSWER = "The capital of France is Paris. 1, 2, 3, 4, 5, 6."
+
+
+def _gsm8k_solutions(data: Path) -> dict[str, str]:
+    """Each question of data/test.jsonl -> its reference solution (ending in `#### <number>`)."""
+    rows = (json.loads(line) for line in (data / "test.jsonl").read_text().splitlines())
+    return {row["question"]: row["answer"] for row in rows}
+
+
+def _gsm8k_answer(solutions: dict[str, str], prompt: str) -> str:
+    """The solution of the prompt's last question (a few-shot prompt ends "Question: ...\nAnswer:")."""
+    question = prompt.rsplit("Question: ", 1)[-1].removesuffix("\nAnswer:")
+    return " " + solutions.get(question, "I do not know that question.")
 
 
 def _scripted(fault: str, body: dict) -> str:
@@ -328,8 +341,10 @@ def _cut_answer(path: str, stream: bool) -> bytes:
             + b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
 
 
-async def _serve_fault(fault: str, port: int) -> None:
+async def _serve_fault(fault: str, port: int, data: Path | None = None) -> None:
     import asyncio
+
+    solutions = _gsm8k_solutions(data) if fault == "gsm8k" and data is not None else {}
 
     listed = [] if fault == "no-models" else [{"id": ESCAPE_MODEL if fault == "escape-model" else f"fault-{fault}",
                                                "object": "model"}]
@@ -355,6 +370,9 @@ async def _serve_fault(fault: str, port: int) -> None:
                 writer.write(_SSE_HEAD + b"-6\r\ndata: \r\n")
             elif fault == "escape-model":
                 writer.write(_text_answer(path, bool(body.get("stream")), _scripted("sound", body), {}))
+            elif fault == "gsm8k":
+                text = _gsm8k_answer(solutions, str(body.get("prompt") or ""))
+                writer.write(_text_answer(path, bool(body.get("stream")), text, {}))
             elif fault in ("same-answer", "wrong-answer", "sound"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 writer.write(_text_answer(path, bool(body.get("stream")), _scripted(fault, body), {}, usage))
@@ -388,13 +406,15 @@ async def _serve_fault(fault: str, port: int) -> None:
 class FaultServer:
     """One fault of FAULTS, served by this file in a child process on 127.0.0.1; stop() ends it."""
 
-    def __init__(self, fault: str):
+    def __init__(self, fault: str, data: Path | None = None):
+        """data: the directory of GSM8K's test.jsonl (the `gsm8k` fault's answers)."""
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}: one of {FAULTS}")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--fault", fault, "--port", str(self.port)],
+            [sys.executable, __file__, "--fault", fault, "--port", str(self.port),
+             *(["--data", str(data)] if data is not None else [])],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         assert self.proc.stdout is not None
@@ -451,11 +471,12 @@ def main() -> int:
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for transformers serve")
     parser.add_argument("--fault", choices=FAULTS, help="serve this fault instead of the models")
+    parser.add_argument("--data", type=Path, help="the directory of GSM8K's test.jsonl (for --fault gsm8k)")
     args = parser.parse_args()
     if args.fault:
         import asyncio
 
-        asyncio.run(_serve_fault(args.fault, args.port))
+        asyncio.run(_serve_fault(args.fault, args.port, args.data))
         return 0
     if args.dir is None:
         parser.error("give DIR (where the models are made), or --fault")

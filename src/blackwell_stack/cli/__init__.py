@@ -26,7 +26,7 @@ from blackwell_stack.errors import ExitCode, StackError, exit_codes_help
 
 # What a deploying user needs, in the order `--help` lists it; every other command is a maintainer's, listed apart.
 USER_COMMANDS = ("plan", "serve render", "serve check", "serve run", "doctor", "doctor abi", "stack doctor",
-                 "smoke", "bench", "kernel build", "kernel test", "kernel sources fetch", "inspect")
+                 "smoke", "bench", "accuracy", "kernel build", "kernel test", "kernel sources fetch", "inspect")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -114,6 +114,9 @@ FILES: tuple[DataFile, ...] = (
     DataFile("failure-text", "verify/failure-text.json", "the reference deployment's failure text, which smoke "
              "and bench look for in every answer (verify/failure_text.py)", ("cli",), schemas.FAILURE_TEXT,
              in_package=True, hint="restore it from the repository"),
+    DataFile("gsm8k", "verify/gsm8k.json", "the GSM8K files the accuracy gate reads, by URL and sha256, and its "
+             "pass mark per profile with its source (verify/gsm8k_data.py)", ("cli",), schemas.GSM8K,
+             in_package=True, hint="restore it from the repository"),
 )
 
 BY_KEY = {f.key: f for f in FILES}

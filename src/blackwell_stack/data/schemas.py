@@ -308,3 +308,17 @@ FAILURE_TEXT = Obj({
     "failures": ListOf(Obj({"name": Str(nonempty=True), "pattern": Str(nonempty=True), "what": Str(nonempty=True),
                             "source": Str(nonempty=True)})),
 })
+
+# src/blackwell_stack/verify/gsm8k.json: the accuracy gate's data files by hash and its pass mark per profile
+# (verify/gsm8k_data.py); `kind` says where a threshold comes from: a published figure for the model on the card,
+# the same server's bf16-KV run, or a floor meant to catch garbage.
+THRESHOLD_KINDS = ("published", "bf16-kv-run", "floor")
+_GSM8K_FILE = Obj({"file": Str(pattern=r"[A-Za-z0-9_.-]+\.jsonl"), "url": Str(pattern=r"https://.+"), "sha256": SHA256,
+                   "size": Int(minimum=1), "rows": Int(minimum=1)})
+GSM8K = Obj({
+    "schema_version": Literal((1,)),
+    "dataset": Obj({"repository": _TEXT, "commit": Str(pattern=r"[0-9a-f]{40}"), "license": _TEXT, "source": _TEXT,
+                    "files": Obj({"train": _GSM8K_FILE, "test": _GSM8K_FILE})}),
+    "thresholds": Map(Obj({"min_accuracy": Num(above=0, below=1), "kind": Literal(THRESHOLD_KINDS),
+                           "source": _TEXT})),
+})

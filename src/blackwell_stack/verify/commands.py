@@ -1,4 +1,4 @@
-"""CLI commands of the verify area: `smoke` and `bench`."""
+"""CLI commands of the verify area: `smoke`, `bench` and (accuracy_command.py) `accuracy`."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import sys
 from dataclasses import asdict
 from typing import TextIO
 
-from blackwell_stack import inputfiles, output
+from blackwell_stack import output
 from blackwell_stack.argtypes import non_negative_int, positive_float, positive_int
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.sglang_python import check_sglang
+from blackwell_stack.verify import accuracy_command, api_key, client, degeneracy
 from blackwell_stack.verify import baseline as baseline_mod
 from blackwell_stack.verify import bench as bench_mod
-from blackwell_stack.verify import client, degeneracy
 from blackwell_stack.verify import smoke as smoke_mod
 from blackwell_stack.verify.plot import require_matplotlib, write_plot
 
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=positive_int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
     p.add_argument("--timeout", type=positive_float, default=smoke_mod.DEFAULT_TIMEOUT_S,
                    help="seconds for each request, the model listing included (default %(default)s)")
-    _api_key_args(p)
+    api_key.add_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_smoke)
 
@@ -78,39 +78,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
-    _api_key_args(b)
+    api_key.add_options(b)
     b.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     b.set_defaults(func=cmd_bench)
-
-
-def _api_key_args(parser: argparse.ArgumentParser) -> None:
-    keys = parser.add_mutually_exclusive_group()
-    keys.add_argument("--api-key", help="bearer token, if the server wants one (visible in the process list)")
-    keys.add_argument("--api-key-file", help="file holding the bearer token (a systemd credential, for example)")
-
-
-# An API key is a line of text; a file much larger than that is not the key file meant.
-API_KEY_FILE_LIMIT = 64 * inputfiles.KIB
-
-
-def _api_key(args: argparse.Namespace) -> str | None:
-    if not args.api_key_file:
-        return args.api_key
-    hint = "pass a regular file that holds the key (a systemd credential is one), or --api-key"
-    try:
-        key = inputfiles.read_text(args.api_key_file, limit=API_KEY_FILE_LIMIT, what="--api-key-file", hint=hint).strip()
-    except OSError as exc:
-        raise StackError(f"cannot read --api-key-file {args.api_key_file}: {exc.strerror}", hint) from None
-    if not key:
-        raise StackError(f"--api-key-file {args.api_key_file} is empty", "write the server's API key into that file")
-    return key
+    accuracy_command.register(sub)
 
 
 # ---------------------------------------------------------------- smoke
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    endpoint = client.Endpoint.parse(args.url, _api_key(args))
+    endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     model = args.model or client.first_model_id(endpoint, timeout=args.timeout)
     report = smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout,
                                  on_step=_smoke_step(sys.stderr))
@@ -194,7 +172,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
     )
     bench_mod.validate(config)
-    endpoint = client.Endpoint.parse(args.url, _api_key(args))
+    endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     # Everything that could fail after the sweep is checked before it: the baseline, the output paths, matplotlib.
     if args.baseline and args.baseline.lower() != "none":
         baseline_mod.load(args.baseline)

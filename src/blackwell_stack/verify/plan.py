@@ -1,4 +1,5 @@
-"""The Serving verification section of `blackwell-stack plan`: smoke and bench for the default target."""
+"""The Serving verification section of `blackwell-stack plan`: smoke, the accuracy gate and bench for the default
+target."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from blackwell_stack.data.plan import GPU_HOST, PlanItem, PlanSection, not_check
 from blackwell_stack.data.profile import load_profile
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
-from blackwell_stack.verify import baseline
+from blackwell_stack.verify import accuracy, baseline, gsm8k_data
 
 
 def _target() -> tuple[str, str, int, str]:
@@ -17,6 +18,31 @@ def _target() -> tuple[str, str, int, str]:
     if host in ("0.0.0.0", "::"):
         host = "127.0.0.1"
     return str(profile.data["model"]["id"]), host, int(service["port"]), f"modules/profiles/{profile.path.name}"
+
+
+# What each kind of threshold is (gsm8k.json says its source in full).
+THRESHOLD_WORDS = {
+    "floor": "a floor meant to catch garbage (no published figure is known for this model on this card)",
+    "published": "a published figure for this model on this card",
+    "bf16-kv-run": "the same server's score with a bf16 KV cache",
+}
+
+
+def _accuracy_item() -> PlanItem:
+    """The accuracy gate of the default profile: its threshold, and where that comes from."""
+    try:
+        threshold = gsm8k_data.threshold(load_profile().path.stem)
+    except StackError as exc:  # a profile the serve section reports in full, or one without a threshold
+        return PlanItem("accuracy gate", "unknown", None, verified=False, note=exc.message)
+    return PlanItem(
+        "accuracy gate",
+        f"few-shot GSM8K, {accuracy.DEFAULT_QUESTIONS} questions (seed {accuracy.DEFAULT_SEED}) at temperature 0; "
+        f"fails below {threshold.min_accuracy:g}, {THRESHOLD_WORDS[threshold.kind]}",
+        "src/blackwell_stack/verify/gsm8k.json",
+        note=None if threshold.kind == "bf16-kv-run" else "a floor or a published figure misses a loss of a few "
+        "points: set the threshold from the same server's bf16-KV run (docs/accuracy-gate.md#the-threshold)",
+        checked_by=not_checked_here("the grader is tested on the CPU; a score needs the GPU host"), needs=GPU_HOST,
+    )
 
 
 def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
@@ -44,6 +70,7 @@ def plan_section() -> PlanSection:
             "src/blackwell_stack/verify/smoke.py",
             checked_by="tests: real server, broken and sound models",
         ),
+        _accuracy_item(),
     ]
     for exp in base.expectations:
         where = f"c={exp.concurrency}" if exp.concurrency else f"c>={exp.min_concurrency}"
@@ -61,6 +88,7 @@ def plan_section() -> PlanSection:
         items=items,
         commands=[
             f"blackwell-stack smoke {url} --model {model}",
+            f"blackwell-stack accuracy {url} --model {model} --out accuracy.json",
             f"blackwell-stack bench {url} --model {model} --ignore-eos --concurrency 1,8,32,64,128 "
             f"--input-len 256 --output-len 256 --out bench.json --plot bench.png",
         ],
