@@ -71,7 +71,8 @@ def test_a_verdict_tells_broken_from_pending_in_one_vocabulary(as_json):
     assert stable["counts"]["blocking"] == 0
     assert stable["verdict"] == (f"ready to build; {len(gpu)} checks wait for the GPU host; "
                                  f"{stable['counts']['unverified']} setting unverified before serving; "
-                                 f"{stable['counts']['not checked here']} values not checked here")
+                                 f"{stable['counts']['not checked here']} "
+                                 f"{'value' if stable['counts']['not checked here'] == 1 else 'values'} not checked here")
     # A stack without its lock is blocked, and says by how many items.
     nightly = json.loads(plan("--json", "--stack", "nightly").stdout)["stacks"]["nightly"]
     assert nightly["counts"]["blocking"] > 0

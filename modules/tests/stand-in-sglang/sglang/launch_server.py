@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 GOOD = {
     "capital": "The capital of France is Paris.",
-    "count": "One, two, three, four, five, six, seven, eight, nine, ten, eleven, twelve.",
+    "count": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12.",
     "once upon": " an old fisherman who mended his nets by the harbour every morning.",
     "water": " H2O: two hydrogen atoms bound to one oxygen atom.",
 }
