@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import nix_rehearsal
+from support import REPO, nix_rehearsal
 from support.rehearsal import diagnose, stdenv
 from support.rehearsal import session as rh
 
@@ -76,7 +76,7 @@ def test_flashinfer_jit_module_compiles_for_sm120a_with_cuda_home(rehearsal, sta
     assert site.joinpath(f"flashinfer_python-{version}.dist-info").is_dir()
     env = jit_env(rehearsal, home, jit_set, tmp_path, FLASHINFER_CUDA_ARCH_LIST="12.0a",
                   FLASHINFER_WORKSPACE_BASE=str(tmp_path))
-    made = rh.run([rehearsal.python, str(rh.REPO / "tests" / "support" / "flashinfer_jit_ninja.py"), str(site)], env=env,
+    made = rh.run([rehearsal.python, str(REPO / "tests" / "support" / "flashinfer_jit_ninja.py"), str(site)], env=env,
                   cwd=tmp_path, timeout=600)
     assert made.returncode == 0, made.stderr[-3000:]
     ninja_file = json.loads(made.stdout.strip().splitlines()[-1])["ninja"]
@@ -104,7 +104,7 @@ def test_sglang_jit_kernel_builds_and_loads_with_cuda_home(rehearsal, tmp_path):
     rehearsal.write_runpaths(jit_set)
     cache = tmp_path / "tvm-ffi"
     env = jit_env(rehearsal, home, jit_set, tmp_path, TVM_FFI_CACHE_DIR=str(cache))
-    made = rh.run([rehearsal.python, str(rh.REPO / "tests" / "support" / "sglang_jit_kernel.py"), str(jit_set.dirs["sglang"])],
+    made = rh.run([rehearsal.python, str(REPO / "tests" / "support" / "sglang_jit_kernel.py"), str(jit_set.dirs["sglang"])],
                   env=env, cwd=tmp_path, timeout=900)
     assert made.returncode == 0, (diagnose.explain(made.stdout + made.stderr, rehearsal.tree, "nix/cuda-home.nix")
                                   + "\n" + made.stderr[-3000:])

@@ -18,8 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import nix_rehearsal
-from support.rehearsal import session as rh
+from support import REPO, nix_rehearsal
 
 pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytest.mark.slow]
 
@@ -50,7 +49,7 @@ def test_dev_shell_hook_runs_with_the_environment(rehearsal, tmp_path):
     (cli / "bin" / "blackwell-stack").chmod(0o755)
     path = ":".join(f"{p}/bin" for p in shell["packages"])
     script = shell["shellHook"] + "\n" + SHOW + "\nblackwell-stack --help >/dev/null && echo cli=ok\n"
-    result = subprocess.run(["bash", "-eu", "-c", script], cwd=rh.REPO, capture_output=True, text=True, timeout=600,
+    result = subprocess.run(["bash", "-eu", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600,
                             env={"PATH": f"{path}:/usr/bin:/bin", "HOME": str(tmp_path)})
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
@@ -81,7 +80,7 @@ print(json.dumps({"version": version.value, "mapped": sorted({w for w in maps if
 
 
 def _host_shell(rehearsal, tmp_path, link: Path, host_dirs: list[Path]) -> subprocess.CompletedProcess:
-    script = (f"source {rh.REPO / 'nix' / 'host-driver.sh'}\n"
+    script = (f"source {REPO / 'nix' / 'host-driver.sh'}\n"
               f"blackwell_stack_host_driver {link} {tmp_path / 'own'} {' '.join(map(str, host_dirs))}\n"
               'echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"\necho "TRITON_LIBCUDA_PATH=${TRITON_LIBCUDA_PATH:-}"\n'
               f"{rehearsal.python} -c '{LOAD_BY_NAME}' || true\n")
