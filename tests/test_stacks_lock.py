@@ -183,4 +183,4 @@ def test_cli_errors_say_what_failed_and_what_to_do(capsys):
     assert err.startswith("error: cannot run /nonexistent/uv: ") and "\n  hint: install uv and try again" in err
     assert main(["plan", "--stack", "nope"]) == 2
     assert capsys.readouterr().err == ("error: there is no stack 'nope' (stacks/nope/stack.json)\n"
-                                       "  hint: pick one of: current, nightly, stable\n")
+                                       "  hint: pick one of: stable, current, nightly\n")
