@@ -53,9 +53,11 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -223,7 +225,12 @@ class Server:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         argv = [sys.executable, __file__, "--transformers", "serve", "--host", "127.0.0.1", "--port", str(port), "--device", device, *(extra or [])]
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+        # transformers serve loads each model in a process of its own, and multiprocessing shares tensors over a
+        # Unix socket under TMPDIR, whose path may be at most 107 bytes ("AF_UNIX path too long" under a long
+        # TMPDIR): the server gets a short temporary directory of its own.
+        self._tmp = tempfile.mkdtemp(prefix="vs-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+                   TMPDIR=self._tmp)
         self.log = log
         self._log_fh = open(log, "wb")
         self.proc = subprocess.Popen(argv, stdout=self._log_fh, stderr=subprocess.STDOUT, env=env)
@@ -245,6 +252,7 @@ class Server:
     def stop(self) -> None:
         end_process(self.proc)
         self._log_fh.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
 
 FAULTS = ("silent", "stall", "huge-event", "nan", "nan-text", "nan-stop", "drop", "no-models",
