@@ -78,6 +78,8 @@ ROWS = [
     row("smoke", "http://[::1", code=USAGE, fragment=None, stderr_closed=True),
     # Files that are not regular files, or far larger than what they hold: refused at once, never read whole.
     row("smoke", PASS, "--api-key-file", "/dev/zero", code=USAGE, fragment="--api-key-file /dev/zero is a character device"),
+    row("accuracy", PASS, "--min-accuracy", "1.5", code=USAGE, fragment="1.5 is not below 1: give a fraction"),
+    row("accuracy", PASS, "--data", "{fifo}", code=USAGE, fragment="hint: give --data a directory that holds train.jsonl"),
     row("smoke", PASS, "--api-key-file", "{fifo}", code=USAGE, fragment="is a FIFO (named pipe), not a regular file"),
     row("smoke", PASS, "--api-key-file", "{big}", code=USAGE, fragment="is larger than 64 KiB"),
     row("smoke", PASS, "--api-key-file", "{tmp}", code=USAGE, fragment="cannot read --api-key-file"),
