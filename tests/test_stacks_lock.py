@@ -119,15 +119,22 @@ def test_without_the_kept_wheels_the_lock_is_refused_and_nothing_changes(tmp_pat
     assert not stack.lock_path.exists()
 
 
-@pytest.mark.network
-def test_a_failed_uv_lock_leaves_the_old_lock(tmp_path):
+def _locked_then_repinned(tmp_path, packaging: str):
+    """The mini stack locked by real uv, then its pyproject.toml changed to pin packaging==`packaging`:
+    (stack, python, the lock's bytes before)."""
     stack = _mini_stack(tmp_path, kept=False)
     _uv_or_skip(stack)
     python = _python312_or_skip()
     locking.lock(stack, python=python)
     before = stack.lock_path.read_bytes()
     text = (stack.path / "pyproject.toml").read_text()
-    (stack.path / "pyproject.toml").write_text(text.replace("packaging==24.2", "packaging==0.0.0.404"))
+    (stack.path / "pyproject.toml").write_text(text.replace("packaging==24.2", f"packaging=={packaging}"))
+    return stack, python, before
+
+
+@pytest.mark.network
+def test_a_failed_uv_lock_leaves_the_old_lock(tmp_path):
+    stack, python, before = _locked_then_repinned(tmp_path, "0.0.0.404")
     with pytest.raises(StackError) as info:
         locking.lock(stack, python=python)
     assert "uv could not lock the mini stack" in info.value.message and "old uv.lock" in info.value.hint
@@ -137,13 +144,7 @@ def test_a_failed_uv_lock_leaves_the_old_lock(tmp_path):
 @pytest.mark.network
 def test_a_stale_lock_fails_the_check_with_the_check_code_and_stays(tmp_path):
     """`--check` is a check: a lock that is not current gives 1 (the table in --help), not a usage error."""
-    stack = _mini_stack(tmp_path, kept=False)
-    _uv_or_skip(stack)
-    python = _python312_or_skip()
-    locking.lock(stack, python=python)
-    before = stack.lock_path.read_bytes()
-    text = (stack.path / "pyproject.toml").read_text()
-    (stack.path / "pyproject.toml").write_text(text.replace("packaging==24.2", "packaging==24.1"))
+    stack, python, before = _locked_then_repinned(tmp_path, "24.1")
     with pytest.raises(CheckFailed) as info:
         locking.lock(stack, python=python, check=True)
     assert info.value.code == 1 and "is not current" in info.value.message
