@@ -13,6 +13,8 @@
 #       installs carried wheels into the run's site directory (the stable lock's, less what the machine has)
 #   benchmarks/sglang-gpu/device.sh wait SECONDS
 #       until the run ends (or SECONDS pass); results.tar.gz in $OUT each time
+#   benchmarks/sglang-gpu/device.sh accept ARGS...
+#       `blackwell-stack acceptance --url` (ARGS added) against the sound Llama, which the run holds until then
 #
 # The run (run-all): the compilers as the machine's environment names them, tried by `kernel build
 # --dry-run` (its static-only GCC is refused); `kernel build --arch 9.0a` with the distribution's
@@ -166,6 +168,7 @@ run_all() {
   serve bang 30001 "$MODELS/bang" --set quantization=null --set tensor-parallel-size=1 --set disable-cuda-graph=true
   cli smoke http://127.0.0.1:30000 --model "$MODELS/fluent" --timeout 600 > "$R/smoke-fluent.txt" 2>&1 || true
   stamp "smoke fluent: $(tail -1 "$R/smoke-fluent.txt" | cut -c1-80)"
+  touch "$W/fluent-smoked"  # `device.sh accept` may start now: its load does not touch smoke's verdict
   wait_ready 30001 300 && stamp "bang ready" || stamp "bang NOT ready"
   serve qwen 30002 "$MODELS/qwen3.5-moe" --set quantization=null --set tensor-parallel-size=1 \
     --set moe-runner-backend=null --set load-format=dummy --set disable-cuda-graph=true
@@ -177,6 +180,11 @@ run_all() {
   stop_serve bang; stop_serve qwen
   pack
 
+  # The sound Llama stays up for `device.sh accept` (a call of its own, so it runs the checkout as that call
+  # brings it; it starts once smoke is done, beside the `!` Llama and the Qwen3.5-MoE, to fit the lease),
+  # until that step is over or the run's time is.
+  stamp "fluent held for the acceptance step"
+  while [ ! -f "$W/release" ] && (( $(left) > 0 )); do sleep 5; done
   stop_serve fluent
   wait || true
   pack
@@ -271,10 +279,26 @@ wait_for() {
   ls -la "$OUT"
 }
 
+accept() {  # ARGS...: `blackwell-stack acceptance --url` against the sound Llama the run holds, then releases it
+  local py="$W/venv-torch/bin/python3"; [ -x "$py" ] || py="$PY"
+  local t0; t0="$(date +%s)"
+  while [ ! -f "$W/fluent-smoked" ] && (( $(date +%s) - t0 < ${SGLANG_GPU_ACCEPT_WAIT:-400} )); do sleep 3; done
+  [ -f "$W/fluent-smoked" ] || { stamp "fluent not smoked in time for the acceptance step"; touch "$W/release"; return 1; }
+  stamp "acceptance start"
+  printf '%q ' blackwell-stack acceptance --url http://127.0.0.1:30000 --python "$py" "$@" > "$R/acceptance-command.txt"
+  echo >> "$R/acceptance-command.txt"
+  ( cd "$W" && PYTHONPATH="$(serving_path)" "$py" -m blackwell_stack acceptance --url http://127.0.0.1:30000 \
+      --python "$py" "$@" > "$R/acceptance.out" 2> "$R/acceptance.err"; echo "exit code $?" >> "$R/acceptance.err" )
+  stamp "acceptance: $(tail -1 "$R/acceptance.err")"
+  touch "$W/release"; pack
+  cp "$W/results.tar.gz" "$OUT/results.tar.gz"; tail -40 "$R/acceptance.err"
+}
+
 case "${1:-}" in
   start) start "$2" "$3" ;;
   run-all) run_all ;;
   install) shift; install "$@" ;;
   wait) pack 2>/dev/null || true; wait_for "${2:-540}" ;;
-  *) echo "usage: $0 start SOURCES_DIR SECONDS | install WHEEL_DIR... | wait SECONDS" >&2; exit 2 ;;
+  accept) shift; accept "$@" ;;
+  *) echo "usage: $0 start SOURCES_DIR SECONDS | install WHEEL_DIR... | wait SECONDS | accept ARGS..." >&2; exit 2 ;;
 esac

@@ -2,7 +2,7 @@
 
     python benchmarks/sglang-gpu/make_models.py DIR
 
-- DIR/fluent, DIR/bang: small Llamas of tests/verify_server.py (its `gpu` size): sound answers, and the
+- DIR/fluent, DIR/bang: small Llamas of tests/support/verify_server.py (its `gpu` size): sound answers, and the
   all-`!` answers of the seed deployment's failure;
 - DIR/qwen3.5-moe: a tiny Qwen3_5MoeForConditionalGeneration (the profile's architecture): its config
   written with SGLang's own config class (sglang/srt/configs/qwen3_5.py, so SGLang reads back what it
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "tests"))
+sys.path.insert(0, str(HERE.parents[1] / "tests" / "support"))
 
 import verify_server  # noqa: E402 (the tests' model maker)
 
