@@ -8,7 +8,9 @@ from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel.build import prepare, toolchain
+from blackwell_stack.kernel import jobs
 from blackwell_stack.kernel.inputs import patch_series, recipe
+from blackwell_stack.kernel.inputs import sources as kernel_sources
 
 
 def _first_line(text: str) -> str:
@@ -24,7 +26,7 @@ def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
 def plan_section(stacks: list[str] | None = None) -> PlanSection:
     title = "sgl-kernel for SM120, built from source" + (f" (stacks: {', '.join(stacks)})" if stacks else "")
     sec = PlanSection(key="kernel", title=title)
-    sources = prepare.kernel_sources()
+    sources = kernel_sources.load()
     sg = sources["sglang"]
     sec.items.append(PlanItem(
         "sglang source (sourceRoot sgl-kernel)",
@@ -51,7 +53,8 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
         mem["provenance"],
     ))
     try:
-        host, jp = prepare.host_job_plan(rec, rec["arch"], cmake=toolchain.build_tool("cmake", sys.executable))
+        host, jp = prepare.host_job_plan(
+            rec, rec["arch"], cmake_version=jobs.cmake_version(toolchain.build_tool("cmake", sys.executable) or "cmake"))
         pool = f", heavy units {jp.heavy_jobs} at a time" if jp.heavy_jobs else ""
         hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s){pool} here ({host.cores} cores, "
                 f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")
