@@ -8,13 +8,8 @@ from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel.build import prepare, toolchain
-from blackwell_stack.kernel import jobs
 from blackwell_stack.kernel.inputs import patch_series, recipe
 from blackwell_stack.kernel.inputs import sources as kernel_sources
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
@@ -39,7 +34,7 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
                                   dep.get("reason") if not dep.get("verified") else None,
                                   hash_checked_by(dep["hash_checked"])))
     for patch in patch_series.load_series():
-        sec.items.append(PlanItem(f"patch {patch.name[:4]}", _first_line(patch.description), str(patch.path.name)))
+        sec.items.append(PlanItem(f"patch {patch.name[:4]}", next((line.strip() for line in patch.description.splitlines() if line.strip()), ""), str(patch.path.name)))
     rec = recipe.load()
     sec.items.append(PlanItem("recipe cmake flags", " ".join(recipe.cmake_flags(rec)), "pkgs/sgl-kernel/recipe.json"))
     env = recipe.environment(rec)
@@ -53,8 +48,7 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
         mem["provenance"],
     ))
     try:
-        host, jp = prepare.host_job_plan(
-            rec, rec["arch"], cmake_version=jobs.cmake_version(toolchain.build_tool("cmake", sys.executable) or "cmake"))
+        host, jp = prepare.host_job_plan(rec, rec["arch"], cmake_version=toolchain.check_cmake(sys.executable).value)
         pool = f", heavy units {jp.heavy_jobs} at a time" if jp.heavy_jobs else ""
         hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s){pool} here ({host.cores} cores, "
                 f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")
