@@ -170,10 +170,6 @@ class Stack:
         return out
 
 
-def stacks_root() -> Path:
-    return data_path(STACKS_DIR)
-
-
 def names() -> list[str]:
     """Every stack, in the one order every command lists them: the default first, then the others by name."""
     found = _names_on_disk()
@@ -186,17 +182,19 @@ def names() -> list[str]:
 
 def _names_on_disk() -> list[str]:
     """Every stack (a directory of stacks/ with a stack.json), sorted."""
-    root = stacks_root()
+    root = data_path(STACKS_DIR)
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if (p / "stack.json").is_file())
 
 
-def load(name: str) -> Stack:
-    """The stack `name` (stacks/<name>/stack.json, validated)."""
+def load(name: str | None = None) -> Stack:
+    """The stack `name` (stacks/<name>/stack.json, validated); None: the default stack."""
+    if name is None:
+        name = default_name()
     if not _NAME.match(name or ""):
         raise StackError(f"{name!r} is not a stack name", f"stacks: {', '.join(names()) or 'none'}")
-    path = stacks_root() / name
+    path = data_path(STACKS_DIR) / name
     meta = path / "stack.json"
     if not meta.is_file():
         raise StackError(f"there is no stack {name!r} ({STACKS_DIR}/{name}/stack.json)",
@@ -216,14 +214,10 @@ def default_name() -> str:
 def select(arg: str | None) -> list[Stack]:
     """`--stack NAME` (or `all`) as the stacks it names; without one, the default stack."""
     if arg is None:
-        return [load(default_name())]
+        return [load()]
     if arg == "all":
         return [load(n) for n in names()]
     return [load(arg)]
-
-
-def load_default_or(name: str | None) -> Stack:
-    return load(name or default_name())
 
 
 def _check_name(name: str):

@@ -23,12 +23,6 @@ from blackwell_stack.formats.installed import Environment
 TARGET_CUDA_MAJOR = 13
 
 
-def pinned_torch() -> str:
-    """The torch of the default stack's lock (stacks/<default>/uv.lock), read through the stacks loader
-    (a StackError naming the file and the fix when it cannot be read)."""
-    return stack_data.load(stack_data.default_name()).versions()["torch"]
-
-
 def torch_cuda(dist) -> tuple[str | None, int | None, Path | None]:
     """(CUDA version from torch/version.py, CUDA runtime major linked by libc10_cuda.so, torch/lib)."""
     lib = Path(dist.locate_file("torch/lib"))
@@ -77,7 +71,7 @@ def kernel_library_for(cc: str, names: list[str]) -> list[str]:
 def checks(env: Environment, *, gpu_cc: str | None, target_cc: str = "12.0") -> list[Check]:
     out: list[Check] = [Check("python", "interpreter", OK, f"{env.python} ({env.version})")]
     try:
-        pin = pinned_torch()
+        pin = stack_data.load().versions()["torch"]  # the default stack's
     except StackError as exc:
         out.append(Check("python", "torch pin", FAIL, "unreadable", exc.message, exc.hint))
         pin = "(the pinned version: see the error above)"

@@ -42,7 +42,7 @@ def plan_section(stack: Stack | None = None, *, key: str = "doctor") -> PlanSect
     title = "Host checks (doctor)" + (f" for stack {stack.name}" if stack else "")
     s = PlanSection(key=key, title=title)
     try:
-        stack = stack or stack_data.load_default_or(None)
+        stack = stack or stack_data.load()
         runtime = stack.versions()
     except StackError as exc:  # a stack without a lock: nothing to check a host against yet
         s.items.append(PlanItem("versions", "unknown", verified=False, note=str(exc)))

@@ -21,6 +21,7 @@ import hashlib
 import re
 import zipfile
 import zlib
+from collections import Counter
 from pathlib import Path
 
 from blackwell_stack import inputfiles
@@ -165,9 +166,7 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict:
         order_b = [n for n in zb.namelist() if n in infos_a]
         if order_a != order_b:
             members.append({"name": "(archive)", "class": "zip-metadata", "detail": "members stored in another order"})
-    classes: dict[str, int] = {}
-    for m in members:
-        classes[m["class"]] = classes.get(m["class"], 0) + 1
+    classes = dict(Counter(m["class"] for m in members))
     verdict = max(classes, key=SEVERITY.__getitem__) if classes else "zip-metadata"
     if not members:
         members.append({"name": "(archive)", "class": "zip-metadata", "detail": "zip headers or comment differ"})

@@ -124,7 +124,7 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    stack = stack_data.load(args.stack) if args.stack else stack_data.load(stack_data.default_name())
+    stack = stack_data.load(args.stack or None)
     if args.stack:
         stack.require_source_kernel()
     request = prepare.BuildRequest(

@@ -9,10 +9,7 @@ from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.kernel.build import prepare, toolchain
 from blackwell_stack.kernel.inputs import patch_series, recipe
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+from blackwell_stack.kernel.inputs import sources as kernel_sources
 
 
 def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
@@ -24,7 +21,7 @@ def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
 def plan_section(stacks: list[str] | None = None) -> PlanSection:
     title = "sgl-kernel for SM120, built from source" + (f" (stacks: {', '.join(stacks)})" if stacks else "")
     sec = PlanSection(key="kernel", title=title)
-    sources = prepare.kernel_sources()
+    sources = kernel_sources.load()
     sg = sources["sglang"]
     sec.items.append(PlanItem(
         "sglang source (sourceRoot sgl-kernel)",
@@ -37,7 +34,7 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
                                   dep.get("reason") if not dep.get("verified") else None,
                                   hash_checked_by(dep["hash_checked"])))
     for patch in patch_series.load_series():
-        sec.items.append(PlanItem(f"patch {patch.name[:4]}", _first_line(patch.description), str(patch.path.name)))
+        sec.items.append(PlanItem(f"patch {patch.name[:4]}", next((line.strip() for line in patch.description.splitlines() if line.strip()), ""), str(patch.path.name)))
     rec = recipe.load()
     sec.items.append(PlanItem("recipe cmake flags", " ".join(recipe.cmake_flags(rec)), "pkgs/sgl-kernel/recipe.json"))
     env = recipe.environment(rec)
@@ -51,7 +48,7 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
         mem["provenance"],
     ))
     try:
-        host, jp = prepare.host_job_plan(rec, rec["arch"], cmake=toolchain.build_tool("cmake", sys.executable))
+        host, jp = prepare.host_job_plan(rec, rec["arch"], cmake_version=toolchain.check_cmake(sys.executable).value)
         pool = f", heavy units {jp.heavy_jobs} at a time" if jp.heavy_jobs else ""
         hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s){pool} here ({host.cores} cores, "
                 f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")

@@ -40,9 +40,7 @@ def _flake_rows() -> list[PinRow]:
     for name, node_id in sorted(root.get("inputs", {}).items()):
         locked = lock["nodes"][node_id if isinstance(node_id, str) else node_id[-1]].get("locked", {})
         prov = (provenance or {}).get("inputs", {}).get(name, {})
-        url = None
-        if locked.get("type") == "github":
-            url = f"https://github.com/{locked['owner']}/{locked['repo']}/archive/{locked['rev']}.tar.gz"
+        url = _github_url(locked) if locked.get("type") == "github" else None
         verified = bool(locked.get("narHash")) and bool(prov.get("verified")) and prov.get("narHash") == locked.get("narHash")
         reason = prov.get("reason") or (None if verified else f"{provenance_file} does not vouch for this narHash")
         rows.append(PinRow(f"flake input {name}", locked.get("rev"), url, locked.get("narHash"), prov.get("hash_source"),

@@ -61,10 +61,6 @@ class Rescue:
     left_out: list[str] = field(default_factory=list)
 
 
-def _record_hash(data: bytes) -> str:
-    return hex_to_record(hashlib.sha256(data).hexdigest())
-
-
 def read_record(text: str, where: str) -> list[Entry]:
     entries = []
     rows = parse_record(text, where, hint="the installation's RECORD is damaged: reinstall the distribution to repack it")
@@ -188,7 +184,7 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
                 if arc.startswith(f"{data_dir}/scripts/"):
                     data = _SHEBANG.sub(b"#!python\n", path.read_bytes(), count=1)
                     zf.writestr(info, data)
-                    record_rows.append([arc, f"sha256={_record_hash(data)}", str(len(data))])
+                    record_rows.append([arc, f"sha256={hex_to_record(hashlib.sha256(data).hexdigest())}", str(len(data))])
                     continue
                 # Hashed again while written: a file changed since the check fails the repack (nothing is left).
                 h = hashlib.sha256()

@@ -198,9 +198,8 @@ def _check_module(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     service = _service(args)
-    rendered, verdicts = service.rendered, service.verdicts
-    errors = [v for v in verdicts if v.fired and v.severity == "error"]
-    _print_fired(verdicts)
+    rendered, errors = service.rendered, service.fired("error")
+    _print_fired(service.verdicts)
     if errors:
         raise StackError(
             f"{len(errors)} rule(s) refuse this configuration: {', '.join(v.id for v in errors)}",

@@ -208,10 +208,6 @@ def _requires(zf: zipfile.ZipFile, path: Path) -> list[str]:
     return list(meta.get_all("Requires-Dist") or [])
 
 
-def _driver_names_in_source(text: bytes) -> list[str]:
-    return sorted({m.group(0).decode() for m in _DRIVER_NAME_IN_SOURCE.finditer(text)})
-
-
 def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelContents:
     """One locked wheel, checked against the lock's sha256; cached by that sha256."""
     digest = lockfile.sha256_of(wheel)
@@ -236,7 +232,7 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
                                      _requires(zf, path))
             for name, (_crc, size) in contents.members.items():
                 if name.endswith(".py"):
-                    found_names = _driver_names_in_source(zipmember.read_member(zf, name, path))
+                    found_names = sorted({m.group(0).decode() for m in _DRIVER_NAME_IN_SOURCE.finditer(zipmember.read_member(zf, name, path))})
                     if found_names:
                         contents.python_driver_names[name] = found_names
                     continue
@@ -281,10 +277,6 @@ def closure(lock: Lock, name: str) -> set[str]:
     return seen
 
 
-def _origin(entry: str) -> str:
-    return entry.replace("${ORIGIN}", "$ORIGIN")
-
-
 def library_needs(lock: Lock, contents: dict[str, WheelContents]) -> dict[str, Any]:
     """For each wheel with ELF files: what it links outside itself and where that is found."""
     providers: dict[str, set[str]] = {}
@@ -320,7 +312,7 @@ def library_needs(lock: Lock, contents: dict[str, WheelContents]) -> dict[str, A
             "executables": sorted(m for m, i in c.elf.items() if i.executable),
             "dlopen_notes": sorted(m for m, i in c.elf.items() if i.dlopen_note),
             "driver_names": sorted({lib for i in c.elf.values() for lib in i.driver_names}),
-            "origin_runpaths": sorted({_origin(entry) for i in c.elf.values() for path in i.runpath
+            "origin_runpaths": sorted({entry.replace("${ORIGIN}", "$ORIGIN") for i in c.elf.values() for path in i.runpath
                                        for entry in path.split(":") if "ORIGIN" in entry}),
             "needs": dict(sorted(needs.items())),
         }

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +40,6 @@ from blackwell_stack.kernel.inputs.source_filter import Filter
 from blackwell_stack.kernel.reproducibility import buildinfo, reference
 from blackwell_stack.kernel.reproducibility.conditions import conditions_of
 
-_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 # The environment variables CMake reads its initial compiler flags from; the
 # prefix maps are appended to the recipe's values (CUDA's through -Xcompiler).
 _FLAG_VARIABLES = ("CFLAGS", "CXXFLAGS", "CUDAFLAGS")
@@ -56,31 +55,23 @@ class SourceCheck:
     warnings: list[str] = field(default_factory=list)
 
 
-def kernel_sources() -> dict:
-    """pkgs/sgl-kernel/sources.json, validated."""
-    return sources.load()
-
-
 def pyproject_version(kernel_dir: Path) -> str | None:
     pyproject = kernel_dir / "pyproject.toml"
-    text = inputfiles.read_text(pyproject, limit=inputfiles.TEXT_FILE_LIMIT) if pyproject.is_file() else ""
-    in_project = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("["):
-            in_project = stripped == "[project]"
-        elif in_project:
-            m = re.match(r'version\s*=\s*"([^"]+)"', stripped)
-            if m:
-                return m.group(1)
-    return None
+    if not pyproject.is_file():
+        return None
+    try:
+        project = tomllib.loads(inputfiles.read_text(pyproject, limit=inputfiles.TEXT_FILE_LIMIT)).get("project")
+    except tomllib.TOMLDecodeError:
+        return None
+    version = project.get("version") if isinstance(project, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def check_source(src: str | Path) -> SourceCheck:
     """Is the checkout the pinned sgl-kernel? Differences are warnings: a newer tree may still build."""
     # Absolute: the prefix map must name the path CMake compiles from (a relative --src matched nothing).
     kdir = patch_series.kernel_dir(src).resolve()
-    pins = kernel_sources()["sglang"]
+    pins = sources.load()["sglang"]
     version = pyproject_version(kdir)
     rev = None
     try:
@@ -175,22 +166,12 @@ def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings:
     ]
 
 
-def _cmake_version(cmake: str) -> str | None:
-    """`cmake --version`'s number, asked through proc (so that -v shows it); None when it gives none."""
-    code, out = proc.probe([cmake, "--version"])
-    version = toolchain.parse_cmake_version(out) if code == 0 else None
-    return str(version) if version else None
-
-
 def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None, max_jobs: int | None = None,
-                  memory_gib: float | None = None, cmake: str | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
-    """This host's memory-safe build jobs for the recipe (the rule of kernel/jobs.py).
-
-    `cmake`: the cmake that will configure the build; heavy units get a ninja
-    pool only when it is new enough (jobs.POOLS_MIN_CMAKE).
-    """
+                  memory_gib: float | None = None, cmake_version: str | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
+    """This host's memory-safe build jobs for the recipe (the rule of kernel/jobs.py); heavy units get a ninja
+    pool only when the cmake that configures the build is new enough (jobs.POOLS_MIN_CMAKE)."""
     host = jobs.read_host(memory_mib=jobs.mib_of_gib(memory_gib))
-    pools = jobs.cmake_has_pools(_cmake_version(cmake)) if cmake else False
+    pools = jobs.cmake_has_pools(cmake_version)
     try:
         plan = jobs.plan(
             cores=host.cores,
@@ -358,10 +339,10 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     error = toolchain.toolchain_error(checks)
     if error:
         blockers.append(error)
-    cmake = toolchain.build_tool("cmake", python)
+    found = {c.name: c.value for c in checks}
     try:
         host, job_plan = host_job_plan(rec, arch, job_peak_mib=request.job_peak_mib, max_jobs=request.max_jobs,
-                                       memory_gib=request.memory_gib, cmake=cmake)
+                                       memory_gib=request.memory_gib, cmake_version=found.get("cmake"))
     except ToolchainError as exc:
         blockers.append(exc)
         host, job_plan = jobs.read_host(memory_mib=jobs.mib_of_gib(request.memory_gib)), None
@@ -376,7 +357,6 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     env.update(_tool_environment(checks, found_compilers))
     settings = [f"cmake.define.{name}={value}" for name, value in sorted(defines.items())]
     settings.insert(0, f"build-dir={build_dir}")
-    found = {c.name: c.value for c in checks}
     if jobs.version_at_least(found.get("scikit-build-core"), (1, 0)):
         # Normalised wheel timestamps and modes (scikit-build-core >= 1.0; older ones refuse the key).
         settings.insert(0, "wheel.reproducible=true")

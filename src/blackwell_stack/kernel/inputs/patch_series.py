@@ -132,12 +132,8 @@ def parse_patch(path: Path) -> Patch:
     return Patch(path.stem, path, "\n".join(description).strip(), files)
 
 
-def series_dir() -> Path:
-    return registry.entry("patch").directory()
-
-
 def load_series(directory: Path | None = None) -> list[Patch]:
-    directory = directory or series_dir()
+    directory = directory or registry.entry("patch").directory()
     paths = sorted(directory.glob("[0-9][0-9][0-9][0-9]-*.patch"))
     if not paths:
         raise DataError(directory, None, None, "no NNNN-*.patch files", "restore patches/sgl-kernel from the repository")

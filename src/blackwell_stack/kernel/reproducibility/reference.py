@@ -27,7 +27,7 @@ import json
 import re
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,6 @@ from blackwell_stack.kernel.reproducibility.conditions import CONDITIONS
 
 SCHEMA_VERSION = schemas.REFERENCE_WHEEL_SCHEMA
 BUILD_RECORD_MEMBER = schemas.BUILD_RECORD_MEMBER
-
-
-def reference_path() -> Path:
-    return registry.path("reference-wheel")
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ class Document:
 
 def document(path: str | Path | None = None) -> Document:
     """The whole reference file, checked by its shape (data/schemas.py) and the conditions it must name."""
-    path = Path(path) if path is not None else reference_path()
+    path = Path(path) if path is not None else registry.path("reference-wheel")
     data = registry.load("reference-wheel", file=path, check=_check_conditions)
     withdrawn = [Withdrawn(w["wheel"]["name"], w["wheel"]["sha256"], w["cuda_archs"], w["measured"], w["why"])
                  for w in data["withdrawn"]]
@@ -192,7 +188,7 @@ def expected_record(ref: Reference) -> dict[str, Any]:
     torch_rec = recorded.get("torch") or {}
     override = torch_rec.get("override") or ""
     allow_torch = override.split()[-1] if override.startswith("--allow-torch ") else None
-    expected = toolchain.expected_torch("python", stack_data.load_default_or(_stack_of(torch_rec)), allow_torch)
+    expected = toolchain.expected_torch("python", stack_data.load(_stack_of(torch_rec)), allow_torch)
     return json.loads(buildinfo.render(
         sgl_kernel_version=data["sglang"].get("sgl_kernel_version"),
         sglang_pin=data["sglang"],
@@ -275,14 +271,10 @@ class ConfigVerdict:
             "reference": str(self.reference.path),
             "same_configuration": self.same,
             "same_inputs": self.same_record,
-            "input_differences": [_difference_json(d) for d in self.record],
-            "condition_differences": [_difference_json(d) for d in self.conditions],
+            "input_differences": [asdict(d) for d in self.record],
+            "condition_differences": [asdict(d) for d in self.conditions],
             "summary": self.summary(),
         }
-
-
-def _difference_json(d: Difference) -> dict[str, Any]:
-    return {"what": d.what, "reference": d.reference, "this": d.this, "owner": d.owner}
 
 
 def compare_configuration(ref: Reference, build_record: str | Mapping[str, Any],
