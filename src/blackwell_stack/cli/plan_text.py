@@ -76,6 +76,11 @@ def print_screen(plan: dict, shown: list[str]) -> None:
     """The default answer: fits 40 lines of a 100-column terminal."""
     width = _width()
     _line(f"blackwell-stack plan: {plan['target']}", width)
+    report = plan.get("report")
+    if report:
+        refused = f"; refused for {', '.join(report['refused'])}" if report["refused"] else ""
+        _block(f"acceptance report {report['file']} ({report['host']}, {report['date'][:10]}, stack "
+               f"{report['stack']}): {report['verified']} item(s) verified{refused}", width)
     print()
     _stacks(plan, width)
     print()

@@ -37,6 +37,8 @@ SCHEMA_VERSION = 1
 # A report is a few KiB (the steps' whole outputs are files beside it); far more is not one.
 REPORT_LIMIT = 4 * inputfiles.MIB
 PLOT = "bench.png"
+# How an item verified by a report begins its `checked` (plan counts them).
+VERIFIED = "verified by the"
 
 # Prints the versions the interpreter would import, and where its kernel came from (PEP 610's direct_url.json
 # holds the sha256 of the wheel a file install used), without importing any of them.
@@ -190,8 +192,11 @@ def discard(work: Path) -> None:
 
 
 def load(path: str | Path) -> tuple[dict, str]:
-    """The report at path and its sha256; a StackError that says what is wrong with anything else."""
+    """The report at path (or in the report directory at path) and its sha256; a StackError that says what is
+    wrong with anything else."""
     hint = "pass the report.json that `blackwell-stack acceptance` wrote"
+    if os.path.isdir(path):
+        path = Path(path) / "report.json"
     try:
         data = inputfiles.read_bytes(path, limit=REPORT_LIMIT, what="--report", hint=hint)
     except (FileNotFoundError, IsADirectoryError) as exc:
@@ -289,7 +294,7 @@ def apply(report: dict, sha256: str, sections: list[PlanSection], stacks: list[S
                 why = _baseline_ok(report, item.name.removeprefix("baseline: "))
                 failed = [f"bench: {why}"] if why else []
             if failed:
-                item.note = f"not verified by the {by}: {failed[0]}"
+                item.note = f"not {VERIFIED} {by}: {failed[0]}"
                 continue
-            item.needs, item.checked_by = None, f"verified: {by}"
+            item.needs, item.checked_by = None, f"{VERIFIED} {by}"
     return refused
