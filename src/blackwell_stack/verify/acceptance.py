@@ -206,10 +206,12 @@ def wait_ready(server: Server, bound_s: float) -> Step:
 
 
 def _last_line(log: Path) -> str:
+    """The server log's last error line, else its last line."""
     with open(log, "rb") as fh:
         fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
         lines = fh.read().decode(errors="replace").strip().splitlines()
-    return lines[-1][:300] if lines else "(it printed nothing)"
+    errors = [line for line in lines if line.lower().startswith("error")]
+    return (errors or lines or ["(it printed nothing)"])[-1][:300]
 
 
 def reach_server(url: str, api_key: str | None, bound_s: float) -> tuple[str | None, Step]:

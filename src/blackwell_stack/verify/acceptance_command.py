@@ -30,8 +30,12 @@ BOUNDS = {"doctor": 900.0, "stack doctor": 600.0, "kernel import": 300.0, "kerne
 KERNEL_TEST_FILES = ("gpu_check.py", "test_fp4_gemm.py", "test_fp4_quantize.py")
 # Imports the kernel on the GPU the way SGLang does, and says what it found (one JSON line).
 KERNEL_IMPORT = """
-import json, sys, torch
-module = __import__(sys.argv[1])
+import json, sys
+try:
+    import torch
+    module = __import__(sys.argv[1])
+except Exception as exc:
+    sys.exit(f"error: cannot import {sys.argv[1]}: {type(exc).__name__}: {exc}")
 found = {"module": sys.argv[1], "file": getattr(module, "__file__", None), "torch": torch.__version__,
          "cuda_available": torch.cuda.is_available(),
          "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
