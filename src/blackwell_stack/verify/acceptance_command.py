@@ -28,6 +28,8 @@ BOUNDS = {"doctor": 900.0, "stack doctor": 600.0, "kernel import": 300.0, "kerne
 # A bounded subset of upstream's kernel tests: the NVFP4 GEMM and quantization the profile serves with, and the
 # project's own SM100/SM120 check (kernel test skips what does not apply to the GPU, saying why).
 KERNEL_TEST_FILES = ("gpu_check.py", "test_fp4_gemm.py", "test_fp4_quantize.py")
+# What both kernel distributions (sgl-kernel, sglang-kernel) install, and SGLang imports.
+KERNEL_MODULE = "sgl_kernel"
 # Imports the kernel on the GPU the way SGLang does, and says what it found (one JSON line).
 KERNEL_IMPORT = """
 import json, sys
@@ -242,8 +244,7 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: list[str
                                   bounds["doctor"], work, "doctor.json", _doctor))
     steps.append(run.command_step("stack doctor", run.cli("stack", "doctor", stack.name, *py, "--json"),
                                   bounds["stack doctor"], work, "stack-doctor.json", _stack_doctor))
-    module = stack.kernel["package"].replace("-", "_")
-    steps.append(run.command_step("kernel import", [args.python, "-c", KERNEL_IMPORT, module],
+    steps.append(run.command_step("kernel import", [args.python, "-c", KERNEL_IMPORT, KERNEL_MODULE],
                                   bounds["kernel import"], work, "kernel-import.json",
                                   lambda d: f"{d['module']} from {d['file']} on {d['gpu']} (torch {d['torch']})"))
     if not args.kernel_tests:
