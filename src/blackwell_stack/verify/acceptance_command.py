@@ -205,14 +205,18 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
     finally:
         if state.server is not None:
             state.server.stop()
-        versions = report_mod.installed_versions(args.python, stack.kernel["package"], run.run_bounded)
-        report = report_mod.build(
-            steps=state.steps, ident=report_mod.identity(stack, profile), versions=versions,
-            locked=stack.versions() if stack.locked else None, host=socket.gethostname(),
-            date=started_at.isoformat(timespec="seconds"), mode="url" if args.url else "started", url=state.url,
-            model=state.model, kernel_wheel=_kernel_wheel(args.kernel_wheel, versions),
-            blackwell_stack=__version__)
-        report_mod.publish(work, final, report)
+        try:
+            versions = report_mod.installed_versions(args.python, stack.kernel["package"], run.run_bounded)
+            report = report_mod.build(
+                steps=state.steps, ident=report_mod.identity(stack, profile), versions=versions,
+                locked=stack.versions() if stack.locked else None, host=socket.gethostname(),
+                date=started_at.isoformat(timespec="seconds"), mode="url" if args.url else "started",
+                url=state.url, model=state.model, kernel_wheel=_kernel_wheel(args.kernel_wheel, versions),
+                blackwell_stack=__version__)
+            report_mod.publish(work, final, report)
+        except BaseException:  # a second Ctrl-C, or a report that cannot be written: nothing half-written stays
+            report_mod.discard(work)
+            raise
         run.say(f"report: {final}/report.json and report.md")
     if args.json:
         output.dump_json(report)
