@@ -35,7 +35,7 @@ a client sends), and the answers of a server that does not answer the
 question: `same-answer` (one sentence for every prompt), `wrong-answer`
 (fluent, different and wrong) and, to tell them apart, `sound` (the answers
 smoke expects), and `gsm8k`: the reference solution of each GSM8K question it is asked (the accuracy gate's
-correct answers), read from the test.jsonl of the directory given with --data.
+correct answers; `sound`'s answers to anything else), read from the test.jsonl of the directory given with --data.
 
 The models' server is `transformers serve` that also takes SGLang's
 `ignore_eos` (transformers_serve()), which sglang.bench_serving sends.
@@ -275,10 +275,12 @@ def _gsm8k_solutions(data: Path) -> dict[str, str]:
     return {row["question"]: row["answer"] for row in rows}
 
 
-def _gsm8k_answer(solutions: dict[str, str], prompt: str) -> str:
-    """The solution of the prompt's last question (a few-shot prompt ends "Question: ...\nAnswer:")."""
+def _gsm8k_answer(solutions: dict[str, str], body: dict) -> str:
+    """The solution of the prompt's last question (a few-shot prompt ends "Question: ...\nAnswer:"); any other
+    prompt gets what `sound` answers (a server that passes smoke too)."""
+    prompt = str(body.get("prompt") or "")
     question = prompt.rsplit("Question: ", 1)[-1].removesuffix("\nAnswer:")
-    return " " + solutions.get(question, "I do not know that question.")
+    return " " + solutions[question] if question in solutions else _scripted("sound", body)
 
 
 def _scripted(fault: str, body: dict) -> str:
@@ -379,7 +381,7 @@ async def _serve_fault(fault: str, port: int, data: Path | None = None) -> None:
             elif fault == "escape-model":
                 writer.write(_text_answer(path, bool(body.get("stream")), _scripted("sound", body), {}))
             elif fault == "gsm8k":
-                text = _gsm8k_answer(solutions, str(body.get("prompt") or ""))
+                text = _gsm8k_answer(solutions, body)
                 writer.write(_text_answer(path, bool(body.get("stream")), text, {}))
             elif fault in ("same-answer", "wrong-answer", "sound"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))

@@ -25,7 +25,7 @@ from blackwell_stack.cli import areas, boundary, plan
 from blackwell_stack.errors import ExitCode, StackError, exit_codes_help
 
 # What a deploying user needs, in the order `--help` lists it; every other command is a maintainer's, listed apart.
-USER_COMMANDS = ("plan", "serve render", "serve check", "serve run", "doctor", "doctor abi", "stack doctor",
+USER_COMMANDS = ("plan", "acceptance", "serve render", "serve check", "serve run", "doctor", "doctor abi", "stack doctor",
                  "smoke", "bench", "accuracy", "kernel build", "kernel test", "kernel sources fetch", "inspect")
 
 

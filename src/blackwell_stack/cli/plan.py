@@ -13,7 +13,9 @@ everything (plan_text.py prints; this module decides what there is to say).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
+from dataclasses import dataclass, field
 
 from blackwell_stack import output
 from blackwell_stack.cli import areas, plan_text
@@ -28,6 +30,7 @@ from blackwell_stack.data.plan import (
 )
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
+from blackwell_stack.verify import acceptance_report
 
 PLAN_VERSION = 1
 TARGET = "Qwen3.5-397B-A17B-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120), CUDA 13.0"
@@ -38,11 +41,33 @@ BLOCKING = "blocking"
 UNVERIFIED_SECTION = "unverified"
 
 
-def sections(stacks: list[Stack] | None = None) -> list[PlanSection]:
+@dataclass
+class Report:
+    """An acceptance report given with --report, and what it was refused for."""
+
+    path: str
+    data: dict
+    sha256: str
+    refused: dict[str, str] = field(default_factory=dict)  # section key -> why
+
+    def to_json(self) -> dict:
+        return {"file": self.path, "sha256": self.sha256, "host": self.data["host"], "date": self.data["date"],
+                "stack": self.data["stack"], "profile": self.data["profile"], "refused": self.refused}
+
+
+def sections(stacks: list[Stack] | None = None, report: Report | None = None, *,
+             shown: bool = True) -> list[PlanSection]:
     """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack asked for
-    (default: the default stack), then each area's part for those stacks."""
+    (default: the default stack), then each area's part for those stacks; the GPU host's items that the
+    acceptance report verified, marked (and, for the sections `shown`, what it was refused for noted)."""
     chosen = stacks or stack_data.select(None)
-    return [section for part in areas.PLAN_SECTIONS for section in part(chosen)]
+    found = [section for part in areas.PLAN_SECTIONS for section in part(chosen)]
+    if report is not None:
+        refused = acceptance_report.apply(report.data, report.sha256, found, chosen)
+        for line in refused if shown else ():
+            key, why = line.split(": ", 1)
+            report.refused[key] = why
+    return found
 
 
 def _count(secs: dict[str, dict]) -> dict[str, int]:
@@ -99,25 +124,30 @@ def summary(stack: Stack, secs: dict[str, dict]) -> dict:
     }
 
 
-def build_plan(stacks: list[Stack] | None = None, summarised: list[Stack] | None = None) -> dict:
+def build_plan(stacks: list[Stack] | None = None, summarised: list[Stack] | None = None,
+               report: Report | None = None) -> dict:
     """Every section of `stacks` (default: the default stack), every unverified item, and the summary of each
-    stack in `summarised` (default: the stacks shown)."""
+    stack in `summarised` (default: the stacks shown), with what an acceptance report verified."""
     chosen = stacks or stack_data.select(None)
-    secs = sections(chosen)
+    secs = sections(chosen, report)
     by_name = {}
     for stack in summarised or chosen:
-        own = secs if [s.name for s in chosen] == [stack.name] else sections([stack])
+        own = secs if [s.name for s in chosen] == [stack.name] else sections([stack], report, shown=False)
         by_name[stack.name] = summary(stack, {s.key: s.to_json() for s in own})
     unverified = [
         {"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items if not i.verified
     ]
-    return {
+    found = {
         "plan_version": PLAN_VERSION,
         "target": TARGET,
         "stacks": by_name,
         "sections": {s.key: s.to_json() for s in secs},
         "unverified": unverified,
     }
+    if report is not None:
+        verified = sum((i.checked_by or "").startswith(acceptance_report.VERIFIED) for s in secs for i in s.items)
+        found["report"] = {**report.to_json(), "verified": verified}
+    return found
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -133,6 +163,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stack", default=None, metavar="NAME",
                    help="the serving stack to show (default: the default stack, with every stack's verdict; "
                    "`all` for every stack)")
+    p.add_argument("--report", metavar="FILE", help="the report.json of `blackwell-stack acceptance`: the items "
+                   "that wait for the GPU host and that its steps passed are shown verified (by that host, on that "
+                   "date, with the report's sha256); refused for the stacks whose versions it is not of")
     p.set_defaults(func=run)
 
 
@@ -152,7 +185,11 @@ def run(args: argparse.Namespace) -> int:
     shown = stack_data.select(args.stack or (named if named in stack_data.names() else None))
     # The default answer gives every stack's verdict, the default stack's first.
     everyone = shown + [s for s in stack_data.select("all") if s.name != shown[0].name] if args.stack is None else shown
-    plan = build_plan(shown, everyone)
+    report = Report(args.report, *acceptance_report.load(args.report)) if args.report else None
+    plan = build_plan(shown, everyone, report)
+    if report is not None:
+        for key, why in report.refused.items():
+            print(f"warning: --report {args.report}: {key}: {why}", file=sys.stderr)
     if args.json:
         output.dump_json(plan if not args.section or args.section == UNVERIFIED_SECTION
                          else {**plan, "sections": {k: plan["sections"][k] for k in _pick(plan, args.section)}})

@@ -22,7 +22,7 @@ from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED,
 LEGEND = (
     "checked: what checked a value on this project's machines (a hash computed here, PyPI's own sha256, a test on "
     "the real artifact); 'not checked here' is a value only its source vouches for; 'waits for the GPU host' is "
-    "one only `blackwell-stack doctor`, `smoke` and `bench` there can check; UNVERIFIED is one nothing vouches for "
+    "one only `blackwell-stack acceptance` there can check (`plan --report` reads its report); UNVERIFIED is one nothing vouches for "
     "yet. `plan --json` has every value whole."
 )
 # Where no terminal says how wide a line may be, `plan SECTION` wraps its prose at this many columns.
@@ -76,6 +76,11 @@ def print_screen(plan: dict, shown: list[str]) -> None:
     """The default answer: fits 40 lines of a 100-column terminal."""
     width = _width()
     _line(f"blackwell-stack plan: {plan['target']}", width)
+    report = plan.get("report")
+    if report:
+        refused = f"; refused for {', '.join(report['refused'])}" if report["refused"] else ""
+        _block(f"acceptance report {report['file']} ({report['host']}, {report['date'][:10]}, stack "
+               f"{report['stack']}): {report['verified']} item(s) verified{refused}", width)
     print()
     _stacks(plan, width)
     print()

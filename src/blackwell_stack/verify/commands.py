@@ -1,4 +1,5 @@
-"""CLI commands of the verify area: `smoke`, `bench` and (accuracy_command.py) `accuracy`."""
+"""CLI commands of the verify area: `smoke`, `bench`, (accuracy_command.py) `accuracy` and (acceptance_command.py)
+`acceptance`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from blackwell_stack.argtypes import non_negative_int, positive_float, positive_
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.sglang_python import check_sglang
-from blackwell_stack.verify import accuracy_command, api_key, client, degeneracy
+from blackwell_stack.verify import acceptance_command, accuracy_command, api_key, client, degeneracy
 from blackwell_stack.verify import baseline as baseline_mod
 from blackwell_stack.verify import bench as bench_mod
 from blackwell_stack.verify import smoke as smoke_mod
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     b.set_defaults(func=cmd_bench)
     accuracy_command.register(sub)
+    acceptance_command.register(sub)
 
 
 # ---------------------------------------------------------------- smoke

@@ -1,0 +1,228 @@
+"""The acceptance run: every check only the GPU host can make, in order, each bounded, into one report.
+
+The steps are the project's own commands, each run as `python -m
+blackwell_stack COMMAND --json` in a process group of its own, so that its
+time bound ends it with everything it started (kernel test's pytest
+processes, bench_serving): doctor, stack doctor, the kernel's import and a
+subset of `kernel test`, SGLang started through `serve run` until /health
+answers (or, with --url, a server already running), smoke, the accuracy gate
+and bench. A step that fails says why and the run goes on; a step that needs
+what failed before it (a server that never got ready) is skipped, saying so.
+The server it started is stopped whatever happens: at the end, on an error,
+on Ctrl-C or SIGTERM (cli/__init__.py raises both where the run is).
+acceptance_report.py writes what was found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from blackwell_stack import proc
+from blackwell_stack.errors import StackError
+from blackwell_stack.serve.readiness import answers_200
+from blackwell_stack.verify import client
+
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+# A process group asked to stop (SIGTERM) gets this long before SIGKILL: SGLang frees its GPUs on SIGTERM.
+STOP_GRACE_S = 30.0
+# Lines of a step's stderr kept as evidence when it printed no JSON.
+TAIL_LINES = 20
+
+
+@dataclass
+class Step:
+    name: str
+    verdict: str
+    evidence: str  # one line: what was found, or why it failed or was skipped
+    bound_s: float | None = None
+    seconds: float = 0.0
+    file: str | None = None  # the step's whole output (its --json) in the report directory
+    data: dict | None = field(default=None, repr=False)  # that output, parsed; not in the report's step list
+    extra: dict = field(default_factory=dict)  # more of it for the report (bench: its baseline comparison)
+
+    def to_json(self) -> dict:
+        found = {k: v for k, v in asdict(self).items() if k not in ("data", "extra")}
+        return {**found, **self.extra}
+
+
+def skipped(name: str, why: str, bound_s: float | None = None) -> Step:
+    return Step(name, SKIPPED, f"skipped: {why}", bound_s)
+
+
+def say(text: str) -> None:
+    """A progress line on stderr."""
+    print(f"acceptance: {text}", file=sys.stderr, flush=True)
+
+
+def cli(*args: str) -> list[str]:
+    """This CLI, as a program of its own (the steps are its commands)."""
+    return [sys.executable, "-m", "blackwell_stack", *args]
+
+
+def _relay(stream, keep: list[str], prefix: str) -> None:
+    """Each line of a step's stderr on ours, indented under its progress line; the last TAIL_LINES kept."""
+    with stream:
+        for line in iter(stream.readline, ""):
+            shown = line.rstrip() if line.startswith(prefix) else prefix + line.rstrip()
+            print(f"  {shown}", file=sys.stderr, flush=True)
+            keep.append(line.rstrip())
+            del keep[:-TAIL_LINES]
+
+
+def stop_group(child: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
+    """End `child` and every process of its group: SIGTERM, then SIGKILL after `grace` seconds."""
+    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
+        if child.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signum)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=wait)
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # what the leader left behind in its group
+        os.killpg(child.pid, signal.SIGKILL)
+
+
+def run_bounded(argv: list[str], bound_s: float, label: str) -> tuple[int | None, str, list[str]]:
+    """Run argv in a process group of its own for at most bound_s seconds: (exit code, or None past the bound;
+    its stdout, at most proc.OUTPUT_LIMIT; the last lines of its stderr, which is relayed as it comes)."""
+    proc.echo(argv)
+    try:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                 text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        return 127, "", [f"cannot run {argv[0]}: {exc.strerror or exc}"]
+    tail: list[str] = []
+    out: list[str] = []
+    relay = threading.Thread(target=_relay, args=(child.stderr, tail, f"{label}: "), daemon=True)
+    stdout = child.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: out.append(stdout.read(proc.OUTPUT_LIMIT)), daemon=True)
+    relay.start()
+    reader.start()
+    try:
+        code: int | None = child.wait(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:  # past its bound, or interrupted: nothing of it outlives the step
+        stop_group(child, grace=5.0)
+    relay.join(timeout=10)
+    reader.join(timeout=10)
+    return code, "".join(out), tail
+
+
+def command_step(name: str, argv: list[str], bound_s: float, workdir: Path, file: str,
+                 summary: Callable[[dict], str]) -> Step:
+    """One of this CLI's commands as a step: passed on exit 0; its JSON kept in `file`; the evidence is
+    summary(that JSON), else the error it printed."""
+    say(f"{name}: at most {bound_s:g} s ...")
+    started = time.monotonic()
+    code, stdout, tail = run_bounded(argv, bound_s, name)
+    seconds = round(time.monotonic() - started, 1)
+    data = None
+    with contextlib.suppress(ValueError):
+        data = json.loads(stdout)
+    kept: str | None = file
+    if isinstance(data, dict):
+        (workdir / file).write_text(json.dumps(data, indent=2) + "\n")
+        try:
+            evidence = summary(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field this summary did not expect
+            evidence = f"(no summary: {exc!r})"
+    else:
+        data, kept = None, None
+        errors = [line for line in tail if line.startswith("error:")]
+        evidence = (errors or tail or ["(no output)"])[-1]
+    if code is None:
+        verdict, evidence = FAILED, f"ran past its bound of {bound_s:g} s; {evidence}"
+    else:
+        verdict = PASSED if code == 0 else FAILED
+        if code not in (0, 1):
+            evidence = f"exit code {code}: {evidence}"
+    say(f"{name}: {verdict} ({seconds:g} s): {evidence}")
+    return Step(name, verdict, evidence, bound_s, seconds, kept, data)
+
+
+# ---------------------------------------------------------------- the server
+
+
+@dataclass
+class Server:
+    """The server the run checks: one it started (child set) or one at --url."""
+
+    url: str
+    child: subprocess.Popen | None = None
+    log: Path | None = None
+
+    def stop(self) -> None:
+        if self.child is not None and self.child.poll() is None:
+            say(f"stopping the server it started (process group {self.child.pid}) ...")
+            stop_group(self.child)
+
+
+def launch(argv: list[str], url: str, log: Path) -> Server:
+    """`serve run` in a process group of its own, its output in `log`."""
+    proc.echo(argv)
+    with open(log, "wb") as out:
+        try:
+            child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        except OSError as exc:
+            raise StackError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    return Server(url, child, log)
+
+
+def wait_ready(server: Server, bound_s: float) -> Step:
+    """Until GET /health answers 200, the server exits, or bound_s passes."""
+    assert server.child is not None and server.log is not None
+    url, child, log = server.url, server.child, server.log
+    say(f"server: started through serve run, ready within {bound_s:g} s (log: {log.name}) ...")
+    started = time.monotonic()
+    deadline = started + bound_s
+    while True:
+        if answers_200(f"{url}/health", timeout=5.0):
+            verdict, evidence = PASSED, f"{url}/health answered 200 after {time.monotonic() - started:.0f} s"
+            break
+        if child.poll() is not None:
+            verdict, evidence = FAILED, (f"serve run exited ({child.returncode}) before {url}/health answered 200: "
+                                         f"{_last_line(log)}")
+            break
+        if time.monotonic() >= deadline:
+            verdict, evidence = FAILED, f"{url}/health did not answer 200 within {bound_s:g} s: {_last_line(log)}"
+            break
+        time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+    seconds = round(time.monotonic() - started, 1)
+    say(f"server: {verdict} ({seconds:g} s): {evidence}")
+    return Step("server", verdict, evidence, bound_s, seconds, log.name)
+
+
+def _last_line(log: Path) -> str:
+    """The server log's last error line, else its last line."""
+    with open(log, "rb") as fh:
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
+        lines = fh.read().decode(errors="replace").strip().splitlines()
+    errors = [line for line in lines if line.lower().startswith("error")]
+    return (errors or lines or ["(it printed nothing)"])[-1][:300]
+
+
+def reach_server(url: str, api_key: str | None, bound_s: float) -> tuple[str | None, Step]:
+    """A server already running at url: its first model, or why it could not be listed."""
+    say(f"server: {url} (not started here), its models within {bound_s:g} s ...")
+    started = time.monotonic()
+    try:
+        model = client.first_model_id(client.Endpoint.parse(url, api_key), timeout=bound_s)
+        verdict, evidence = PASSED, f"{url} lists model {model!r} (a server already running: not started here)"
+    except StackError as exc:
+        model, verdict, evidence = None, FAILED, f"{url} does not answer /v1/models: {exc.message}"
+    seconds = round(time.monotonic() - started, 1)
+    say(f"server: {verdict}: {evidence}")
+    return model, Step("server", verdict, evidence, bound_s, seconds)
