@@ -109,6 +109,16 @@
             pkgs = nixpkgs.legacyPackages.${pkgs.stdenv.hostPlatform.system};
             inherit (self.packages.${pkgs.stdenv.hostPlatform.system}) blackwell-stack;
           };
+
+          # Checks on the GPU host (nix/gpu-checks.nix): they require the
+          # "cuda" system feature (services.sglang.gpuChecks.enable), which
+          # `nix flake check` on any other builder would refuse, so they are
+          # not in `checks`.
+          #   nix build .#gpuChecks.sgl-kernel -L
+          gpuChecks = import ./nix/gpu-checks.nix {
+            inherit pkgs sets;
+            packages = self.packages.${pkgs.stdenv.hostPlatform.system};
+          };
         }
         // lib.genAttrs' unlockedNames (name: lib.nameValuePair (envName name) sets.${name}.blackwellStackEnv)
       );

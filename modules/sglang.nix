@@ -20,6 +20,8 @@
     ./sglang/assertions.nix
     ./sglang/unit.nix
     ./sglang/check.nix
+    # services.sglang.gpuChecks: the host builds the flake's GPU checks.
+    ./sglang/gpu-checks.nix
     # services.sglang.smokeTest: its ExecStartPost comes after the readiness gate.
     ./sglang-smoke.nix
     (lib.mkRenamedOptionModule

@@ -1,7 +1,7 @@
 # `nix flake check`: what can be asserted without a GPU or KVM. Each check evaluates
 # its assertion against the real pinned nixpkgs and writes what it checked;
-# GPU checks stay out of here (sgl-kernel's passthru.gpuCheck needs
-# requiredSystemFeatures = [ "cuda" ]).
+# GPU checks stay out of here: they need requiredSystemFeatures = [ "cuda" ]
+# (./gpu-checks.nix, the flake's gpuChecks; sgl-kernel's passthru.gpuCheck).
 {
   pkgs,
   packages,

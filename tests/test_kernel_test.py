@@ -268,3 +268,21 @@ def test_outcomes_of_a_cut_short_file_are_read(tmp_path):
     assert got.tests == {"t.py::a": "passed", "t.py::b": "error", "t.py::c": "failed"}
     assert got.running == "t.py::c" and got.status is None
     assert signal.SIGSEGV.name == "SIGSEGV"
+
+
+def test_smoke_runs_the_bounded_subset_of_the_rules(tmp_path):
+    """--smoke chooses the files named in kernel-tests.json's `smoke`, in that order, with gpu_check.py; the
+    NVFP4 files run only where the wheel has SM100/SM120 kernels, as the rules say for any run."""
+    smoke = selection.load_rules()["smoke"]
+    root = tmp_path / "tests"
+    root.mkdir()
+    for name in smoke["files"]:
+        if name.startswith("test_"):
+            (root / name).write_text("def test_ok():\n    pass\n")
+    wheel = make_wheel(tmp_path / "k.whl", ("12.0a",), ("sm100/common_ops",))
+    result = cli("--tests", str(root), "--wheel", str(wheel), "--gpu", "12.0", "--smoke", "--dry-run", "--json")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)["files"]
+    assert [f["name"] for f in shown] == smoke["files"] and all(f["run"] for f in shown)
+    result = cli("--tests", str(root), "--wheel", str(wheel), "--gpu", "9.0", "--smoke", "--file", "test_norm.py")
+    assert result.returncode == 2 and "--smoke and --file" in result.stderr

@@ -225,6 +225,25 @@ def test_the_vm_test_is_nixos_tests_sglang_and_needs_kvm(flake):
     assert got == {"name": "vm-test-run-sglang-service", "requiredSystemFeatures": ["nixos-test", "kvm"]}
 
 
+def test_the_gpu_checks_need_the_cuda_feature_and_run_the_kernels_smoke(flake):
+    """`nix build .#gpuChecks.<name>` (legacyPackages, out of `checks`): each requires the "cuda" system feature
+    that services.sglang.gpuChecks.enable gives the host (nix-required-mounts' nvidia-gpu preset), and runs with
+    the default stack's environment; the kernel's runs `kernel test --smoke` on the tests of the tree it was
+    built from, with pytest beside the environment."""
+    got = flake.eval("gpuChecks", """checks: builtins.mapAttrs (_: c: {
+      inherit (c) name requiredSystemFeatures buildCommand; env = c.stackEnvironment.name; inherit (c) script;
+    }) checks""")
+    assert set(got) == {"sgl-kernel", "acceptance"}
+    for check in got.values():
+        assert check["requiredSystemFeatures"] == ["cuda"] and check["env"] == "sglang-env-stable"
+        assert "torch sees no CUDA GPU in the build sandbox" in check["buildCommand"]
+        assert "services.sglang.gpuChecks.enable = true" in " ".join(check["buildCommand"].split())
+    kernel = " ".join(got["sgl-kernel"]["script"].split())
+    assert "import sgl_kernel" in kernel and "blackwell-stack kernel test --smoke" in kernel
+    assert "-source/sgl-kernel/tests" in kernel and "pytest-for-stable" in kernel
+    assert "blackwell-stack acceptance" in got["acceptance"]["script"]
+
+
 def test_nix_flake_check_evaluates_every_output(flake):
     """`nix flake check --no-build` (the real nix's own output checks: packages, checks, devShells
     and apps are derivations or apps, overlays take `final` and `prev`, modules evaluate)."""

@@ -274,6 +274,26 @@ def test_the_driver_is_required_with_the_open_modules(nix, nixpkgs_lib, tmp_path
     assert results["stand-in"]["unit"]["path"] == [ENV_PATH, CUDA_PATH, CC_PATH]  # no driver, no nvidia-smi
 
 
+# --- the flake's GPU checks on this host ------------------------------------------------------------
+
+def test_gpu_checks_turn_on_nix_required_mounts_with_the_nvidia_preset(default_host, nix, nixpkgs_lib, tmp_path):
+    """services.sglang.gpuChecks.enable gives the host's Nix the "cuda" feature that `nix build .#gpuChecks.*`
+    requires, through nixpkgs' nix-required-mounts and its nvidia-gpu preset; it is off by default, works with the
+    service off (a build host), and refuses a host without the NVIDIA driver, which the checks run on."""
+    assert default_host["requiredMounts"] == {"enable": False, "nvidiaGpu": False}
+    results = evaluate(nix, nixpkgs_lib, {
+        "on": host("services.sglang.gpuChecks.enable = true;"),
+        "build-host": host("services.sglang.gpuChecks.enable = true;", "services.sglang.enable = lib.mkForce false;"),
+        "no-driver": host("services.sglang.gpuChecks.enable = true;", "services.sglang.requireNvidiaDriver = false;",
+                          nvidia=False),
+    }, tmp_path)
+    assert results["on"]["failedAssertions"] == []
+    assert results["on"]["requiredMounts"] == results["build-host"]["requiredMounts"] == {"enable": True,
+                                                                                          "nvidiaGpu": True}
+    (message,) = failed(results["no-driver"], "services.sglang.gpuChecks.enable needs the NVIDIA driver")
+    assert "hardware.nvidia.datacenter.enable = true" in message
+
+
 # --- failure policy ----------------------------------------------------------------------------
 
 def test_gates_stop_the_unit_and_only_crashes_restart(default_host):

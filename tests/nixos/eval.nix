@@ -120,6 +120,10 @@ in
   # The system's build-time checks (built with it, in no file of it): their output paths.
   systemChecks = map (c: c.outPath) cfg.system.checks;
   kernelModules = cfg.boot.kernelModules;
+  requiredMounts = {
+    inherit (cfg.programs.nix-required-mounts) enable;
+    nvidiaGpu = cfg.programs.nix-required-mounts.presets.nvidia-gpu.enable;
+  };
   allowedTCPPorts = cfg.networking.firewall.allowedTCPPorts;
   users = lib.mapAttrs (_: u: { inherit (u) isSystemUser group home; }) cfg.users.users;
   groups = lib.attrNames cfg.users.groups;

@@ -141,6 +141,18 @@ in
       default = [ ];
     };
 
+    # nixos/modules/programs/nix-required-mounts.nix (lib.mkEnableOption both).
+    programs.nix-required-mounts = {
+      enable = mkOption {
+        type = types.bool;
+        default = false;
+      };
+      presets.nvidia-gpu.enable = mkOption {
+        type = types.bool;
+        default = false;
+      };
+    };
+
     # nixos/modules/system/boot/kernel.nix
     boot.kernelModules = mkOption {
       type = types.listOf types.str;

@@ -175,6 +175,10 @@ let
     buildPythonApplication = attrs: mkDerivation attrs;
     flit-core = recorded "flit-core" { };
     packaging = recorded "packaging" { };
+    # What nix/gpu-checks.nix puts beside a stack's environment for upstream's kernel tests.
+    pytest = recorded "pytest" { };
+    pluggy = recorded "pluggy" { };
+    iniconfig = recorded "iniconfig" { };
   };
 
   base =

@@ -256,3 +256,40 @@ def wheel_fixups(stack: str, placed: dict[str, Path], python: str, *, driver_lin
             "placed": {name: str(prefix) for name, prefix in placed.items()}, "driverLink": str(driver_link),
             "zlib": str(zlib)}
     return evaluate(WHEEL_FIXUPS, data, workdir)
+
+
+GPU_CHECKS = """
+let
+  pkgs = {
+    inherit lib;
+    runCommand = name: attrs: buildCommand: attrs // { inherit name buildCommand; outPath = "/rehearsal/not-built/" + name; };
+    python312 = {
+      sitePackages = "lib/python3.12/site-packages";
+      pkgs = lib.genAttrs [ "pytest" "pluggy" "iniconfig" ] (name: { outPath = data.pythonPackages.${name}; });
+    };
+  };
+  env = {
+    name = "sglang-env-stable";
+    outPath = data.env;
+    passthru.blackwellStack = { environment = data.environment; path = [ { outPath = data.env; } ]; };
+  };
+  checks = import ./nix/gpu-checks.nix {
+    inherit pkgs;
+    packages.blackwell-stack = { outPath = data.cli; };
+    sets.stable = { blackwellStackEnv = env; sgl-kernel.src = { outPath = data.sources; }; };
+  };
+in
+lib.mapAttrs (_: c: {
+  inherit (c) buildCommand env requiredSystemFeatures;
+  nativeBuildInputs = map toString c.nativeBuildInputs;
+}) checks
+"""
+
+
+def gpu_checks(workdir: Path, *, env: Path, cli: Path, sources: Path, python_packages: dict[str, Path],
+               environment: dict[str, str]) -> dict:
+    """nix/gpu-checks.nix with the rehearsal's environment, CLI and sources: {name: {buildCommand, env,
+    requiredSystemFeatures, nativeBuildInputs}}."""
+    data = {"env": str(env), "cli": str(cli), "sources": str(sources), "environment": environment,
+            "pythonPackages": {k: str(v) for k, v in python_packages.items()}}
+    return evaluate(GPU_CHECKS, data, workdir)

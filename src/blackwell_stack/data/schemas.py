@@ -229,6 +229,8 @@ KERNEL_TESTS = Obj({
     "schema_version": Literal((1,)),
     "files": Map(Obj({}, optional=_KERNEL_TEST_RULE_FIELDS)),
     "project_checks": Map(Obj({}, optional=_KERNEL_TEST_RULE_FIELDS)),
+    # `kernel test --smoke`: these files (and project checks), each within `timeout` seconds.
+    "smoke": Obj({"files": ListOf(_TEXT, nonempty=True), "timeout": Int(minimum=1), "why": _TEXT}),
 })
 
 

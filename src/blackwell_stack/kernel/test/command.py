@@ -18,6 +18,8 @@ from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.kernel.build import prepare
 from blackwell_stack.kernel.test import runner, selection
 
+DEFAULT_TIMEOUT = 1800.0  # seconds for one file
+
 
 def register(ksub: argparse._SubParsersAction) -> None:
     """Add `kernel test` to the kernel area's subcommands."""
@@ -38,8 +40,12 @@ def register(ksub: argparse._SubParsersAction) -> None:
     p.add_argument("--python", default=sys.executable, help="the venv's Python with torch (and sgl-kernel, without --wheel)")
     p.add_argument("--file", action="append", default=[], metavar="NAME",
                    help="only this test file (as named under the tests directory, e.g. test_fp8_gemm.py) or gpu_check.py; repeatable, run in the order given")
-    p.add_argument("--timeout", type=positive_float, default=1800.0, metavar="SECONDS",
-                   help="time limit of one file; past it its processes are killed and it counts as failed (default 1800)")
+    p.add_argument("--smoke", action="store_true",
+                   help="only the bounded subset named in pkgs/sgl-kernel/kernel-tests.json (`smoke`: the kernels the "
+                   "served model runs most, and gpu_check.py), each within its time limit there: a quick verdict")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
+                   help="time limit of one file; past it its processes are killed and it counts as failed "
+                   "(default 1800, or the smoke subset's own limit with --smoke)")
     p.add_argument("--gpu", default=None, metavar="CAPABILITY",
                    help="choose tests for a GPU of this compute capability (e.g. 12.0) instead of the ones torch sees; "
                    "with --dry-run, to preview on a host without one")
@@ -79,24 +85,28 @@ def cmd_test(args: argparse.Namespace) -> int:
     rules = selection.load_rules()
     if args.gpu is not None and not selection.runs_on(args.gpu + "a", args.gpu):
         raise StackError(f"--gpu {args.gpu} is not a compute capability", "write it as major.minor, e.g. 12.0 or 9.0")
+    if args.smoke and args.file:
+        raise StackError("--smoke and --file both choose the files to run", "pass one of them")
+    only = rules["smoke"]["files"] if args.smoke else args.file or None
+    timeout = args.timeout or (float(rules["smoke"]["timeout"]) if args.smoke else DEFAULT_TIMEOUT)
     with tempfile.TemporaryDirectory(prefix="sgl-kernel-test-") as tmp:
         env = dict(os.environ)
         if args.wheel:
             site = selection.unpack_wheel(args.wheel, Path(tmp) / "site")
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-        files, _checks = selection.chosen(tests_dir, rules, args.file or None)
+        files, _checks = selection.chosen(tests_dir, rules, only)
         target = selection.probe(args.python, selection.modules_to_probe(tests_dir, files), env, args.gpu)
         if not target.runnable_archs:
             raise StackError(
                 f"this sgl_kernel was built for {', '.join(target.wheel_archs or ())}, and none of those runs on this "
                 f"GPU ({target.capability}): its import would refuse it",
                 f"build for this GPU: blackwell-stack kernel build --arch {target.capability}a", code=ExitCode.CHECK_FAILED)
-        items = selection.select(tests_dir, rules, target, args.file or None)
+        items = selection.select(tests_dir, rules, target, only)
         if args.dry_run:
             return _print_test_selection(target, items, args.json)
         logs = Path(args.logs).resolve() if args.logs else Path(tmp) / "logs"
         results = runner.run(
-            items, args.python, env, tests_dir, logs, timeout=args.timeout,
+            items, args.python, env, tests_dir, logs, timeout=timeout,
             say=lambda text: print(text, file=sys.stderr),
             summary=lambda done: _test_report(target, tests_dir, args.wheel, done),
         )
