@@ -72,7 +72,7 @@ def test_against_a_running_server_each_step_has_a_verdict_and_the_report_is_writ
     assert "has no sglang" in steps["bench"]["evidence"]
     assert all(s["bound_s"] and s["seconds"] >= 0 for s in data["steps"])
     assert (data["schema"], data["schema_version"], data["ok"]) == (acceptance_report.SCHEMA, 1, False)
-    stack = stack_data.load_default_or(None)
+    stack = stack_data.load(None)
     assert (data["stack"], data["profile"], data["lock_sha256"]) == (
         stack.name, stack.profiles[0], acceptance_report.lock_sha256(stack))
     assert data["mode"] == "url" and data["model"] == "fault-gsm8k" and data["host"] and data["date"]

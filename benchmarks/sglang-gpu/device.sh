@@ -115,11 +115,11 @@ group_signal() {  # SIGNAL PIDFILE: the whole process group of a background buil
 
 run_all() {
   cd "$W"
-  stamp "compilers as the machine names them"
+  stamp "compilers as the machine names them (beside the build)"
   ( cd "$W" && env PYTHONPATH="$ROOT/src" "$PY" -m blackwell_stack kernel build --src "$W/src/sglang" --sources "$W/src/fc" \
       --arch 9.0a --python "$PY" ${TORCH_STANDIN:+--allow-torch "$TORCH_STANDIN"} "${MISMATCH[@]}" \
-      --allow-source-mismatch repo-flashmla.submodules/csrc/cutlass --out "$W/dry" --dry-run ) \
-      > "$R/compilers-default-env.txt" 2>&1 || echo "exit code $?" >> "$R/compilers-default-env.txt"
+      --allow-source-mismatch repo-flashmla.submodules/csrc/cutlass --out "$W/dry" --dry-run \
+      > "$R/compilers-default-env.txt" 2>&1 || echo "exit code $?" >> "$R/compilers-default-env.txt" ) &
   [ "${SGLANG_GPU_REFERENCE:-0}" = only ] && { reference_only; return; }
   if [ -n "${SGLANG_GPU_WHEEL_PARTS:-}" ]; then
     # A wheel an earlier session built and brought back in parts: build and serve do not fit one lease.
@@ -163,7 +163,8 @@ run_all() {
   stamp "doctor and the sound Llama"
   ( PYTHONPATH="$(serving_path)" "$PY" -m blackwell_stack doctor --python "$PY" --json > "$R/doctor.json" 2> "$R/doctor.err";
     echo "exit code $?" >> "$R/doctor.err" ) &
-  serve fluent 30000 "$MODELS/fluent" --set quantization=null --set tensor-parallel-size=1
+  serve fluent 30000 "$MODELS/fluent" --set quantization=null --set tensor-parallel-size=1 \
+    ${SGLANG_GPU_NO_GRAPHS:+--set disable-cuda-graph=true}  # SGLANG_GPU_NO_GRAPHS=1: no capture, when the lease is short
   wait_ready 30000 400 && stamp "fluent ready" || stamp "fluent NOT ready"
   serve bang 30001 "$MODELS/bang" --set quantization=null --set tensor-parallel-size=1 --set disable-cuda-graph=true
   cli smoke http://127.0.0.1:30000 --model "$MODELS/fluent" --timeout 600 > "$R/smoke-fluent.txt" 2>&1 || true
