@@ -34,9 +34,9 @@ pytestmark = [pytest.mark.rehearsal, pytest.mark.network, pytest.mark.slow]
 COMPONENTS = ("cuda_nvcc", "cuda_crt", "cuda_cudart", "cuda_cccl", "cuda_nvrtc", "libcublas", "libcurand",
               "libcusolver", "libcusparse", "cuda_nvtx")
 TORCH_PACKAGES = ("torch", "torchgen", "functorch", "torch-2.12.1.dist-info")
-# The job plan charges any unit of the whole build, two jobs the recipe's two largest (15319 + 14325 MiB, more
-# than this host has); the two targets here compile none of the recipe's listed units. The memory the plan needs
-# for two jobs, so that the compiles run two at a time on two cores (one at a time, the build takes twice as long).
+# The job plan is for the whole build: two jobs are charged the recipe's two largest units (15319 + 14325 MiB),
+# more than this host has, so it would run one. The targets here compile none of the recipe's listed units; 34 GiB
+# is what the plan needs for two jobs, so that the units compile two at a time on the two cores.
 TWO_JOBS_GIB = 34
 
 
