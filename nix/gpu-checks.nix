@@ -27,6 +27,11 @@
   pkgs,
   packages,
   sets,
+  # The acceptance check's inputs, as store paths (the sandbox has no
+  # network): a model directory SGLang serves, and GSM8K's train.jsonl and
+  # test.jsonl (docs/accuracy-gate.md says which files, by sha256).
+  acceptanceModel ? null,
+  gsm8kData ? null,
 }:
 let
   inherit (pkgs) lib;
@@ -97,17 +102,19 @@ in
       --logs "$out/logs" --json > "$out/kernel-test.json"
   '';
 
-  # The acceptance run on a small model, wired by its command's name
-  # (`blackwell-stack acceptance`, issue 41, being written): a CLI without
-  # that command fails this check at build time, saying so; the flake
-  # evaluates either way. Its arguments beyond the stack, and the model and
-  # GSM8K data it needs as store paths (the sandbox has no network), are
-  # that command's to settle.
-  acceptance = gpuCheck "acceptance-${stack}" ''
-    if ! blackwell-stack acceptance --help > /dev/null 2>&1; then
-      echo "blackwell-stack gpu check: this blackwell-stack has no 'acceptance' command" >&2
-      exit 1
-    fi
-    blackwell-stack acceptance --stack ${stack}
-  '';
+  # The acceptance run (`blackwell-stack acceptance`) on the model and data
+  # given above; without them it stops at once, saying what to pass.
+  acceptance = gpuCheck "acceptance-${stack}" (
+    if acceptanceModel == null || gsm8kData == null then
+      ''
+        echo "blackwell-stack gpu check: the acceptance check needs acceptanceModel and gsm8kData as store paths (import nix/gpu-checks.nix with them)" >&2
+        exit 1
+      ''
+    else
+      ''
+        blackwell-stack acceptance --stack ${stack} --python ${env}/bin/python \
+          --set model-path=${acceptanceModel} --gsm8k-data ${gsm8kData} \
+          --kernel-tests ${kernel.src}/sgl-kernel/tests --report-dir "$out/report"
+      ''
+  );
 }
