@@ -69,8 +69,10 @@ def _pyenv_candidates(version: str) -> list[str]:
         listed = proc.run([pyenv, "versions", "--bare"], check=False, timeout=60).stdout.split()
     except StackError:
         return []
-    return [f"{root}/versions/{v}/bin/python{version}" for v in sorted(listed, reverse=True)
-            if v == version or v.startswith(version + ".")]
+    # Newest patch release first, by number (3.12.10 before 3.12.9).
+    ours = [v for v in listed if v == version or (v.startswith(version + ".") and v[len(version) + 1:].isdigit())]
+    ours.sort(key=lambda v: int(v[len(version) + 1:] or 0), reverse=True)
+    return [f"{root}/versions/{v}/bin/python{version}" for v in ours]
 
 
 def find_python(version: str, given: str | None = None) -> str:
