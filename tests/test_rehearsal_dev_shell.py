@@ -30,13 +30,8 @@ def test_dev_shell_hook_runs_with_the_environment(rehearsal, tmp_path):
     tools = rehearsal.build_tools()
     torch_set = rehearsal.torch_set
     # The environment's bin/python: the stack's Python with the stable torch set (what the banner imports).
-    env_dir = tmp_path / "sglang-dev-env-stable"
-    (env_dir / "bin").mkdir(parents=True)
-    (env_dir / "bin" / "python").write_text(
-        "#!/bin/bash\n"
-        f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{torch_set.pythonpath()}"\n'
-        f'exec {rehearsal.python} "$@"\n')
-    (env_dir / "bin" / "python").chmod(0o755)
+    env_dir = nix_rehearsal.stack_environment(tmp_path / "sglang-dev-env-stable", rehearsal.python,
+                                              torch_set.pythonpath())
     cli = tmp_path / "blackwell-stack-cli"
     shell = nix_rehearsal.dev_shell(rehearsal.tree, tmp_path, cuda_home=home, env=env_dir, cli=cli,
                                     cc=rehearsal.backend_cc.parent, cmake=tools["cmake"].parent,

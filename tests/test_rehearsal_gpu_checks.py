@@ -26,13 +26,7 @@ pytestmark = [pytest.mark.rehearsal, pytest.mark.nix, pytest.mark.network, pytes
 
 def test_each_gpu_check_stops_cleanly_without_a_gpu_in_its_sandbox(rehearsal, tmp_path):
     torch_set = rehearsal.torch_set
-    env = tmp_path / "sglang-env-stable"
-    (env / "bin").mkdir(parents=True)
-    (env / "bin" / "python").write_text(
-        "#!/bin/bash\n"
-        f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{torch_set.pythonpath()}"\n'
-        f'exec {rehearsal.python} "$@"\n')
-    (env / "bin" / "python").chmod(0o755)
+    env = nix_rehearsal.stack_environment(tmp_path / "sglang-env-stable", rehearsal.python, torch_set.pythonpath())
     cli = tmp_path / "blackwell-stack"
     (cli / "bin").mkdir(parents=True)
     (cli / "bin" / "blackwell-stack").write_text(

@@ -209,6 +209,15 @@ in
 """
 
 
+def stack_environment(directory: Path, python: Path, pythonpath: str) -> Path:
+    """A stand-in for a stack's environment (what its bin/python is): the rehearsal's Python with `pythonpath`."""
+    (directory / "bin").mkdir(parents=True)
+    launcher = directory / "bin" / "python"
+    launcher.write_text(f'#!/bin/bash\nexport PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{pythonpath}"\nexec {python} "$@"\n')
+    launcher.chmod(0o755)
+    return directory
+
+
 def dev_shell(tree: CudaTree, workdir: Path, *, cuda_home: Path, env: Path, cli: Path, cc: Path, cmake: Path,
               cmake_version: str, ninja: Path) -> dict:
     """nix/dev-shell.nix over the stable stack's nix/stack-env.nix: {shellHook, packages, environment, cli}."""
