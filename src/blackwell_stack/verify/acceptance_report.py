@@ -28,7 +28,7 @@ from blackwell_stack.data.plan import GPU_HOST, PlanSection
 from blackwell_stack.data.profile import load_profile
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
-from blackwell_stack.fileio import write_error
+from blackwell_stack.fileio import current_umask, write_error
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.verify.acceptance import FAILED, PASSED, SKIPPED, Step
 
@@ -170,17 +170,11 @@ def publish(work: Path, final: Path, report: dict) -> None:
         if (work / PLOT).is_file():
             md += f"\n![bench: throughput and latency against concurrency]({PLOT})\n"
         (work / "report.md").write_text(md)
-        os.chmod(work, 0o777 & ~_umask())
+        os.chmod(work, 0o777 & ~current_umask())
         os.rename(work, final)
     except OSError as exc:
         discard(work)
         raise write_error(final, exc) from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def discard(work: Path) -> None:
