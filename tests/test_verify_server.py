@@ -92,6 +92,17 @@ def test_a_model_that_ignores_the_question_fails(served, capsys):
         assert checks == ({"wrong-answer", "same-answer"} if answer["api"] == "chat" else set()), answer
 
 
+def test_a_model_that_reads_the_question_passes(served, capsys):
+    """The attentive model (the GPU run's sound model) answers each chat prompt by what it asks, so smoke passes it
+    through a real server: its content checks ask no more than a model that reads the prompt gives."""
+    url, models = served
+    code, report = _json_smoke(capsys, url, models["attentive"])
+    assert code == 0 and report["ok"] is True, report
+    texts = {(a["prompt"], a["mode"]): a["text"] for a in report["answers"]}
+    assert texts[("capital", "stream")] == texts[("capital", "no-stream")] == "The capital of France is Paris."
+    assert texts[("count", "stream")].startswith("1, 2, 3, 4, 5, 6,")
+
+
 def test_unreachable_server_is_one_error_that_says_what_to_do(capsys):
     port = verify_server.free_port()  # nothing listens there
     code = main(["smoke", f"http://127.0.0.1:{port}", "--model", "m"])

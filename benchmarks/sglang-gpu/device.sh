@@ -14,16 +14,17 @@
 #   benchmarks/sglang-gpu/device.sh wait SECONDS
 #       until the run ends (or SECONDS pass); results.tar.gz in $OUT each time
 #   benchmarks/sglang-gpu/device.sh accept ARGS...
-#       `blackwell-stack acceptance --url` (ARGS added) against the sound Llama, which the run holds until then
+#       `blackwell-stack acceptance --url` (ARGS added) against the attentive Llama, which the run holds until then
 #
 # The run (run-all): the compilers as the machine's environment names them, tried by `kernel build
 # --dry-run` (its static-only GCC is refused); `kernel build --arch 9.0a` with the distribution's
 # compilers (with SGLANG_GPU_REFERENCE=1 also, at the lowest CPU priority, `kernel build --arch 12.0a` in
 # the fixed stage: the reference configuration; it slows the 9.0a build, so it wants a session of its
 # own: SGLANG_GPU_REFERENCE=only builds it alone, with the whole machine, and serves nothing); once the 9.0a wheel is there: `inspect`, `doctor` (SGLang's start-up imports, each in a child
-# process), then SGLang through `serve run`, each server started once the one before is ready: the sound
-# Llama (`smoke`), the all-`!` Llama (`smoke`), a tiny Qwen3.5-MoE with --load-format dummy (one
-# completion). The wheel comes back beside the results, in parts.
+# process), then SGLang through `serve run`, each server started once the one before is ready: the attentive
+# Llama (`smoke`), the all-`!` Llama (`smoke`), a tiny Qwen3.5-MoE with --load-format dummy (one completion,
+# and with SGLANG_GPU_GSM8K=DIR the accuracy gate: random weights must fail it). The wheel comes back beside
+# the results, in parts.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -160,16 +161,16 @@ run_all() {
   # was free when it started (model_runner.py: rest = free now - free at start x (1 - mem-fraction-static)), so
   # servers started at once each count the others' memory as free and stop with "Not enough memory" (the first
   # run). The `!` Llama and the Qwen3.5-MoE check answers, not speed: no CUDA graphs, to fit the lease.
-  stamp "doctor and the sound Llama"
+  stamp "doctor and the attentive Llama"
   ( PYTHONPATH="$(serving_path)" "$PY" -m blackwell_stack doctor --python "$PY" --json > "$R/doctor.json" 2> "$R/doctor.err";
     echo "exit code $?" >> "$R/doctor.err" ) &
-  serve fluent 30000 "$MODELS/fluent" --set quantization=null --set tensor-parallel-size=1 \
+  serve attentive 30000 "$MODELS/attentive" --set quantization=null --set tensor-parallel-size=1 \
     ${SGLANG_GPU_NO_GRAPHS:+--set disable-cuda-graph=true}  # SGLANG_GPU_NO_GRAPHS=1: no capture, when the lease is short
-  wait_ready 30000 400 && stamp "fluent ready" || stamp "fluent NOT ready"
+  wait_ready 30000 400 && stamp "attentive ready" || stamp "attentive NOT ready"
   serve bang 30001 "$MODELS/bang" --set quantization=null --set tensor-parallel-size=1 --set disable-cuda-graph=true
-  cli smoke http://127.0.0.1:30000 --model "$MODELS/fluent" --timeout 600 > "$R/smoke-fluent.txt" 2>&1 || true
-  stamp "smoke fluent: $(tail -1 "$R/smoke-fluent.txt" | cut -c1-80)"
-  touch "$W/fluent-smoked"  # `device.sh accept` may start now: its load does not touch smoke's verdict
+  cli smoke http://127.0.0.1:30000 --model "$MODELS/attentive" --timeout 600 > "$R/smoke-attentive.txt" 2>&1 || true
+  stamp "smoke attentive: $(tail -1 "$R/smoke-attentive.txt" | cut -c1-80)"
+  touch "$W/attentive-smoked"  # `device.sh accept` may start now: its load does not touch smoke's verdict
   wait_ready 30001 300 && stamp "bang ready" || stamp "bang NOT ready"
   serve qwen 30002 "$MODELS/qwen3.5-moe" --set quantization=null --set tensor-parallel-size=1 \
     --set moe-runner-backend=null --set load-format=dummy --set disable-cuda-graph=true
@@ -178,15 +179,21 @@ run_all() {
   wait_ready 30002 300 && stamp "qwen ready" || stamp "qwen NOT ready"
   "$PY" "$HERE/http_probe.py" complete 30002 "$MODELS/qwen3.5-moe" "$R/qwen-answer.json" || true
   stamp "qwen answer: $(head -c 80 "$R/qwen-answer.json" 2>/dev/null)"
+  if [ -n "${SGLANG_GPU_GSM8K:-}" ]; then  # random weights: the gate must fail them, for their score
+    cli accuracy http://127.0.0.1:30002 --model "$MODELS/qwen3.5-moe" --data "$SGLANG_GPU_GSM8K" \
+      --questions "${SGLANG_GPU_GATE_QUESTIONS:-64}" --concurrency 64 --json > "$R/accuracy-qwen.json" \
+      2> "$R/accuracy-qwen.err" || true
+    stamp "gate on the random Qwen3.5-MoE: $(tail -1 "$R/accuracy-qwen.err" | cut -c1-80)"
+  fi
   stop_serve bang; stop_serve qwen
   pack
 
-  # The sound Llama stays up for `device.sh accept` (a call of its own, so it runs the checkout as that call
+  # The attentive Llama stays up for `device.sh accept` (a call of its own, so it runs the checkout as that call
   # brings it; it starts once smoke is done, beside the `!` Llama and the Qwen3.5-MoE, to fit the lease),
   # until that step is over or the run's time is.
-  stamp "fluent held for the acceptance step"
+  stamp "attentive held for the acceptance step"
   while [ ! -f "$W/release" ] && (( $(left) > 0 )); do sleep 5; done
-  stop_serve fluent
+  stop_serve attentive
   wait || true
   pack
 
@@ -227,6 +234,7 @@ start() {
   local sources="$1" seconds="$2"
   # run-all works from $W: a carried wheel's directory, named from the checkout, must not depend on that.
   [ -n "${SGLANG_GPU_WHEEL_PARTS:-}" ] && export SGLANG_GPU_WHEEL_PARTS="$(cd "$SGLANG_GPU_WHEEL_PARTS" && pwd)"
+  [ -n "${SGLANG_GPU_GSM8K:-}" ] && export SGLANG_GPU_GSM8K="$(cd "$SGLANG_GPU_GSM8K" && pwd)"
   rm -rf "$W"; mkdir -p "$W" "$R" "$SITE"
   date +%s > "$W/t0"; echo $(( $(date +%s) + seconds )) > "$W/deadline"
   if [ -n "${SGLANG_GPU_TORCH_WHEELS:-}" ]; then
@@ -271,7 +279,7 @@ wait_for() {
     local log step="-"
     log="$(ls "$W"/out*/sgl-kernel-build-*.log 2>/dev/null | head -1 || true)"
     [ -n "$log" ] && step="$(grep -oE '^ *\[[0-9]+/[0-9]+\]' "$log" | tail -1 | tr -d ' ' || true)"
-    echo "$(( $(date +%s) - $(cat "$W/t0") ))s ${log:+$(basename "$(dirname "$log")")} ${step:--} $(free -g | awk '/Mem:/{print "used " $3 " GiB"}') $(tail -1 "$R/timeline.txt")"
+    echo "$(( $(date +%s) - $(cat "$W/t0") ))s ${log:+$(basename "$(dirname "$log")")} ${step:--} $(free -g | awk '/Mem:/{print "used " $3 " GiB"}') $(tail -1 "$R/timeline.txt") | $(tail -1 "$R/acceptance.err" 2>/dev/null | cut -c1-100)"
     sleep 20
   done
   tail -12 "$R/timeline.txt"
@@ -280,11 +288,16 @@ wait_for() {
   ls -la "$OUT"
 }
 
-accept() {  # ARGS...: `blackwell-stack acceptance --url` against the sound Llama the run holds, then releases it
+accept() {  # ARGS...: accept-run in the background (it may outlast a call), then what `wait` does
+  setsid nohup bash "$0" accept-run "$@" > "$W/accept.log" 2>&1 < /dev/null &
+  sleep 5; wait_for "${SGLANG_GPU_ACCEPT_CALL:-540}"
+}
+
+accept_run() {  # ARGS...: `blackwell-stack acceptance --url` against the attentive Llama the run holds, then releases it
   local py="$W/venv-torch/bin/python3"; [ -x "$py" ] || py="$PY"
   local t0; t0="$(date +%s)"
-  while [ ! -f "$W/fluent-smoked" ] && (( $(date +%s) - t0 < ${SGLANG_GPU_ACCEPT_WAIT:-400} )); do sleep 3; done
-  [ -f "$W/fluent-smoked" ] || { stamp "fluent not smoked in time for the acceptance step"; touch "$W/release"; return 1; }
+  while [ ! -f "$W/attentive-smoked" ] && (( $(date +%s) - t0 < ${SGLANG_GPU_ACCEPT_WAIT:-400} )); do sleep 3; done
+  [ -f "$W/attentive-smoked" ] || { stamp "attentive not smoked in time for the acceptance step"; touch "$W/release"; return 1; }
   stamp "acceptance start"
   printf '%q ' blackwell-stack acceptance --url http://127.0.0.1:30000 --python "$py" "$@" > "$R/acceptance-command.txt"
   echo >> "$R/acceptance-command.txt"
@@ -292,7 +305,6 @@ accept() {  # ARGS...: `blackwell-stack acceptance --url` against the sound Llam
       --python "$py" "$@" > "$R/acceptance.out" 2> "$R/acceptance.err"; echo "exit code $?" >> "$R/acceptance.err" )
   stamp "acceptance: $(tail -1 "$R/acceptance.err")"
   touch "$W/release"; pack
-  cp "$W/results.tar.gz" "$OUT/results.tar.gz"; tail -40 "$R/acceptance.err"
 }
 
 case "${1:-}" in
@@ -301,5 +313,6 @@ case "${1:-}" in
   install) shift; install "$@" ;;
   wait) pack 2>/dev/null || true; wait_for "${2:-540}" ;;
   accept) shift; accept "$@" ;;
+  accept-run) shift; accept_run "$@" ;;
   *) echo "usage: $0 start SOURCES_DIR SECONDS | install WHEEL_DIR... | wait SECONDS | accept ARGS..." >&2; exit 2 ;;
 esac

@@ -2,8 +2,9 @@
 
     python benchmarks/sglang-gpu/make_models.py DIR
 
-- DIR/fluent, DIR/bang: small Llamas of tests/support/verify_server.py (its `gpu` size): sound answers, and the
-  all-`!` answers of the seed deployment's failure;
+- DIR/attentive, DIR/bang: small Llamas of tests/support/verify_server.py (its `gpu` size): answers that read
+  the prompt (the capital of France, a count: what smoke asks), and the all-`!` answers of the seed
+  deployment's failure;
 - DIR/qwen3.5-moe: a tiny Qwen3_5MoeForConditionalGeneration (the profile's architecture): its config
   written with SGLang's own config class (sglang/srt/configs/qwen3_5.py, so SGLang reads back what it
   writes), 4 decoder layers (3 Gated DeltaNet + 1 gated attention, as the real model alternates them),
@@ -87,7 +88,7 @@ def make_qwen(directory: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     root = Path(argv[0] if argv else "/tmp/sglang-gpu-models")
-    made = verify_server.make_models(root, "gpu", names=("fluent", "bang"))
+    made = verify_server.make_models(root, "gpu", names=("attentive", "bang"))
     made["qwen3.5-moe"] = make_qwen(root / "qwen3.5-moe")
     for name, path in made.items():
         print(f"{name}: {path}")

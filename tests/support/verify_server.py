@@ -2,7 +2,7 @@
 
 A real OpenAI-compatible server, `transformers serve`, with models made on
 the spot (nothing is downloaded): a byte-level BPE tokenizer trained here on
-a few sentences, and small Llamas. Five variants, one server (it loads each
+a few sentences, and small Llamas. Six variants, one server (it loads each
 local directory that a request names):
 
 - `random`: random weights, as a broken checkpoint would be.
@@ -20,6 +20,14 @@ local directory that a request names):
   loops, and an end of text after at most `fluent_length()` tokens.
 - `endless`: the same, but the sequence starts over after `.` instead of
   ending: every answer runs to its max_tokens (for benchmarks that assume so).
+- `attentive`: `fluent`, plus an answer to what the chat prompt asks: the
+  capital of France, or a count to 12 (smoke's questions). Its first layer
+  attends evenly to the whole prompt and carries the key words' presence
+  (`France`, `Count`) to the output head, which starts that question's
+  answer after the generation prompt; the answers' tokens are tokens of
+  their own, so each leads to the next. The prompt must reach the model and
+  attention over it must work: a stand-in for a model that reads the
+  question, as smoke needs one to pass.
 
 And `FaultServer`: a scripted server for what no working server does on
 purpose, each fault the way a broken one shows it: `silent` (accepts and
@@ -152,6 +160,58 @@ def _set_fluent_weights(model, tok, vocab: int, *, endless: bool = False) -> Non
             model.lm_head.weight[successor.get(token, sequence[0]), token] = 10.0
 
 
+# `attentive`: a key word of the prompt -> the answer it starts (each piece one token); weights of its logits.
+ATTENTIVE_ANSWERS = {
+    "France": ["The capital of France", " is Paris."],
+    "Count": ["1,", *(f" {n}," for n in range(2, 12)), " 12."],
+}
+ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
+_NEXT, _ASKED, _UNASKED = 100.0, 300.0, 1.0  # successor; the asked answer's start; the chain's start (no key word)
+
+
+def _attentive_tokenizer(base):
+    """The base BPE plus the role tags, the key words and the answer pieces as tokens of their own (new ids)."""
+    from tokenizers import AddedToken, Tokenizer
+
+    tok = Tokenizer.from_str(base.to_str())
+    tok.add_special_tokens(ROLE_TOKENS)
+    pieces = [*ATTENTIVE_ANSWERS, *(piece for answer in ATTENTIVE_ANSWERS.values() for piece in answer)]
+    tok.add_tokens([AddedToken(piece, normalized=False) for piece in pieces])
+    return tok
+
+
+def _set_attentive_weights(model, tok, base, vocab: int, width: int) -> None:
+    """Dimensions 0..vocab-1 of the residual stream are one-hot tokens; dimension vocab+i is key word i's share of
+    the prompt, which layer 0's attention writes: its queries and keys are zero, so every position weighs alike,
+    and its values are 1 at key words. The head maps each token to its successor (`fluent`'s chain, or the next
+    piece of an answer), and the share of key word i to answer i's first piece, which wins only at the generation
+    prompt (the one token without a successor; every other token's weight is larger than any share's)."""
+    import torch
+
+    chain = fluent_sequence(base)  # the base's ids are the same in tok: added tokens come after them
+    successor = dict(itertools.pairwise(chain))
+    eos = tok.token_to_id(EOS)
+    for answer in ATTENTIVE_ANSWERS.values():
+        successor.update(itertools.pairwise([tok.token_to_id(piece) for piece in answer] + [eos]))
+    asked = tok.token_to_id("<|assistant|>")
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                         layer.self_attn.o_proj, layer.mlp.down_proj):
+                proj.weight.zero_()
+        attention = model.model.layers[0].self_attn
+        model.model.embed_tokens.weight.zero_()
+        model.model.embed_tokens.weight[:, :vocab] = torch.eye(vocab)
+        model.lm_head.weight.zero_()
+        for token in range(vocab):
+            model.lm_head.weight[successor.get(token, chain[0]), token] = _UNASKED if token == asked else _NEXT
+        for i, (key, answer) in enumerate(ATTENTIVE_ANSWERS.items()):
+            # RMSNorm scales a one-hot row to sqrt(width): the value is 1 at a key word.
+            attention.v_proj.weight[i, tok.token_to_id(key)] = width ** -0.5
+            attention.o_proj.weight[vocab + i, i] = 1.0  # head 0 reads kv head 0's value dimension i
+            model.lm_head.weight[tok.token_to_id(answer[0]), vocab + i] = _ASKED
+
+
 def make_models(root: Path, size: str = "small", names: tuple[str, ...] | None = None) -> dict[str, Path]:
     """Writes the model directories under root (every variant, or those named); returns name -> directory."""
     import torch
@@ -160,7 +220,7 @@ def make_models(root: Path, size: str = "small", names: tuple[str, ...] | None =
     hidden, inter, layers, heads, kv = SIZES[size]
     base_tok = _train_tokenizer()
     variants = {"random": base_tok, "bang": _swap_to_front(base_tok, "!"), "silent": base_tok, "fluent": base_tok,
-                "endless": base_tok}
+                "endless": base_tok, "attentive": _attentive_tokenizer(base_tok)}
     out = {}
     for name, tok in variants.items():
         if names is not None and name not in names:
@@ -171,8 +231,8 @@ def make_models(root: Path, size: str = "small", names: tuple[str, ...] | None =
         eos_id = fast.convert_tokens_to_ids(EOS)
         vocab = tok.get_vocab_size()
         width = hidden
-        if name in ("fluent", "endless"):  # one-hot embeddings need a hidden size of at least the vocabulary
-            width = max(hidden, -(-vocab // (2 * heads)) * 2 * heads)
+        if name in ("fluent", "endless", "attentive"):  # one-hot embeddings: a dimension per token (and key word)
+            width = max(hidden, -(-(vocab + len(ATTENTIVE_ANSWERS)) // (2 * heads)) * 2 * heads)
         config = LlamaConfig(
             vocab_size=vocab,
             hidden_size=width,
@@ -193,6 +253,8 @@ def make_models(root: Path, size: str = "small", names: tuple[str, ...] | None =
                 model.model.norm.weight.zero_()  # every logit 0: greedy picks id 0
         elif name in ("fluent", "endless"):
             _set_fluent_weights(model, tok, vocab, endless=name == "endless")
+        elif name == "attentive":
+            _set_attentive_weights(model, tok, base_tok, vocab, width)
         model.generation_config.eos_token_id = eos_id
         model.generation_config.pad_token_id = eos_id
         model.save_pretrained(directory)
