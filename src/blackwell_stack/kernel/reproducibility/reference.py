@@ -183,18 +183,15 @@ def expected_record(ref: Reference) -> dict[str, Any]:
     """
     recorded = ref.build_record
     arch = str(recorded.get("cuda_archs"))
-    rec = recipe.load()
     data = sources.load()
     torch_rec = recorded.get("torch") or {}
     override = torch_rec.get("override") or ""
     allow_torch = override.split()[-1] if override.startswith("--allow-torch ") else None
     expected = toolchain.expected_torch("python", stack_data.load(_stack_of(torch_rec)), allow_torch)
     return json.loads(buildinfo.render(
+        recipe.load(), arch,
         sgl_kernel_version=data["sglang"].get("sgl_kernel_version"),
         sglang_pin=data["sglang"],
-        cuda_archs=arch,
-        defines=recipe.defines(rec, arch),
-        environment=recipe.environment(rec, arch),
         series=patch_series.load_series(),
         sources=_expected_sources(recorded.get("sources") or {}, data, arch),
         torch={"built_against": torch_rec.get("built_against"), **expected.to_json()},
