@@ -214,16 +214,14 @@ def cmd_reference(args: argparse.Namespace) -> int:
     doc = reference.document()
     ref = doc.current
     if ref is None:
-        withdrawn = [{"wheel": w.wheel_name, "sha256": w.wheel_sha256, "arch": w.arch, "measured": w.measured,
-                      "why": w.why} for w in doc.withdrawn]
         if args.json:
             output.dump_json({"reference": str(doc.path), "current": None, "reason": doc.reason,
-                              "withdrawn": withdrawn, "to_record": doc.to_record})
+                              "withdrawn": doc.withdrawn, "to_record": doc.to_record})
             return 0
         output.heading(f"reference sgl-kernel wheel ({doc.path})")
         output.paragraph(f"none for the repository's recipe: {doc.reason}")
         for w in doc.withdrawn:
-            output.paragraph(f"withdrawn: {w.wheel_name}, sha256 {w.wheel_sha256} ({w.arch}; {w.measured}): {w.why}")
+            output.paragraph(f"withdrawn: {w['wheel']}, sha256 {w['sha256']} ({w['arch']}; {w['measured']}): {w['why']}")
         output.paragraph(f"to record one: {doc.to_record}")
         return 0
     stale = reference.stale_inputs(ref)

@@ -252,18 +252,12 @@ class SeriesReport:
 
     def patch_states(self) -> dict[str, str]:
         """Per patch: applied, applicable, conflicting, or partly-applied (a mix of applied and applicable)."""
-        out: dict[str, set[str]] = {}
+        seen: dict[str, set[str]] = {}
         for r in self.hunks:
-            out.setdefault(r.patch, set()).add(r.state)
-        states = {}
-        for name, seen in out.items():
-            if CONFLICTING in seen:
-                states[name] = CONFLICTING
-            elif len(seen) == 1:
-                states[name] = seen.pop()
-            else:
-                states[name] = "partly-applied"
-        return states
+            seen.setdefault(r.patch, set()).add(r.state)
+        mixed = {name: "partly-applied" for name, states in seen.items() if len(states) > 1}
+        return {name: CONFLICTING if CONFLICTING in states else mixed.get(name) or next(iter(states))
+                for name, states in seen.items()}
 
     @property
     def ok(self) -> bool:
