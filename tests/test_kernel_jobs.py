@@ -58,17 +58,16 @@ def brute_worst_case(rule: jobs.MemoryRule, plan: jobs.JobPlan, pools: bool, cop
     rule=rules(),
     archs=st.integers(1, 6),
     jobs_cap=st.none() | st.integers(1, 200),
-    threads_cap=st.none() | st.integers(1, 16),
     pools=st.booleans(),
     copies=st.integers(1, 2),
 )
-def test_plan_never_exceeds_the_memory_it_is_given(cores, available, rule, archs, jobs_cap, threads_cap, pools, copies):
+def test_plan_never_exceeds_the_memory_it_is_given(cores, available, rule, archs, jobs_cap, pools, copies):
     reserve = rule.reserve_mib(max(0, available))
     budget = available - reserve
     largest = max([rule.unlisted_mib, *rule.unit_peaks_mib.values()])
     try:
-        p = jobs.plan(cores=cores, available_mib=available, rule=rule, archs=archs, jobs=jobs_cap,
-                      threads=threads_cap, pools=pools, copies=copies)
+        p = jobs.plan(cores=cores, available_mib=available, rule=rule, archs=archs, jobs=jobs_cap, pools=pools,
+                      copies=copies)
     except jobs.DoesNotFit as exc:
         # Refused exactly when the largest compile, alone with one thread, does not fit; the message says so.
         assert budget < largest
@@ -79,8 +78,7 @@ def test_plan_never_exceeds_the_memory_it_is_given(cores, available, rule, archs
     assert p.jobs * min(p.threads, archs) <= max(1, cores)  # no more cicc processes than cores
     if jobs_cap is not None:
         assert p.jobs <= jobs_cap
-    if threads_cap is not None:
-        assert p.threads <= threads_cap
+    assert p.threads <= archs
     worst = brute_worst_case(rule, p, pools, copies)
     assert p.planned_peak_mib == worst
     assert worst + reserve <= available  # the property: never more than given
@@ -183,7 +181,7 @@ def test_cgroup_v2_limit_is_the_tighter_one(tmp_path):
 
 def test_an_explicit_memory_figure_replaces_the_hosts(tmp_path):
     proc, cg = _proc_tree(tmp_path, "MemTotal: 32000000 kB\nMemAvailable: 31000000 kB\n", "0::/\n")
-    host = jobs.read_host(proc, cg, cores=32, memory_mib=200 * 1024)
+    host = jobs.read_host(proc, cg, cores=32, memory_gib=200)
     assert host.available_mib == 200 * 1024 and "given: 204800 MiB" in host.source and "30273 MiB" in host.source
 
 

@@ -47,8 +47,8 @@ def test_the_measured_reference_is_the_lock_configuration_and_lists_the_withdraw
     assert not any(p["accepted_mismatch"] for p in record["sources"]["pins"].values())
     assert "--allow-source-mismatch" not in doc.current.command and "--allow-torch" not in doc.current.command
     assert doc.current.wheel_sha256.startswith("5911bbbd") and doc.current.conditions["c++"].startswith("gcc 13.3.0 (/usr/bin/g++")
-    assert [w.wheel_sha256[:8] for w in doc.withdrawn] == ["a0e6a8d7", "51b2e673"]
-    assert "torch 2.11.0+cu130" in doc.withdrawn[0].why and "static libstdc++" in doc.withdrawn[1].why
+    assert [w["sha256"][:8] for w in doc.withdrawn] == ["a0e6a8d7", "51b2e673"]
+    assert "torch 2.11.0+cu130" in doc.withdrawn[0]["why"] and "static libstdc++" in doc.withdrawn[1]["why"]
     result = cli("kernel", "reference")
     assert result.returncode == 0, result.stderr
     assert "current: every recorded input" in result.stdout and "5911bbbd" in result.stdout

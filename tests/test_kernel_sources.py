@@ -36,7 +36,7 @@ def test_python_and_nix_agree(nix, archs):
     data["fetchcontent"]["repo-fmt"].update(verified=False, hash=None, reason="test")
     got = nix_view(nix, data, archs)
     assert got["needed"] == sources.needed_names(data, archs)
-    assert got["unverified"] == sources.unverified(data) == ["fetchcontent.repo-fmt"]
+    assert got["unverified"] == [p.where for p in sources.pins(data) if not p.verified] == ["fetchcontent.repo-fmt"]
     assert got["variables"] == [sources.fetchcontent_variable(n) for n in sorted(data["fetchcontent"])]
 
 

@@ -61,7 +61,7 @@ def probe_plan(kdir: Path, out: Path, record: str = DEFAULT_RECORD):
     job_plan = jobs.plan(cores=2, available_mib=10**6, rule=jobs.rule_from_recipe(rec), archs=1)
     planned = {**job_plan.environment(), **job_plan.defines()}
     host = jobs.Host(2, 10**6, None, 0, "test")
-    source = prepare.SourceCheck(kdir, "0.3.21", "0.3.21", None, "")
+    source = prepare.SourceCheck(kdir, "0.3.21")
     defines = {**recipe.defines(rec, None, planned), "SGL_KERNEL_BUILD_INFO_FILE": out / "sgl-kernel-build-info.json"}
     settings = [f"cmake.define.{name}={value}" for name, value in sorted(defines.items())]
     # Each probe build stages in a directory of its own (two of them may run one after the other in a test).

@@ -144,7 +144,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         for blocker in plan.blockers:
             print(f"error: {blocker}", file=sys.stderr)
         print(f"dry run: a build would stop here ({len(plan.blockers)} problem(s) above); nothing changed", file=sys.stderr)
-        return prepare.blocker_exit_code(plan)
+        return int(plan.blockers[0].code)
     if args.dry_run:
         print("dry run: nothing changed, nothing compiled", file=sys.stderr)
         return 0
@@ -186,9 +186,7 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
     else:
         print(f"jobs: none fit in {plan.host.available_mib} MiB ({plan.host.source})")
     for label, names in (("patches to apply", plan.patches_to_apply), ("patches already applied", plan.patches_applied)):
-        print(f"{label}:" + ("" if names else " none"))
-        for name in names:
-            print(f"  {name}")
+        print(f"{label}:" + "".join(f"\n  {name}" for name in names) if names else f"{label}: none")
     for state in plan.source_dirs:
         print(f"source {state.entry.relpath}: {state.state} ({state.path})")
     for copy in plan.source_copies:
@@ -209,26 +207,21 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
     print(f"build record: {plan.build_info_path}")
     print(f"log: {plan.log_path}")
     if plan.reference:
-        head, *rest = plan.reference.lines()
-        print(f"reference: {head}")
-        for line in rest:
-            print(f"  {line}")
+        print("reference: " + "\n  ".join(plan.reference.lines()))
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
     doc = reference.document()
     ref = doc.current
     if ref is None:
-        withdrawn = [{"wheel": w.wheel_name, "sha256": w.wheel_sha256, "arch": w.arch, "measured": w.measured,
-                      "why": w.why} for w in doc.withdrawn]
         if args.json:
             output.dump_json({"reference": str(doc.path), "current": None, "reason": doc.reason,
-                              "withdrawn": withdrawn, "to_record": doc.to_record})
+                              "withdrawn": doc.withdrawn, "to_record": doc.to_record})
             return 0
         output.heading(f"reference sgl-kernel wheel ({doc.path})")
         output.paragraph(f"none for the repository's recipe: {doc.reason}")
         for w in doc.withdrawn:
-            output.paragraph(f"withdrawn: {w.wheel_name}, sha256 {w.wheel_sha256} ({w.arch}; {w.measured}): {w.why}")
+            output.paragraph(f"withdrawn: {w['wheel']}, sha256 {w['sha256']} ({w['arch']}; {w['measured']}): {w['why']}")
         output.paragraph(f"to record one: {doc.to_record}")
         return 0
     stale = reference.stale_inputs(ref)
@@ -269,22 +262,19 @@ def _source_items(args: argparse.Namespace):
     return sourcedir.entries(data, recipe.arch_list(arch), with_sglang=args.with_sglang)
 
 
-def _print_states(states: list[sourcedir.State], as_json: bool) -> bool:
+def _states_code(states: list[sourcedir.State], as_json: bool) -> int:
+    """Print the states; 0 when every source is as pinned, 5 when one does not match its pin (as `kernel build`
+    says of it), else 1."""
     ok = all(s.state == sourcedir.OK for s in states)
     if as_json:
         output.dump_json({"ok": ok, "sources": [s.to_json() for s in states]})
-        return ok
-    output.table(["source", "state", "NAR hash", "path"],
-                 [[s.entry.relpath, s.state, s.actual or "-", str(s.path)] for s in states])
-    for s in states:
-        if s.state == sourcedir.MISMATCH:
-            print(f"{s.entry.relpath}: pinned {s.entry.expected}, found {s.actual}", file=sys.stderr)
-    return ok
-
-
-def _states_code(states: list[sourcedir.State], as_json: bool) -> int:
-    """0 when every source is as pinned; 5 when one does not match its pin (as `kernel build` says of it), else 1."""
-    if _print_states(states, as_json):
+    else:
+        output.table(["source", "state", "NAR hash", "path"],
+                     [[s.entry.relpath, s.state, s.actual or "-", str(s.path)] for s in states])
+        for s in states:
+            if s.state == sourcedir.MISMATCH:
+                print(f"{s.entry.relpath}: pinned {s.entry.expected}, found {s.actual}", file=sys.stderr)
+    if ok:
         return 0
     return int(ExitCode.HASH_MISMATCH if any(s.state == sourcedir.MISMATCH for s in states) else ExitCode.CHECK_FAILED)
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 
 EXIT_DOES_NOT_FIT = 6  # blackwell_stack.errors.ExitCode.TOOLCHAIN: the host is wrong for the job
 EXIT_USAGE = 2
@@ -131,11 +132,10 @@ def plan(
     rule: MemoryRule,
     archs: int = 1,
     jobs: int | None = None,
-    threads: int | None = None,
     pools: bool = False,
     copies: int = 1,
 ) -> JobPlan:
-    """The widest plan that fits; `jobs`/`threads` cap it (never raise it past the memory).
+    """The widest plan that fits; `jobs` caps it (never raises it past the memory).
 
     `pools`: whether the build can put heavy units in a ninja pool (CMake >= 4.2, Ninja).
     `copies`: how many libraries compile each source (library_copies: 2 when both
@@ -145,8 +145,6 @@ def plan(
         raise ValueError("per-thread peak must be positive")
     if jobs is not None and jobs < 1:
         raise ValueError("jobs must be at least 1")
-    if threads is not None and threads < 1:
-        raise ValueError("threads must be at least 1")
     cores = max(1, cores)
     archs = max(1, archs)
     copies = max(1, copies)
@@ -194,14 +192,11 @@ def plan(
     if jobs is not None and jobs > n_jobs:
         notes.append(f"--jobs {jobs} lowered to {n_jobs}: more would not fit in memory or cores")
     # Threads only help over several targets, and only while the planned jobs still fit.
-    wanted = threads if threads is not None else archs
-    for t in range(2, min(wanted, archs) + 1):
+    for t in range(2, archs + 1):
         more = attempt(t)
         if more is None or more[0] < n_jobs:
             break
         n_threads, (_, depth, worst, light) = t, more
-    if threads is not None and threads > n_threads:
-        notes.append(f"nvcc threads {threads} lowered to {n_threads}: more would not fit or not help")
     limited_by = "cores" if n_jobs >= min(cores, jobs or cores) else "memory"
     head = f"{n_jobs} job(s) fit, limited by {limited_by}"
     if depth:
@@ -267,20 +262,21 @@ def rule_from_recipe(recipe: Mapping, job_peak_mib: int | None = None) -> Memory
     )
 
 
-def mib_of_gib(gib: float | None) -> int | None:
-    """--memory-gib as MiB (None stays None)."""
-    return int(gib * 1024) if gib is not None else None
-
-
 def library_copies(arch_list: str) -> int:
     """How many common_ops libraries compile every source (patch 0005): one for 9.x targets, one for the rest."""
-    archs = [a.strip() for a in arch_list.replace(",", ";").split(";") if a.strip()]
-    return max(1, len({a.split(".")[0] == "9" for a in archs}))
+    return max(1, len({a.split(".")[0] == "9" for a in _targets(arch_list)}))
 
 
-def arch_count(arch_list: str) -> int:
-    """Number of targets in an SGL_KERNEL_CUDA_ARCHS value ("12.0a" or "10.0a;12.0a")."""
-    return max(1, len([a for a in arch_list.replace(",", ";").split(";") if a.strip()]))
+def _targets(arch_list: str) -> list[str]:
+    """The targets of an SGL_KERNEL_CUDA_ARCHS value ("12.0a" or "10.0a;12.0a")."""
+    return [a.strip() for a in arch_list.replace(",", ";").split(";") if a.strip()]
+
+
+def recipe_plan(recipe: Mapping, arch_list: str, host: Host, *, jobs: int | None = None,
+                job_peak_mib: int | None = None, pools: bool = False) -> JobPlan:
+    """The plan of a build of the recipe for arch_list on host (DoesNotFit when nothing fits)."""
+    return plan(cores=host.cores, available_mib=host.available_mib, rule=rule_from_recipe(recipe, job_peak_mib),
+                archs=max(1, len(_targets(arch_list))), jobs=jobs, pools=pools, copies=library_copies(arch_list))
 
 
 def version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
@@ -327,16 +323,6 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None  # "max": no limit
 
 
-def _walk_up(rel: str) -> Iterable[str]:
-    """"a/b/c" -> "a/b/c", "a/b", "a", "" (a cgroup and every parent; each parent's limit applies too)."""
-    rel = rel.strip("/")
-    while True:
-        yield rel
-        if not rel:
-            return
-        rel = os.path.dirname(rel)
-
-
 def _cgroup_free_mib(proc_root: str, cgroup_root: str) -> tuple[int | None, str]:
     """Limit minus usage of the tightest limited cgroup on the way up (v2 memory.max, v1 limit_in_bytes)."""
     try:
@@ -355,8 +341,9 @@ def _cgroup_free_mib(proc_root: str, cgroup_root: str) -> tuple[int | None, str]
             root, limit_file, usage_file, version = os.path.join(cgroup_root, "memory"), "memory.limit_in_bytes", "memory.usage_in_bytes", "v1"
         else:
             continue
-        for rel in _walk_up(path):
-            base = os.path.join(root, rel) if rel else root
+        group = PurePosixPath("/", path)
+        for rel in [group, *group.parents]:  # each parent's limit applies too
+            base = os.path.normpath(root + str(rel))
             limit = _read_int(os.path.join(base, limit_file))
             if limit is None or limit >= (1 << 60):  # "max", or v1's "no limit" (a huge number)
                 continue
@@ -368,9 +355,10 @@ def _cgroup_free_mib(proc_root: str, cgroup_root: str) -> tuple[int | None, str]
 
 
 def read_host(proc_root: str = "/proc", cgroup_root: str = "/sys/fs/cgroup", cores: int | None = None,
-              memory_mib: int | None = None) -> Host:
-    """This host's cores and memory; `memory_mib` is an explicit figure that replaces what the host reports
+              memory_gib: float | None = None) -> Host:
+    """This host's cores and memory; `memory_gib` is an explicit figure that replaces what the host reports
     (for machines whose MemTotal grows as memory is used, where MemAvailable at the start says too little)."""
+    memory_mib = int(memory_gib * 1024) if memory_gib is not None else None
     info = _meminfo(proc_root)
     cgroup_free, where = _cgroup_free_mib(proc_root, cgroup_root)
     if cores is None or cores <= 0:  # NIX_BUILD_CORES=0 means "all of them"
@@ -412,17 +400,14 @@ def main(argv: list[str] | None = None) -> int:
         problems = memory_problems(recipe.get("memory") if isinstance(recipe, dict) else None)
         if problems:
             raise ValueError("; ".join(f"memory.{name}: {what}" for name, what in problems))
-        rule = rule_from_recipe(recipe, args.job_peak_mib)
-        archs = arch_count(args.archs or recipe["arch"])
-        copies = library_copies(args.archs or recipe["arch"])
+        arch = str(args.archs or recipe["arch"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"jobs.py: cannot read the memory rule from {args.recipe}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    host = read_host(cores=args.cores, memory_mib=mib_of_gib(args.memory_gib))
+    host = read_host(cores=args.cores, memory_gib=args.memory_gib)
     pools = cmake_has_pools(cmake_version(args.cmake)) if args.cmake else False
     try:
-        result = plan(cores=host.cores, available_mib=host.available_mib, rule=rule, archs=archs, jobs=args.jobs,
-                      pools=pools, copies=copies)
+        result = recipe_plan(recipe, arch, host, jobs=args.jobs, job_peak_mib=args.job_peak_mib, pools=pools)
     except DoesNotFit as exc:
         print(f"error: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
         return EXIT_DOES_NOT_FIT

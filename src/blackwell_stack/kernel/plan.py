@@ -6,8 +6,8 @@ import sys
 
 from blackwell_stack.data.plan import PlanItem, PlanSection, hash_checked_by
 from blackwell_stack.data.stack import Stack
-from blackwell_stack.errors import StackError
-from blackwell_stack.kernel.build import prepare, toolchain
+from blackwell_stack.kernel import jobs
+from blackwell_stack.kernel.build import toolchain
 from blackwell_stack.kernel.inputs import patch_series, recipe
 from blackwell_stack.kernel.inputs import sources as kernel_sources
 
@@ -48,12 +48,13 @@ def plan_section(stacks: list[str] | None = None) -> PlanSection:
         mem["provenance"],
     ))
     try:
-        host, jp = prepare.host_job_plan(rec, rec["arch"], cmake_version=toolchain.check_cmake(sys.executable).value)
+        host = jobs.read_host()
+        jp = jobs.recipe_plan(rec, rec["arch"], host, pools=jobs.cmake_has_pools(toolchain.check_cmake(sys.executable).value))
         pool = f", heavy units {jp.heavy_jobs} at a time" if jp.heavy_jobs else ""
         hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s){pool} here ({host.cores} cores, "
                 f"{host.available_mib} MiB available): planned peak {jp.planned_peak_mib} MiB")
-    except (StackError, OSError) as exc:
-        hint = f"does not fit on this host: {getattr(exc, 'message', exc)}"
+    except (jobs.DoesNotFit, OSError) as exc:
+        hint = f"does not fit on this host: {exc}"
     sec.items.append(PlanItem("job plan (decided again at build time)", hint, "src/blackwell_stack/kernel/jobs.py"))
     sec.commands += [
         "blackwell-stack kernel patches check --src ./sglang",

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from blackwell_stack import inputfiles, proc
 from blackwell_stack.data.stack import Stack
-from blackwell_stack.errors import BuildError, DataError, ExitCode, HashMismatch, StackError, ToolchainError
+from blackwell_stack.errors import DataError, HashMismatch, StackError, ToolchainError
 from blackwell_stack.kernel import jobs
 from blackwell_stack.kernel.build import compilers, staging, toolchain
 from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
@@ -48,10 +48,7 @@ _FLAG_VARIABLES = ("CFLAGS", "CXXFLAGS", "CUDAFLAGS")
 @dataclass
 class SourceCheck:
     kernel_dir: Path
-    version: str | None
-    pinned_version: str
-    git_rev: str | None
-    pinned_rev: str
+    version: str | None  # its pyproject.toml's
     warnings: list[str] = field(default_factory=list)
 
 
@@ -71,22 +68,16 @@ def check_source(src: str | Path) -> SourceCheck:
     """Is the checkout the pinned sgl-kernel? Differences are warnings: a newer tree may still build."""
     # Absolute: the prefix map must name the path CMake compiles from (a relative --src matched nothing).
     kdir = patch_series.kernel_dir(src).resolve()
-    pins = sources.load()["sglang"]
-    version = pyproject_version(kdir)
-    rev = None
-    try:
-        r = proc.run(["git", "-C", str(kdir), "rev-parse", "HEAD"], check=False, timeout=30)
-        rev = r.stdout.strip() if r.returncode == 0 else None
-    except StackError:  # no git, or it hung
-        rev = None
-    check = SourceCheck(kdir, version, pins["sgl_kernel_version"], rev, pins["rev"])
-    if version != check.pinned_version:
+    pin = sources.load()["sglang"]
+    check = SourceCheck(kdir, pyproject_version(kdir))
+    if check.version != pin["sgl_kernel_version"]:
         check.warnings.append(
-            f"{kdir}/pyproject.toml says sgl-kernel {version or '(no version)'}, the pin is {check.pinned_version} "
-            f"(sglang {pins['tag']}); the patches and the recipe are made for the pin"
+            f"{kdir}/pyproject.toml says sgl-kernel {check.version or '(no version)'}, the pin is "
+            f"{pin['sgl_kernel_version']} (sglang {pin['tag']}); the patches and the recipe are made for the pin"
         )
-    if rev is not None and rev != check.pinned_rev:
-        check.warnings.append(f"the checkout is at {rev[:12]}, not at {pins['tag']} ({check.pinned_rev[:12]})")
+    code, rev = proc.probe(["git", "-C", str(kdir), "rev-parse", "HEAD"], timeout=30, stdout_only=True)
+    if code == 0 and rev != pin["rev"]:  # not when it is no git checkout, there is no git, or it hung
+        check.warnings.append(f"the checkout is at {rev[:12]}, not at {pin['tag']} ({pin['rev'][:12]})")
     return check
 
 
@@ -166,27 +157,6 @@ def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings:
     ]
 
 
-def host_job_plan(rec: dict, arch: str, *, job_peak_mib: int | None = None, max_jobs: int | None = None,
-                  memory_gib: float | None = None, cmake_version: str | None = None) -> tuple[jobs.Host, jobs.JobPlan]:
-    """This host's memory-safe build jobs for the recipe (the rule of kernel/jobs.py); heavy units get a ninja
-    pool only when the cmake that configures the build is new enough (jobs.POOLS_MIN_CMAKE)."""
-    host = jobs.read_host(memory_mib=jobs.mib_of_gib(memory_gib))
-    pools = jobs.cmake_has_pools(cmake_version)
-    try:
-        plan = jobs.plan(
-            cores=host.cores,
-            available_mib=host.available_mib,
-            rule=jobs.rule_from_recipe(rec, job_peak_mib),
-            archs=jobs.arch_count(arch),
-            jobs=max_jobs,
-            pools=pools,
-            copies=jobs.library_copies(arch),
-        )
-    except jobs.DoesNotFit as exc:
-        raise ToolchainError(exc.message, exc.hint) from None
-    return host, plan
-
-
 def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
     """The recipe's compiler-flag variables with the prefix maps appended (CUDA's through -Xcompiler)."""
     out = dict(env)
@@ -264,12 +234,11 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     Raises StackError only for input that leaves nothing to plan (no checkout, an
     unknown architecture); every other verdict is a blocker of the plan.
     """
-    src, archs, out_dir, python, sources_dir, build_dir = (
-        request.src, request.archs, request.out_dir, request.python, request.sources_dir, request.build_dir)
+    src, python, sources_dir = request.src, request.python, request.sources_dir
     say = warn or (lambda _text: None)
     rec = recipe.load()
     data = sources.load()
-    arch = recipe.check_archs(rec, archs if archs else rec["arch"])  # unknown --arch: list the valid ones
+    arch = recipe.check_archs(rec, request.archs or rec["arch"])  # unknown --arch: list the valid ones
     if src is None:
         if sources_dir is None or not (Path(sources_dir) / "sglang").is_dir():
             raise StackError("no sglang checkout given", "pass --src SGLANG, or --sources DIR holding DIR/sglang")
@@ -286,27 +255,20 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
 
     series = patch_series.load_series()
     try:
-        patch_series.gnu_patch()
-        have_patch = True
-    except ToolchainError:  # the toolchain check below says what to install
-        have_patch = False
-    report = patch_series.check_series(source.kernel_dir, series) if have_patch else None
-    if report and not report.ok:
-        conflicts = [patch_series.conflict_message(r) for r in report.hunks if r.state == patch_series.CONFLICTING]
-        blockers.append(BuildError(
-            f"the sgl-kernel patch series does not apply to {source.kernel_dir}:\n" + "\n".join(conflicts or [str(report.patch_states())]),
-            "check out sglang v0.5.9 afresh (`git -C SRC checkout -- sgl-kernel`); "
-            "`blackwell-stack kernel patches check --src SRC` shows every hunk",
-        ))
+        report = patch_series.check_series(source.kernel_dir, series)
+    except ToolchainError:  # no GNU patch: the toolchain check below says what to install
+        report = None
+    if report and (error := report.error()):
+        blockers.append(error)
     states = report.patch_states() if report else {}
 
-    out_dir = Path(out_dir).resolve()
+    out_dir = Path(request.out_dir).resolve()
     stage = staging.layout()
     if stage.root != staging.STAGE_ROOT:
         note(f"the sources are staged at {stage.root} ({staging.ROOT_VARIABLE}), not {staging.STAGE_ROOT}: nvcc names "
              "internal entities after their paths, so this wheel cannot be the reference wheel")
     # The build directory: the one asked for, else inside the stage (a fixed path too).
-    build_dir = Path(build_dir).resolve() if build_dir else stage.build_dir
+    build_dir = Path(request.build_dir).resolve() if request.build_dir else stage.build_dir
     fetchcontent: dict[str, str] = {}
     maps = [f"-ffile-prefix-map={stage.kernel_dir}=sgl-kernel"]
     source_states: list[sourcedir.State] = []
@@ -336,16 +298,16 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     found_compilers = compilers.find()
     checks = toolchain.check_all(python, expected, found_compilers)
     maps += _toolchain_prefix_maps(checks)
-    error = toolchain.toolchain_error(checks)
-    if error:
-        blockers.append(error)
+    if toolchain_error := toolchain.toolchain_error(checks):
+        blockers.append(toolchain_error)
     found = {c.name: c.value for c in checks}
-    try:
-        host, job_plan = host_job_plan(rec, arch, job_peak_mib=request.job_peak_mib, max_jobs=request.max_jobs,
-                                       memory_gib=request.memory_gib, cmake_version=found.get("cmake"))
-    except ToolchainError as exc:
-        blockers.append(exc)
-        host, job_plan = jobs.read_host(memory_mib=jobs.mib_of_gib(request.memory_gib)), None
+    host = jobs.read_host(memory_gib=request.memory_gib)
+    try:  # heavy units get a ninja pool only when the cmake that configures the build is new enough
+        job_plan = jobs.recipe_plan(rec, arch, host, jobs=request.max_jobs, job_peak_mib=request.job_peak_mib,
+                                    pools=jobs.cmake_has_pools(found.get("cmake")))
+    except jobs.DoesNotFit as exc:
+        blockers.append(ToolchainError(exc.message, exc.hint))
+        job_plan = None
     planned = {**job_plan.environment(), **job_plan.defines()} if job_plan else {}
 
     log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
@@ -363,11 +325,9 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     command = wheel_command(python, stage.kernel_dir, out_dir, settings)
 
     record = buildinfo.render(
+        rec, arch,
         sgl_kernel_version=source.version,
         sglang_pin=data["sglang"],
-        cuda_archs=arch,
-        defines=recipe.defines(rec, arch),
-        environment=recipe.environment(rec, arch),
         series=series,
         sources=sources_record,
         torch={"built_against": found.get("torch"), **expected.to_json()},
@@ -418,7 +378,3 @@ def _tool_environment(checks: list[toolchain.Check], found: list[compilers.Compi
     if cmake is not None:
         env["CMAKE_EXECUTABLE"] = cmake.paths[0]
     return env
-
-
-def blocker_exit_code(plan: BuildPlan) -> int:
-    return int(plan.blockers[0].code) if plan.blockers else int(ExitCode.OK)

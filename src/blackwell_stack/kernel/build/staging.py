@@ -34,9 +34,6 @@ from pathlib import Path
 from blackwell_stack.errors import StackError
 
 STAGE_ROOT = Path("/tmp/blackwell-stack-sgl-kernel")
-KERNEL_DIR = "sgl-kernel"
-SOURCES_DIR = "fc"
-BUILD_DIR = "build"
 # The env var tests use to keep their builds apart from a user's; a build under another root is not
 # the reference configuration's (its paths differ), and the plan says so.
 ROOT_VARIABLE = "BLACKWELL_STACK_KERNEL_STAGE"
@@ -50,15 +47,15 @@ class Layout:
 
     @property
     def kernel_dir(self) -> Path:
-        return self.root / KERNEL_DIR
+        return self.root / "sgl-kernel"
 
     @property
     def sources_dir(self) -> Path:
-        return self.root / SOURCES_DIR
+        return self.root / "fc"  # the FetchContent sources
 
     @property
     def build_dir(self) -> Path:
-        return self.root / BUILD_DIR
+        return self.root / "build"
 
     @property
     def lock_path(self) -> Path:

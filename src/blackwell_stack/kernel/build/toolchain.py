@@ -91,8 +91,7 @@ _TORCH_PROBE = (
 
 
 def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
-    version = expected.version
-    install = expected.install
+    version, install = expected.version, expected.install
     code, out = proc.probe([python, "-c", _TORCH_PROBE], stdout_only=True)
     if code == 127:
         return [Check("python", False, f"{python} not found", "pass --python with the venv's interpreter")]
@@ -105,76 +104,41 @@ def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
         info = None
     if not isinstance(info, dict):
         return [Check("torch", False, f"{python} printed no torch version ({out[-200:] or 'nothing'})", install)]
-    checks = []
     found = str(info["torch"])
     # PyPI's CUDA builds say 2.12.1+cu130 in torch.__version__ and 2.12.1 in their metadata, which is what a lock
     # pins: either one matching the expected version is a match.
     matches = version in (found, info.get("distribution"))
     if matches:
         shown = found + (f" (expected by {expected.source})" if expected.override else "")
+        fix = None
     else:
         shown = f"{found} ({'expected' if expected.override else expected.source}: {version})"
-    checks.append(
-        Check(
-            "torch",
-            matches,
-            shown,
-            value=found,
-            paths=tuple(dict.fromkeys(p for p in (info.get("site"), info.get("site_real")) if p)),
-            fix=None if matches else (
-                f"install the stack's torch: {install}; or build against {found} on purpose with --allow-torch {found}"
-                if not expected.override else f"install it: {install}, or name the torch you have with --allow-torch {found}"
-            ),
-        )
-    )
+        fix = (f"install it: {install}, or name the torch you have with --allow-torch {found}" if expected.override
+               else f"install the stack's torch: {install}; or build against {found} on purpose with --allow-torch {found}")
+    sites = tuple(dict.fromkeys(p for p in (info.get("site"), info.get("site_real")) if p))
     cuda = info.get("cuda") or "none (CPU build)"
     cuda_ok = str(cuda).split(".")[0] == TORCH_CUDA_MAJOR
-    checks.append(
-        Check(
-            "torch CUDA",
-            cuda_ok,
-            f"torch.version.cuda = {cuda}",
-            None if cuda_ok else f"torch must be a CUDA 13 build (+cu130): {install}",
-        )
-    )
-    pip = info.get("pip")
-    checks.append(
-        Check(
-            "pip",
-            bool(pip),
-            pip or "not installed (a uv venv has none)",
-            None if pip else f"the build runs `{python} -m pip wheel --no-build-isolation`: "
-            f"uv pip install --python {python} pip (or {python} -m ensurepip)",
-            value=pip,
-        )
-    )
-    sk = info.get("skbuild")
-    sk_ok = False
-    if sk:
-        try:
-            sk_ok = Version(sk) >= MIN_SCIKIT_BUILD_CORE
-        except InvalidVersion:
-            sk_ok = False
-    checks.append(
-        Check(
-            "scikit-build-core",
-            sk_ok,
-            sk or "not installed",
-            None if sk_ok else f"{python} -m pip install 'scikit-build-core>={MIN_SCIKIT_BUILD_CORE}' (builds run without isolation)",
-            value=sk,
-        )
-    )
-    return checks
+    pip, sk = info.get("pip"), str(info.get("skbuild") or "")
+    try:
+        sk_ok = bool(sk) and Version(sk) >= MIN_SCIKIT_BUILD_CORE
+    except InvalidVersion:
+        sk_ok = False
+    return [
+        Check("torch", matches, shown, fix, value=found, paths=sites),
+        Check("torch CUDA", cuda_ok, f"torch.version.cuda = {cuda}",
+              None if cuda_ok else f"torch must be a CUDA 13 build (+cu130): {install}"),
+        Check("pip", bool(pip), pip or "not installed (a uv venv has none)",
+              None if pip else f"the build runs `{python} -m pip wheel --no-build-isolation`: "
+              f"uv pip install --python {python} pip (or {python} -m ensurepip)", value=pip),
+        Check("scikit-build-core", sk_ok, sk or "not installed",
+              None if sk_ok else f"{python} -m pip install 'scikit-build-core>={MIN_SCIKIT_BUILD_CORE}' "
+              "(builds run without isolation)", value=sk or None),
+    ]
 
 
 def nvcc_path() -> str | None:
     """The nvcc CMake will use: $CUDACXX if set, else nvcc on PATH."""
     return os.environ.get("CUDACXX") or shutil.which("nvcc")
-
-
-def parse_nvcc_version(text: str) -> Version | None:
-    m = re.search(r"release (\d+)\.(\d+)", text)
-    return Version(f"{m.group(1)}.{m.group(2)}") if m else None
 
 
 def check_nvcc() -> Check:
@@ -183,15 +147,16 @@ def check_nvcc() -> Check:
     if not path:
         return Check("nvcc", False, "not found (no CUDACXX, no nvcc on PATH)", fix)
     code, out = proc.probe([path, "--version"])
-    version = parse_nvcc_version(out) if code == 0 else None
-    if version is None:
+    release = re.search(r"release (\d+\.\d+)", out) if code == 0 else None
+    if release is None:
         return Check("nvcc", False, f"{path} --version gave no release ({out[-200:] or code})", fix)
+    version = Version(release.group(1))
     ok = version.major == NVCC_MAJOR
     # The value is nvcc's own version (13.0.88, "V13.0.88" in its banner), which the bytes depend on; the
     # release (13.0) is what is checked.
     full = re.search(r"\bV(\d+\.\d+\.\d+)", out)
-    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"), None if ok else fix,
-                 value=full.group(1) if full else str(version))
+    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"),
+                 None if ok else fix, value=full.group(1) if full else str(version))
 
 
 def build_tool(name: str, python: str | None) -> str | None:
@@ -203,23 +168,19 @@ def build_tool(name: str, python: str | None) -> str | None:
     return shutil.which(name)
 
 
-def parse_cmake_version(text: str) -> Version | None:
-    m = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", text)
-    return Version(m.group(1)) if m else None
-
-
 def check_cmake(python: str | None = None) -> Check:
     fix = f"install CMake >= {MIN_CMAKE} in the build environment: python -m pip install 'cmake>={MIN_CMAKE}'"
     path = build_tool("cmake", python)
     if not path:
         return Check("cmake", False, "not on PATH", fix)
     code, out = proc.probe([path, "--version"])
-    version = parse_cmake_version(out) if code == 0 else None
-    if version is None:
+    found = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out) if code == 0 else None
+    if found is None:
         return Check("cmake", False, f"{path} --version gave no version", fix)
+    version = Version(found.group(1))
     ok = version >= MIN_CMAKE
-    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"), None if ok else fix,
-                 value=str(version), paths=(path,))
+    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"),
+                 None if ok else fix, value=str(version), paths=(path,))
 
 
 def check_ninja(python: str | None = None) -> Check:
@@ -246,9 +207,7 @@ def check_compilers(found: list[compilers_mod.Compiler]) -> list[Check]:
                   value=c.describe() if c.ok else None) for c in found]
 
 
-def check_all(python: str, expected: TorchExpectation,
-              found: list[compilers_mod.Compiler] | None = None) -> list[Check]:
-    found = compilers_mod.find() if found is None else found
+def check_all(python: str, expected: TorchExpectation, found: list[compilers_mod.Compiler]) -> list[Check]:
     return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python),
             check_patch(), *check_compilers(found)]
 

@@ -78,15 +78,11 @@ def _node(h, path: bytes, rel: str, select: Select | None) -> None:
     _str(h, b")")
 
 
-def nar_sha256(path: str | Path, select: Select | None = None) -> bytes:
-    """The sha256 digest of the NAR serialisation of path (a file, directory or symlink); with `select`, of the
-    tree that holds only the paths (relative, '/'-separated) it selects, as if the rest had been removed."""
+def nar_hash_sri(path: str | Path, select: Select | None = None) -> str:
+    """`nix hash path PATH`'s answer, "sha256-<base64>": the sha256 of the NAR serialisation of path (a file,
+    directory or symlink); with `select`, of the tree that holds only the paths (relative, '/'-separated) it
+    selects, as if the rest had been removed."""
     h = hashlib.sha256()
     _str(h, b"nix-archive-1")
     _node(h, os.fsencode(str(path)), "", select)
-    return h.digest()
-
-
-def nar_hash_sri(path: str | Path, select: Select | None = None) -> str:
-    """`nix hash path PATH`'s answer: "sha256-<base64>" (of the selected part, with `select`)."""
-    return "sha256-" + base64.b64encode(nar_sha256(path, select)).decode()
+    return "sha256-" + base64.b64encode(h.digest()).decode()

@@ -132,8 +132,8 @@ def parse_patch(path: Path) -> Patch:
     return Patch(path.stem, path, "\n".join(description).strip(), files)
 
 
-def load_series(directory: Path | None = None) -> list[Patch]:
-    directory = directory or registry.entry("patch").directory()
+def load_series() -> list[Patch]:
+    directory = registry.entry("patch").directory()
     paths = sorted(directory.glob("[0-9][0-9][0-9][0-9]-*.patch"))
     if not paths:
         raise DataError(directory, None, None, "no NNNN-*.patch files", "restore patches/sgl-kernel from the repository")
@@ -252,22 +252,29 @@ class SeriesReport:
 
     def patch_states(self) -> dict[str, str]:
         """Per patch: applied, applicable, conflicting, or partly-applied (a mix of applied and applicable)."""
-        out: dict[str, set[str]] = {}
+        seen: dict[str, set[str]] = {}
         for r in self.hunks:
-            out.setdefault(r.patch, set()).add(r.state)
-        states = {}
-        for name, seen in out.items():
-            if CONFLICTING in seen:
-                states[name] = CONFLICTING
-            elif len(seen) == 1:
-                states[name] = seen.pop()
-            else:
-                states[name] = "partly-applied"
-        return states
+            seen.setdefault(r.patch, set()).add(r.state)
+        mixed = {name: "partly-applied" for name, states in seen.items() if len(states) > 1}
+        return {name: CONFLICTING if CONFLICTING in states else mixed.get(name) or next(iter(states))
+                for name, states in seen.items()}
 
     @property
     def ok(self) -> bool:
         return all(s in (APPLIED, APPLICABLE) for s in self.patch_states().values())
+
+    def error(self) -> BuildError | None:
+        """Why the series cannot be applied (each conflict, or the patches half applied); None when it can."""
+        if self.ok:
+            return None
+        conflicts = [conflict_message(r) for r in self.hunks if r.state == CONFLICTING]
+        partial = [name for name, s in self.patch_states().items() if s == "partly-applied"]
+        return BuildError(
+            f"the sgl-kernel patch series does not apply to {self.kernel_dir}:\n"
+            + ("\n".join(conflicts) if conflicts else f"partly applied: {', '.join(partial)}"),
+            "check out the pinned source (sglang v0.5.9) afresh, e.g. `git -C SRC checkout -- sgl-kernel`; "
+            "`blackwell-stack kernel patches check --src SRC` shows every hunk",
+        )
 
     def to_json(self) -> dict:
         return {
@@ -309,21 +316,12 @@ def apply_series(src: str | Path, patches: list[Patch] | None = None) -> tuple[S
     Returns the report and the names of the patches it applied.
     """
     report = check_series(src, patches)
-    states = report.patch_states()
-    bad = [name for name, s in states.items() if s not in (APPLIED, APPLICABLE)]
-    if bad:
-        conflicts = [conflict_message(r) for r in report.hunks if r.state == CONFLICTING]
-        partial = [n for n in bad if states[n] == "partly-applied"]
-        detail = "\n".join(conflicts) if conflicts else f"partly applied: {', '.join(partial)}"
-        raise BuildError(
-            f"the sgl-kernel patch series does not apply to {report.kernel_dir}:\n{detail}",
-            "check out the pinned source (sglang v0.5.9) afresh, e.g. `git -C SRC checkout -- sgl-kernel`; "
-            "`blackwell-stack kernel patches check --src SRC` shows every hunk",
-        )
+    if error := report.error():
+        raise error
     for rel, data in report.new_texts.items():
         target = report.kernel_dir / rel
         if data is None:
             target.unlink(missing_ok=True)
         elif _read(target) != data:
             atomic_write_bytes(target, data)
-    return report, [name for name, s in states.items() if s == APPLICABLE]
+    return report, [name for name, s in report.patch_states().items() if s == APPLICABLE]

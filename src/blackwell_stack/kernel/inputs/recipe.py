@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from blackwell_stack.data import registry, schemas, shape
+from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.kernel import jobs
 
@@ -31,14 +31,6 @@ _CAPABILITY = re.compile(r"(0|[1-9][0-9]*)\.([0-9]+)([af]?)")
 
 def load(path: str | Path | None = None) -> dict:
     return registry.load("recipe", file=path, check=_check_archs_and_memory)  # the shape: the registry's
-
-
-def validate(data: object, path: str | Path = "recipe.json") -> None:
-    """DataError naming the field for anything lib/kernel-recipe.nix could not render: the shape, then the
-    architectures and the memory rule across fields."""
-    shape.check(schemas.RECIPE, data, path)
-    assert isinstance(data, dict)
-    _check_archs_and_memory(data, path)
 
 
 def _check_archs_and_memory(data: dict, path: str | Path) -> None:
@@ -91,16 +83,10 @@ def check_archs(recipe: Mapping, archs: str | Sequence[str]) -> str:
     return ";".join(wanted)
 
 
-def _layered(recipe: Mapping, kind: str, archs, planned: Mapping[str, str] | None) -> dict[str, str]:
-    """The recipe's fixed `kind` settings, then the target architectures, then the planned job counts.
-
-    kind "cmake" reads cmake_defines/arch_defines/planned_defines; "env" the
-    environment/arch_environment/planned_environment tables.
-    """
-    fixed, arch_names, planned_names = {
-        "cmake": ("cmake_defines", "arch_defines", "planned_defines"),
-        "env": ("environment", "arch_environment", "planned_environment"),
-    }[kind]
+def _layered(recipe: Mapping, tables: tuple[str, str, str], archs, planned: Mapping[str, str] | None) -> dict[str, str]:
+    """The recipe's fixed settings, then the target architectures, then the planned job counts (`tables` names
+    the recipe's three tables of them)."""
+    fixed, arch_names, planned_names = tables
     arch = check_archs(recipe, archs if archs is not None else recipe["arch"])
     out = dict(recipe[fixed])
     out.update(dict.fromkeys(recipe[arch_names], arch))
@@ -110,7 +96,7 @@ def _layered(recipe: Mapping, kind: str, archs, planned: Mapping[str, str] | Non
 
 
 def defines(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
-    return _layered(recipe, "cmake", archs, planned)
+    return _layered(recipe, ("cmake_defines", "arch_defines", "planned_defines"), archs, planned)
 
 
 def cmake_flags(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> list[str]:
@@ -118,4 +104,4 @@ def cmake_flags(recipe: Mapping, archs: str | Sequence[str] | None = None, plann
 
 
 def environment(recipe: Mapping, archs: str | Sequence[str] | None = None, planned: Mapping[str, str] | None = None) -> dict[str, str]:
-    return _layered(recipe, "env", archs, planned)
+    return _layered(recipe, ("environment", "arch_environment", "planned_environment"), archs, planned)

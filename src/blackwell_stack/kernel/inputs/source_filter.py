@@ -36,9 +36,6 @@ class Filter:
             return None
         return cls(keep=tuple(spec.get("keep") or ()), drop=tuple(spec.get("drop") or ()))
 
-    def describe(self) -> str:
-        return f"only {', '.join(self.keep)}" if self.keep else f"without {', '.join(self.drop)}"
-
     def selects(self, relpath: str) -> bool:
         """Whether the path (relative to the tree's root, '/'-separated; '' is the root) is in the filtered tree."""
         if not relpath:
@@ -46,10 +43,6 @@ class Filter:
         if self.drop:
             return not any(relpath == d or relpath.startswith(d + "/") for d in self.drop)
         return any(relpath == k or relpath.startswith(k + "/") or k.startswith(relpath + "/") for k in self.keep)
-
-    def missing(self, root: Path) -> list[str]:
-        """Kept paths the tree does not have: a filter that keeps them cannot be of this tree."""
-        return [k for k in self.keep if not os.path.lexists(root / k)]
 
     def ignore(self, root: Path) -> Callable[[str, list[str]], set[str]]:
         """A shutil.copytree `ignore` that leaves out what the filter does not select under root."""
@@ -65,23 +58,16 @@ class Filter:
     def apply(self, root: Path) -> None:
         """Remove from the tree at root everything the filter does not select (a fetched tree, before it is
         hashed and moved into place)."""
-        absent = self.missing(root)
+        absent = [k for k in self.keep if not os.path.lexists(root / k)]  # then the filter is not of this tree
         if absent:
             raise StackError(f"{root} has no {', '.join(absent)}, which its pin's filter keeps",
                              "the upstream tree changed: check the source and its pin in pkgs/sgl-kernel/sources.json")
-        for dirpath, dirnames, filenames in os.walk(root, topdown=True):
-            rel = os.path.relpath(dirpath, root)
-            rel = "" if rel == "." else rel.replace(os.sep, "/")
-            for name in list(dirnames):
-                path = f"{rel}/{name}" if rel else name
-                if not self.selects(path):
-                    target = os.path.join(dirpath, name)
-                    if os.path.islink(target):
-                        os.unlink(target)
-                    else:
-                        shutil.rmtree(target)
-                    dirnames.remove(name)
-            for name in filenames:
-                path = f"{rel}/{name}" if rel else name
-                if not self.selects(path):
-                    os.unlink(os.path.join(dirpath, name))
+        ignored = self.ignore(root)
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in ignored(dirpath, dirnames + filenames):
+                target = os.path.join(dirpath, name)
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target)
+                else:
+                    os.unlink(target)
+            dirnames[:] = [d for d in dirnames if os.path.lexists(os.path.join(dirpath, d))]

@@ -143,27 +143,18 @@ def needed_names(data: dict[str, Any], cuda_archs: Iterable[str]) -> list[str]:
     return out
 
 
-def unverified(data: dict[str, Any]) -> list[str]:
-    """Ids of the pins that are not verified, in lib.kernelSources.unverified's order."""
-    return [pin.where for pin in pins(data) if not pin.verified]
-
-
 def nix32_to_sri(nix32: str) -> str:
     """`nix-prefetch-url`'s base32 sha256 as an SRI string."""
     nix32 = nix32.strip()
     if len(nix32) != 52 or any(c not in _NIX_BASE32 for c in nix32):
         raise StackError(f"not a nix base32 sha256: {nix32!r}")
-    data = bytearray(32)
-    for n, char in enumerate(reversed(nix32)):
-        digit = _NIX_BASE32.index(char)
-        b = n * 5
-        i, j = divmod(b, 8)
-        data[i] |= (digit << j) & 0xFF
-        if i + 1 < 32:
-            data[i + 1] |= digit >> (8 - j)
-        elif digit >> (8 - j):
-            raise StackError(f"not a nix base32 sha256 (overflow): {nix32!r}")
-    return hex_to_sri(bytes(data).hex())
+    # Nix writes the digest as one little-endian number, its most significant base-32 digit first.
+    value = 0
+    for char in nix32:
+        value = value * 32 + _NIX_BASE32.index(char)
+    if value >> 256:
+        raise StackError(f"not a nix base32 sha256 (overflow): {nix32!r}")
+    return hex_to_sri(value.to_bytes(32, "little").hex())
 
 
 def prefetch(url: str) -> str:

@@ -15,43 +15,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.kernel.inputs import patch_series
+from blackwell_stack.kernel.inputs import patch_series, recipe
 
 SCHEMA_VERSION = 1
 FILE_NAME = "sgl-kernel-build-info.json"
 
 
-def patch_digests(series: list[patch_series.Patch]) -> list[dict[str, str]]:
-    return [{"name": p.name, "sha256": sha256_file(p.path)} for p in series]
-
-
-def render(
-    *,
-    sgl_kernel_version: str | None,
-    sglang_pin: Mapping[str, Any],
-    cuda_archs: str,
-    defines: Mapping[str, str],
-    environment: Mapping[str, str],
-    series: list[patch_series.Patch],
-    sources: Mapping[str, Any],
-    torch: Mapping[str, Any],
-    toolchain: Mapping[str, str],
-) -> str:
-    """The record as JSON text (sorted keys, one trailing newline)."""
-    record = {
+def render(rec: Mapping[str, Any], arch: str, *, sglang_pin: Mapping[str, Any], series: list[patch_series.Patch],
+           **fields: Any) -> str:
+    """The record of a build of recipe `rec` for `arch`, as JSON text: the recipe's fixed defines and environment,
+    the sglang pin's tag and rev, every patch by sha256, and `fields` (sgl_kernel_version, sources, torch,
+    toolchain)."""
+    return dumps({
         "schema_version": SCHEMA_VERSION,
         "written_by": "blackwell-stack kernel build",
-        "sgl_kernel_version": sgl_kernel_version,
+        "cuda_archs": arch,
+        "cmake_defines": recipe.defines(rec, arch),
+        "environment": recipe.environment(rec, arch),
         "sglang": {"tag": sglang_pin.get("tag"), "rev": sglang_pin.get("rev")},
-        "cuda_archs": cuda_archs,
-        "cmake_defines": dict(defines),
-        "environment": dict(environment),
-        "patches": patch_digests(series),
-        "sources": dict(sources),
-        "torch": dict(torch),
-        "toolchain": dict(toolchain),
-    }
-    return dumps(record)
+        "patches": [{"name": p.name, "sha256": sha256_file(p.path)} for p in series],
+        **fields,
+    })
 
 
 def dumps(record: Mapping[str, Any]) -> str:

@@ -64,22 +64,11 @@ class Reference:
 
 
 @dataclass(frozen=True)
-class Withdrawn:
-    """A reference that is no longer one, and why."""
-
-    wheel_name: str
-    wheel_sha256: str
-    arch: str
-    measured: str
-    why: str
-
-
-@dataclass(frozen=True)
 class Document:
     path: Path
     current: Reference | None
     reason: str  # why there is no current reference ("" when there is one)
-    withdrawn: list[Withdrawn]
+    withdrawn: list[dict[str, str]]  # references that are no longer one: wheel, sha256, arch, measured, why
     to_record: str  # how the next one is measured
 
 
@@ -87,8 +76,8 @@ def document(path: str | Path | None = None) -> Document:
     """The whole reference file, checked by its shape (data/schemas.py) and the conditions it must name."""
     path = Path(path) if path is not None else registry.path("reference-wheel")
     data = registry.load("reference-wheel", file=path, check=_check_conditions)
-    withdrawn = [Withdrawn(w["wheel"]["name"], w["wheel"]["sha256"], w["cuda_archs"], w["measured"], w["why"])
-                 for w in data["withdrawn"]]
+    withdrawn = [{"wheel": w["wheel"]["name"], "sha256": w["wheel"]["sha256"], "arch": w["cuda_archs"],
+                  "measured": w["measured"], "why": w["why"]} for w in data["withdrawn"]]
     current = data["current"]
     if current is None:
         return Document(path, None, data["current_reason"], withdrawn, data["to_record"])
@@ -149,6 +138,14 @@ def json_differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, A
     return [] if a == b else [(prefix, a, b)]
 
 
+_OWNERS = {
+    **dict.fromkeys(("cmake_defines", "environment", "cuda_archs"), "pkgs/sgl-kernel/recipe.json (or --arch)"),
+    **dict.fromkeys(("sglang", "sgl_kernel_version"), "pkgs/sgl-kernel/sources.json (or --src)"),
+    "torch": "--python's torch, --allow-torch and the stack's lock",
+    "toolchain": "the build tools found",
+}
+
+
 def owner_of(record_path: str) -> str:
     """The file of the repository (or the option) that decides a value of the build record."""
     top = record_path.split(".")[0].split("[")[0]
@@ -156,19 +153,10 @@ def owner_of(record_path: str) -> str:
         m = re.match(r"patches\[([^\]]+)\]", record_path)
         name = m.group(1) if m and not m.group(1).isdigit() else None
         return f"patches/sgl-kernel/{name}.patch" if name else "patches/sgl-kernel/series"
-    if top in ("cmake_defines", "environment", "cuda_archs"):
-        return "pkgs/sgl-kernel/recipe.json (or --arch)"
-    if top in ("sglang", "sgl_kernel_version"):
-        return "pkgs/sgl-kernel/sources.json (or --src)"
     if top == "sources":
-        if record_path.endswith(("pinned_hash", ".rev")):
-            return "pkgs/sgl-kernel/sources.json"
-        return "--sources and --allow-source-mismatch"
-    if top == "torch":
-        return "--python's torch, --allow-torch and the stack's lock"
-    if top == "toolchain":
-        return "the build tools found"
-    return "src/blackwell_stack/kernel/reproducibility/buildinfo.py"
+        pinned = record_path.endswith(("pinned_hash", ".rev"))
+        return "pkgs/sgl-kernel/sources.json" if pinned else "--sources and --allow-source-mismatch"
+    return _OWNERS.get(top, "src/blackwell_stack/kernel/reproducibility/buildinfo.py")
 
 
 # -- does the recorded configuration still describe the repository? ------------------------
@@ -183,18 +171,15 @@ def expected_record(ref: Reference) -> dict[str, Any]:
     """
     recorded = ref.build_record
     arch = str(recorded.get("cuda_archs"))
-    rec = recipe.load()
     data = sources.load()
     torch_rec = recorded.get("torch") or {}
     override = torch_rec.get("override") or ""
     allow_torch = override.split()[-1] if override.startswith("--allow-torch ") else None
     expected = toolchain.expected_torch("python", stack_data.load(_stack_of(torch_rec)), allow_torch)
     return json.loads(buildinfo.render(
+        recipe.load(), arch,
         sgl_kernel_version=data["sglang"].get("sgl_kernel_version"),
         sglang_pin=data["sglang"],
-        cuda_archs=arch,
-        defines=recipe.defines(rec, arch),
-        environment=recipe.environment(rec, arch),
         series=patch_series.load_series(),
         sources=_expected_sources(recorded.get("sources") or {}, data, arch),
         torch={"built_against": torch_rec.get("built_against"), **expected.to_json()},

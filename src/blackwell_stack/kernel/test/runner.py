@@ -150,6 +150,13 @@ def _run_process(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path, 
     return code, time.monotonic() - start
 
 
+def _killed(code: int | None, timeout: float, running: str = "") -> tuple[str, str] | None:
+    """(status, note) of a process that ran past its time limit or died of a signal; None for an exit."""
+    if code is None:
+        return TIMED_OUT, f"killed after {timeout:g} s{running}"
+    return (CRASHED, f"killed by {_signal_name(code)}{running}") if code < 0 else None
+
+
 def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: Path, plugin_dir: Path,
              timeout: float) -> FileResult:
     """Run one test file (or project check) and return its verdict and counts."""
@@ -157,18 +164,14 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
     log = logs / f"{stem}.log"
     if item.kind == "script":
         code, seconds = _run_process([python, str(item.path)], cwd, env, log, timeout)
-        result = FileResult(item.name, PASSED if code == 0 else FAILED, seconds=round(seconds, 1), exit_code=code, log=str(log))
-        if code is None:
-            result.status, result.note = TIMED_OUT, f"killed after {timeout:g} s"
-        elif code < 0:
-            result.status, result.note = CRASHED, f"killed by {_signal_name(code)}"
-        result.passed, result.failed = (1, 0) if result.status == PASSED else (0, 1)
-        return result
+        status, note = _killed(code, timeout) or (PASSED if code == 0 else FAILED, "")
+        passed = status == PASSED
+        return FileResult(item.name, status, int(passed), int(not passed), seconds=round(seconds, 1), exit_code=code,
+                          note=note, log=str(log))
     outcomes_path = logs / f"{stem}.outcomes.jsonl"
     outcomes_path.unlink(missing_ok=True)
-    child_env = dict(env)
-    child_env[pytest_outcomes.ENV] = str(outcomes_path)
-    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_dir), env.get("PYTHONPATH", "")]))
+    child_env = {**env, pytest_outcomes.ENV: str(outcomes_path),
+                 "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin_dir), env.get("PYTHONPATH", "")]))}
     argv = [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", PLUGIN, "-q", "-rfE", "--color=no", str(item.path)]
     code, seconds = _run_process(argv, cwd, child_env, log, timeout)
     got = read_outcomes(outcomes_path)
@@ -177,10 +180,8 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
     result = FileResult(item.name, ERROR, counts[PASSED], counts[FAILED], counts[SKIPPED] + len(got.collect_skips),
                         counts[ERROR] + len(got.collect_errors), round(seconds, 1), code, failures=failures, log=str(log))
     running = f" in {got.running}" if got.running else ""
-    if code is None:
-        result.status, result.note = TIMED_OUT, f"killed after {timeout:g} s{running}"
-    elif code < 0:
-        result.status, result.note = CRASHED, f"killed by {_signal_name(code)}{running}"
+    if killed := _killed(code, timeout, running):
+        result.status, result.note = killed
     elif got.status is None:
         result.status, result.note = CRASHED, f"exited with code {code} before pytest finished{running}"
     elif got.status == 5 and got.collect_skips and not got.collect_errors:
@@ -211,25 +212,25 @@ def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, l
     logs.mkdir(parents=True, exist_ok=True)
     plugin_dir = plugin_directory(logs)
     results: list[FileResult] = []
-    for item in items:
-        if item.skip is not None:
-            results.append(FileResult(item.name, SKIPPED, note=item.skip))
-            continue
-        say(f"running {item.name}")
-        try:
-            result = run_item(item, python, env, cwd, logs, plugin_dir, timeout)
-        except KeyboardInterrupt:  # the file's processes are gone; keep what was found, then stop
-            results.append(FileResult(item.name, INTERRUPTED, note="the run was interrupted while this file ran"))
+    try:
+        for item in items:
+            if item.skip is not None:
+                results.append(FileResult(item.name, SKIPPED, note=item.skip))
+                continue
+            say(f"running {item.name}")
+            try:
+                result = run_item(item, python, env, cwd, logs, plugin_dir, timeout)
+            except KeyboardInterrupt:  # the file's processes are gone; keep what was found, then stop
+                results.append(FileResult(item.name, INTERRUPTED, note="the run was interrupted while this file ran"))
+                raise
+            results.append(result)
+            say(f"{item.name}: {result.status} ({result.passed} passed, {result.failed} failed, {result.skipped} "
+                f"skipped, {result.errors} errors, {result.seconds:g} s){' ' + result.note if result.note else ''}")
             if summary is not None:
                 atomic_write_json(logs / "summary.json", summary(results))
-            raise
-        results.append(result)
-        say(f"{item.name}: {result.status} ({result.passed} passed, {result.failed} failed, {result.skipped} skipped, "
-            f"{result.errors} errors, {result.seconds:g} s){' ' + result.note if result.note else ''}")
+    finally:
         if summary is not None:
             atomic_write_json(logs / "summary.json", summary(results))
-    if summary is not None:
-        atomic_write_json(logs / "summary.json", summary(results))
     return results
 
 
