@@ -145,12 +145,13 @@ def run_doctor(args: argparse.Namespace) -> int:
             },
         })
     else:
-        for group in ("host", "python", "startup", "build"):
+        groups = {"host": "Host", "python": "Python environment", "startup": "SGLang start-up imports",
+                  "build": "Kernel build"}
+        for group, title in groups.items():
             rows = [c for c in results if c.group == group]
             if not rows:
                 continue
-            output.heading({"host": "Host", "python": "Python environment", "startup": "SGLang start-up imports",
-                            "build": "Kernel build"}[group])
+            output.heading(title)
             output.table(["status", "check", "value", "details"],
                          [[c.status.upper(), c.name, c.value, c.message] for c in rows])
             for c in rows:
@@ -174,11 +175,8 @@ def _startup_checks(env: envcheck.Environment, profile_name: str | None, gpu_cc:
 
 def _profile_for(sglang: str) -> Profile:
     """The first profile made for this sglang, else the default one."""
-    for name in available_profiles():
-        candidate = load_profile(name)
-        if candidate.runtime().sglang == sglang:
-            return candidate
-    return load_profile(None)
+    made_for = (p for p in map(load_profile, available_profiles()) if p.runtime().sglang == sglang)
+    return next(made_for, None) or load_profile(None)
 
 
 def run_abi(args: argparse.Namespace) -> int:

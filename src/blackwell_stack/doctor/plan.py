@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.plan import GPU_HOST, PlanItem, PlanSection, not_checked_here
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.doctor import envcheck, host
@@ -37,12 +36,10 @@ def _kernel_items(stack: Stack, torch_pin: str) -> list[PlanItem]:
     ]
 
 
-def plan_section(stack: Stack | None = None, *, key: str = "doctor") -> PlanSection:
-    """What doctor checks for `stack` (default: the default stack)."""
-    title = "Host checks (doctor)" + (f" for stack {stack.name}" if stack else "")
-    s = PlanSection(key=key, title=title)
+def plan_section(stack: Stack, *, key: str = "doctor") -> PlanSection:
+    """What doctor checks for `stack`."""
+    s = PlanSection(key=key, title=f"Host checks (doctor) for stack {stack.name}")
     try:
-        stack = stack or stack_data.load()
         runtime = stack.versions()
     except StackError as exc:  # a stack without a lock: nothing to check a host against yet
         s.items.append(PlanItem("versions", "unknown", verified=False, note=str(exc)))

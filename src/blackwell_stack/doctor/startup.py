@@ -52,11 +52,6 @@ class Startup:
     why: str
     source: str  # file:line of the sglang wheel
 
-    @classmethod
-    def of(cls, entry: dict[str, Any]) -> Startup:
-        src = entry["source"]
-        return cls(entry["module"], entry["why"], f"{src['file']}:{src['line']}")
-
 
 def _applies(entry: dict[str, Any], architecture: str | None, gpu_cc: str | None, env: dict[str, str]) -> bool:
     if "architectures" in entry and architecture not in entry["architectures"]:
@@ -79,7 +74,8 @@ def imports_for(sglang: str, *, architecture: str | None, gpu_cc: str | None,
     entries = data["sglang"].get(sglang)
     if entries is None:
         return None
-    return [Startup.of(e) for e in entries if _applies(e, architecture, gpu_cc, env)]
+    return [Startup(e["module"], e["why"], f"{e['source']['file']}:{e['source']['line']}")
+            for e in entries if _applies(e, architecture, gpu_cc, env)]
 
 
 @dataclass(frozen=True)
