@@ -11,7 +11,7 @@ from blackwell_stack import output, proc
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import DEFAULT_PROFILE, load_profile
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.fileio import check_output_path
+from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.output import dump_json, heading, paragraph, table
 from blackwell_stack.serve import model_pin, module_check
 from blackwell_stack.serve.rules import Verdict
@@ -81,7 +81,7 @@ def cmd_pin_model(args: argparse.Namespace) -> int:
     repo = profile.data["model"]["id"]
     revision = args.revision or profile.data["model"].get("revision") or "main"
     manifest = model_pin.pin(repo, revision, base=model_pin.endpoint(args.endpoint))
-    model_pin.write(manifest, out)
+    atomic_write_json(out, manifest)
     if args.json:
         dump_json(manifest)
         return 0
@@ -222,4 +222,3 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
         raise StackError(f"cannot start {argv[0]}: {exc}", "pass --python with the interpreter that has sglang installed") from exc
-    return int(ExitCode.OK)  # not reached
