@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import asdict
 
 from blackwell_stack import inputfiles, output
 from blackwell_stack.argtypes import positive_int
@@ -132,7 +133,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.json:
         output.dump_json({
             "status": status,
-            "checks": [c.to_json() for c in results],
+            "checks": [asdict(c) for c in results],
             "host": {
                 "driver": facts.driver,
                 "driver_source": facts.driver_source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from blackwell_stack import output, proc
@@ -108,7 +109,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     code = int(ExitCode.CHECK_FAILED if service.fired("error") else ExitCode.OK)
     if args.json:
         dump_json({"profile": rendered.profile, "runtime": {**service.runtime.context(), "source": service.runtime.source},
-                   "argv": rendered.argv, "env": rendered.env, "verdicts": [v.to_json() for v in verdicts if v.fired]})
+                   "argv": rendered.argv, "env": rendered.env, "verdicts": [asdict(v) for v in verdicts if v.fired]})
         return code
     heading(f"SGLang command ({rendered.profile}; sglang {service.runtime.sglang}, flashinfer {service.runtime.flashinfer})")
     print(command_line(rendered))
@@ -136,7 +137,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     runtime = {**service.runtime.context(), "source": service.runtime.source}
     if args.json:
         dump_json({"profile": rendered.profile, "ok": not errors, "runtime": runtime,
-                   "verdicts": [v.to_json() for v in verdicts],
+                   "verdicts": [asdict(v) for v in verdicts],
                    "unverified": [{"name": n, "reason": r} for n, r in unverified]})
     else:
         _print_check(service, runtime, unverified, every=args.verbose)
@@ -182,8 +183,8 @@ def _check_module(args: argparse.Namespace) -> int:
         raise StackError("--module-config carries the settings, extraArgs and runtime itself",
                          "pass only --profile with it")
     config = module_check.load(args.module_config)
-    service = configure(args.profile, overrides=config.overrides, extra_args=config.extra_args,
-                        env_overrides=config.env, table_path=args.flags_table)
+    service = configure(args.profile, overrides=config["overrides"], extra_args=config["extraArgs"],
+                        env_overrides=config["env"], table_path=args.flags_table)
     errors, warnings = module_check.report(service, config)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)

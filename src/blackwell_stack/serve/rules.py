@@ -24,7 +24,7 @@ checked, never as silence and never as an error).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from blackwell_stack.data import versions
@@ -46,9 +46,6 @@ class Verdict:
     fix: dict[str, Any] | None = None
     applies: str = "yes"  # "yes", "no" (outside its versions) or "unknown"
     note: str | None = None  # why it does not apply, or which version was not checked
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def lookup(ctx: dict[str, Any], path: list[str]) -> Any:
