@@ -160,14 +160,10 @@ def _print_check(service: Service, runtime: dict, unverified: list[tuple[str, st
     quiet = [v for v in verdicts if not v.fired]
     if every:
         heading("every rule")
-        rows = []
-        for v in verdicts:
-            if v.fired:
-                verdict = "FAIL" if v.severity == "error" else "WARN"
-            else:
-                verdict = {"yes": "ok", "no": "n/a", "unknown": "ok (unchecked version)"}[v.applies]
-            rows.append((v.id, v.severity, verdict, "; ".join(v.messages) or v.note or "-"))
-        table(["rule", "severity", "verdict", "detail"], rows)
+        quiet_words = {"yes": "ok", "no": "n/a", "unknown": "ok (unchecked version)"}
+        table(["rule", "severity", "verdict", "detail"],
+              [(v.id, v.severity, ("FAIL" if v.severity == "error" else "WARN") if v.fired else quiet_words[v.applies],
+                "; ".join(v.messages) or v.note or "-") for v in verdicts])
     outside = sum(v.applies == "no" for v in quiet)
     print()
     paragraph(f"{output.counted(len(errors), 'error')}, {output.counted(len(warnings), 'warning')}, "
