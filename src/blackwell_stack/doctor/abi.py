@@ -16,9 +16,7 @@ torch 2.10 changed the 4th parameter to unsigned int.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +25,7 @@ from blackwell_stack.doctor import inspection
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
 from blackwell_stack.formats import demangle, elf, linkage, remote_zip, wheelzip
+from blackwell_stack.formats.installed import Environment
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.progress import Progress
 
@@ -78,22 +77,16 @@ def _pypi_remote(spec: str) -> remote_zip.RemoteFile | None:
     )
 
 
-def _installed_dir(dist_name: str, package_dir: str, environment=None) -> tuple[Path, str]:
-    """Where an installed distribution's package lives: in `environment` (envcheck.Environment) or this Python."""
-    where = environment.python if environment is not None else sys.executable
-    try:
-        if environment is not None:
-            dist = environment.get(dist_name)
-            if dist is None:
-                raise importlib.metadata.PackageNotFoundError(dist_name)
-        else:
-            dist = importlib.metadata.distribution(dist_name)
-    except importlib.metadata.PackageNotFoundError:
+def _installed_dir(dist_name: str, package_dir: str, environment: Environment | None = None) -> tuple[Path, str]:
+    """Where an installed distribution's package lives: in `environment` (default: this Python's)."""
+    environment = environment or Environment()
+    dist = environment.get(dist_name)
+    if dist is None:
         raise StackError(
-            f"{dist_name} is not installed in this Python environment ({where})",
+            f"{dist_name} is not installed in this Python environment ({environment.python})",
             f"install it, pass --python of the venv that has it, or pass a wheel or directory with "
             f"--{'torch' if dist_name == 'torch' else 'kernel'}",
-        ) from None
+        )
     path = Path(dist.locate_file(package_dir))
     if not path.is_dir():
         raise StackError(f"{dist_name} {dist.version} is installed but {path} is missing", "reinstall it")

@@ -81,19 +81,9 @@ def print_inspect(report: dict) -> None:
     dist = report["distribution"]
     what = f"{dist['name']} {dist['version']}, " if dist else ""
     print(f"{report['path']} ({what}{report['kind']}, {report['elf_files']} ELF files)")
-    rows = []
     failing = {p["name"] for p in report["problems"]}
-    for f in report["files"]:
-        if f["error"]:
-            rows.append([f["name"], "error", None, None, None, None, None])
-            continue
-        cxx = (f.get("cxx_runtime") or {}).get("verdict")
-        rows.append([
-            f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None,
-            ", ".join(f["cubin"]) or None, ", ".join(f["ptx"]) or None,
-            cxx.upper() if cxx and f["name"] in failing else cxx,
-        ])
-    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime"], rows)
+    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime"],
+                 [_inspect_row(f, failing) for f in report["files"]])
     print()
     runtimes = ", ".join(str(r) for r in report["cuda_runtime"]) or "none (no CUDA runtime linked)"
     print(f"CUDA runtime: {runtimes}")
@@ -116,6 +106,14 @@ def print_inspect(report: dict) -> None:
         print(f"note: {n}")
     if "seconds" in report:
         print(f"({report['seconds']} s)")
+
+
+def _inspect_row(f: dict, failing: set[str]) -> list:
+    if f["error"]:
+        return [f["name"], "error", None, None, None, None, None]
+    cxx = (f.get("cxx_runtime") or {}).get("verdict")
+    return [f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None, ", ".join(f["cubin"]) or None,
+            ", ".join(f["ptx"]) or None, cxx.upper() if cxx and f["name"] in failing else cxx]
 
 
 # -- doctor --------------------------------------------------------------
