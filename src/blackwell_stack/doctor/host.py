@@ -141,7 +141,8 @@ def checks(facts: HostFacts, *, target_cc: str = TARGET_CC) -> list[Check]:
     major = re.match(r"\d+", facts.driver or "")
     if facts.driver is None:
         why = "; ".join(facts.errors) or "nvidia-smi is not on PATH and /proc/driver/nvidia/version is absent"
-        driver = Check("host", "NVIDIA driver", WARN, "none", f"no NVIDIA driver on this host ({why}); GPU checks skipped",
+        driver = Check("host", "NVIDIA driver", WARN, "none",
+                       f"no NVIDIA driver on this host ({why}); GPU checks skipped",
                        f"fine on a build host; on the serving host install driver >= {MIN_DRIVER_MAJOR} (CUDA 13)")
     elif major and int(major.group()) >= MIN_DRIVER_MAJOR:
         driver = Check("host", "NVIDIA driver", OK, facts.driver, f"CUDA 13 needs >= {MIN_DRIVER_MAJOR}")
