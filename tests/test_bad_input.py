@@ -304,11 +304,11 @@ def test_bad_input_is_a_clear_error(r: Row, places):
 
 def test_every_subcommand_has_a_row():
     """Each command of `blackwell-stack --help` has at least one row here (the table grows with each command)."""
-    from blackwell_stack.cli import _subparsers, build_parser
+    from blackwell_stack.cli import build_parser, commands
 
-    commands = {p.prog.split(" ", 1)[1].split(" ")[0] for p in _subparsers(build_parser())}
+    names = {path.split(" ")[0] for path in commands(build_parser())}
     covered = {r.argv[0] for r in ROWS}
-    assert commands <= covered, sorted(commands - covered)
+    assert names <= covered, sorted(names - covered)
 
 
 def test_a_fifo_as_a_data_root_file_is_refused_without_blocking(tmp_path):

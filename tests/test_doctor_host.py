@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.doctor import envcheck, host
 from blackwell_stack.doctor.checks import FAIL, OK, WARN
 from blackwell_stack.doctor.plan import plan_section
@@ -35,7 +36,7 @@ def _facts(device) -> host.HostFacts:
     query = next(v for k, v in device.items() if k.startswith("nvidia-smi --query-gpu"))
     gpus = host.parse_gpu_query(query)
     return host.HostFacts(
-        nvidia_smi="/usr/bin/nvidia-smi", driver=gpus[0].driver, driver_source="nvidia-smi", gpus=gpus,
+        driver=gpus[0].driver, driver_source="nvidia-smi", gpus=gpus,
         topology=device["nvidia-smi topo -m"], nvlink_status=device["nvidia-smi nvlink --status"], cpus=16,
     )
 
@@ -132,10 +133,11 @@ def test_cpu_only_torch_is_a_failure():
 
 
 def test_plan_section_lists_the_checks():
-    section = plan_section()
+    stack = stack_data.load()
+    section = plan_section(stack)
     names = [i.name for i in section.items]
     for expected in ("NVIDIA driver", "GPUs", "compute capability", "interconnect", "torch", "sgl-kernel ABI",
                      "sgl-kernel architectures", "flashinfer", "sglang", "memory for a kernel build"):
         assert expected in names
     assert any(c.startswith("blackwell-stack doctor") for c in section.commands)
-    assert section.to_json()["title"] == "Host checks (doctor)"
+    assert section.to_json()["title"] == f"Host checks (doctor) for stack {stack.name}"

@@ -86,7 +86,7 @@ def table(version):
 def real(version, pypi_file, tmp_path_factory, table, msgspec_path):
     filename, profile_name = WHEELS[version]
     wheel = pypi_file("sglang", version, filename)
-    default_argv = render(load_profile(profile_name), table, load_rules()).argv
+    default_argv = render(load_profile(profile_name), flags.load_table(version), load_rules()).argv
     argvs = [
         default_argv,
         default_argv + ["--fp4-gemm-runner-backend", "flashinfer_cudnn"],

@@ -12,6 +12,7 @@ import sys
 import pytest
 from support.cli import run as cli
 
+from blackwell_stack.data import stack as stack_data
 from blackwell_stack.serve.plan import plan_section
 
 pytestmark = pytest.mark.proc  # runs the CLI or a tool as a process
@@ -113,12 +114,13 @@ def test_run_execs_python_with_the_argv():
 
 
 def test_plan_section_shows_the_service_command():
-    section = plan_section()
+    stack = stack_data.load()
+    section = plan_section(stack)
     items = {i.name: i for i in section.items}
     assert "sglang.launch_server" in items["service command"].value
     assert "--fp4-gemm-backend flashinfer_cudnn" in items["service command"].value
     assert items["model"].verified is False and items["model"].note
-    assert "blackwell-stack serve check" in section.commands
+    assert f"blackwell-stack serve check --stack {stack.name}" in section.commands
 
 
 # --- the service's launcher (src/blackwell_stack/serve/launcher.py) ----------------------------

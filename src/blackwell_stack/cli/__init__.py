@@ -17,7 +17,7 @@ import signal
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from blackwell_stack import __version__, output, proc
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for register in (plan.register, *areas.COMMANDS):
         register(sub)
-    for command in _subparsers(parser):
+    for command, _help in _subparsers(parser):
         _global_options(command, default=argparse.SUPPRESS)
     parser.epilog = _commands_help(parser) + "\n\n" + exit_codes_help()
     sub._choices_actions.clear()  # listed in the epilog instead: the user's commands apart from the maintainers'
@@ -50,16 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def commands(parser: argparse.ArgumentParser) -> dict[str, str]:
     """Every command that runs something ("kernel sources fetch"), with its help line."""
-    found = {}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            helps = {a.dest: a.help or "" for a in action._choices_actions}
-            for name, child in action.choices.items():
-                path = child.prog.split(" ", 1)[1]
-                if "func" in child._defaults:
-                    found[path] = helps.get(name, "")
-                found.update(commands(child))
-    return found
+    return {child.prog.split(" ", 1)[1]: text for child, text in _subparsers(parser) if "func" in child._defaults}
 
 
 def _commands_help(parser: argparse.ArgumentParser) -> str:
@@ -81,14 +72,14 @@ def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
                         help="print table rows whole on one line instead of fitting them to the terminal width")
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    """Every parser below `parser`, depth first (an alias names the same parser once)."""
-    found: list[argparse.ArgumentParser] = []
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.ArgumentParser, str]]:
+    """Every parser below `parser` with its help line, depth first (an alias names the same parser once)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
             for child in dict.fromkeys(action.choices.values()):
-                found += [child, *_subparsers(child)]
-    return found
+                yield child, helps.get(child.prog.rsplit(" ", 1)[-1], "")
+                yield from _subparsers(child)
 
 
 class Terminated(KeyboardInterrupt):

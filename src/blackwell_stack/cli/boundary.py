@@ -75,7 +75,8 @@ def describe(exc: BaseException) -> Failure:
         return Failure(str(exc), exc.code)
     if isinstance(exc, urllib.error.URLError):  # an OSError with no errno: the reason is the network's
         return _failure(f"network error: {exc.reason}", _NETWORK_HINT, ExitCode.NETWORK)
-    if isinstance(exc, OSError) and not _is_reader_error(exc):
+    # A gzip/zip/tar format error may be an OSError (gzip.BadGzipFile) with no errno: a reader's, not the system's.
+    if isinstance(exc, OSError) and not (exc.errno is None and _reader(exc) is not None):
         return _os_error(exc)
     if isinstance(exc, RecursionError):
         return _failure("an input is nested too deeply to read (Python's recursion limit)",
@@ -128,11 +129,6 @@ def _reader(exc: BaseException) -> str | None:
             return found
         cause = cause.__cause__
     return None
-
-
-def _is_reader_error(exc: OSError) -> bool:
-    """A gzip/zip/tar format error that is an OSError subclass (gzip.BadGzipFile), not the system's."""
-    return exc.errno is None and _reader(exc) is not None
 
 
 def _os_error(exc: OSError) -> Failure:

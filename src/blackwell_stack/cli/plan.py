@@ -93,11 +93,6 @@ def verdict_text(counts: dict[str, int]) -> str:
     return f"{head}; {'; '.join(parts)}"
 
 
-def next_command(stack: Stack) -> str:
-    """The one command that moves the stack forward: lock it, or build its environment."""
-    return stack.lock_command if not stack.locked else f"nix build .#{stack.env_attribute}"
-
-
 def what_it_is(stack: Stack) -> str:
     """Its SGLang, flashinfer, torch and kernel as its lock has them (the stack's description before it has one)."""
     if not stack.locked:
@@ -120,7 +115,8 @@ def summary(stack: Stack, secs: dict[str, dict]) -> dict:
         "versions": stack.versions() if stack.locked else None,
         "counts": counts,
         "verdict": verdict_text(counts),
-        "next": next_command(stack),
+        # The one command that moves the stack forward: lock it, or build its environment.
+        "next": stack.lock_command if not stack.locked else f"nix build .#{stack.env_attribute}",
     }
 
 

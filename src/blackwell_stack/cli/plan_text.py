@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 
 from blackwell_stack import output
 from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, checked_words, standing
@@ -59,11 +60,8 @@ def _stacks(plan: dict, width: int | None) -> None:
 
 
 def _section_counts(section: dict) -> str:
-    counts = {UNVERIFIED: 0, NEEDS_GPU_HOST: 0, NOT_CHECKABLE: 0}
-    for item in section["items"]:
-        kind = standing(item)
-        if kind in counts:
-            counts[kind] += 1
+    standings = Counter(standing(item) for item in section["items"])
+    counts = {kind: standings[kind] for kind in (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKABLE)}
     rows = [i for i in section["items"] if not i["detail"]]
     files = len(section["items"]) - len(rows)
     parts = [output.counted(len(rows), "item") + (f" and {output.counted(files, 'locked file')}" if files else "")]
@@ -138,14 +136,11 @@ def print_sections(plan: dict, keys: list[str], *, wide: bool) -> None:
     _block(LEGEND, width, more="  ")
 
 
-def checked_cell(item: dict) -> str:
-    return checked_words(item["verified"], item.get("checked_by"))
-
-
 def _table(section: dict) -> None:
     output.heading(section["title"])
     output.table(["item", "value", "source", "checked"],
-                 [[i["name"], i["value"], i["source"], checked_cell(i)] for i in section["items"]])
+                 [[i["name"], i["value"], i["source"], checked_words(i["verified"], i.get("checked_by"))]
+                  for i in section["items"]])
     for cmd in section["commands"]:
         print(f"  $ {cmd}")
 

@@ -15,8 +15,9 @@ torch 2.10 changed the 4th parameter to unsigned int.
 
 from __future__ import annotations
 
-import importlib.metadata
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from blackwell_stack.doctor import inspection
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
 from blackwell_stack.formats import demangle, elf, linkage, remote_zip, wheelzip
+from blackwell_stack.formats.installed import Environment
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.progress import Progress
 
@@ -75,55 +77,36 @@ def _pypi_remote(spec: str) -> remote_zip.RemoteFile | None:
     )
 
 
-def _installed_dir(dist_name: str, package_dir: str, environment=None) -> tuple[Path, str]:
-    """Where an installed distribution's package lives: in `environment` (envcheck.Environment) or this Python."""
-    where = environment.python if environment is not None else _python()
-    try:
-        if environment is not None:
-            dist = environment.get(dist_name)
-            if dist is None:
-                raise importlib.metadata.PackageNotFoundError(dist_name)
-        else:
-            dist = importlib.metadata.distribution(dist_name)
-    except importlib.metadata.PackageNotFoundError:
+def _installed_dir(dist_name: str, package_dir: str, environment: Environment | None = None) -> tuple[Path, str]:
+    """Where an installed distribution's package lives: in `environment` (default: this Python's)."""
+    environment = environment or Environment()
+    dist = environment.get(dist_name)
+    if dist is None:
         raise StackError(
-            f"{dist_name} is not installed in this Python environment ({where})",
+            f"{dist_name} is not installed in this Python environment ({environment.python})",
             f"install it, pass --python of the venv that has it, or pass a wheel or directory with "
             f"--{'torch' if dist_name == 'torch' else 'kernel'}",
-        ) from None
+        )
     path = Path(dist.locate_file(package_dir))
     if not path.is_dir():
         raise StackError(f"{dist_name} {dist.version} is installed but {path} is missing", "reinstall it")
     return path, dist.version
 
 
-def _python() -> str:
-    import sys
-
-    return sys.executable
-
-
-def _collect(side: Side, source, names: list[str], *, want: str) -> None:
+def _add_torch_libraries(side: Side, names: list[str], open_elf) -> None:
+    """What each of torch's libraries `names` defines; open_elf(name) is a context manager giving its ElfFile."""
+    side.libraries = sorted(n.rsplit("/", 1)[-1] for n in names)
     with Progress(f"reading the symbol tables of {len(names)} torch libraries", len(names), unit="libraries") as bar:
         for name in names:
-            with source.open_elf(name) as e:
-                _add_elf(side, name, e, want=want)
+            with open_elf(name) as e:
+                side.machines.add(e.machine_name)
+                rt = linkage.cuda_runtime_major(e.needed)
+                if rt and (side.cuda_runtime is None or name.endswith(linkage.TORCH_CUDA_LIBRARIES)):
+                    side.cuda_runtime = rt
+                for s in e.dynamic_symbols():
+                    if s.defined:
+                        side.defined.setdefault(s.name, name.rsplit("/", 1)[-1])
             bar.advance()
-
-
-def _add_elf(side: Side, name: str, e: elf.ElfFile, *, want: str) -> None:
-    side.machines.add(e.machine_name)
-    needed = e.needed
-    side.needed_libraries.update(needed)
-    rt = linkage.cuda_runtime_major(needed)
-    if rt and (side.cuda_runtime is None or name.endswith(linkage.TORCH_CUDA_LIBRARIES)):
-        side.cuda_runtime = rt
-    for s in e.dynamic_symbols():
-        if want == "undefined":
-            if not s.defined and not s.weak and linkage.is_torch_symbol(s.name):
-                side.undefined.setdefault(s.name, []).append(name)
-        elif s.defined:
-            side.defined.setdefault(s.name, name.rsplit("/", 1)[-1])
 
 
 def load_kernel(spec: str, environment=None) -> Side:
@@ -186,8 +169,7 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
             f"{source.label} holds none of torch's libraries ({', '.join(linkage.TORCH_LIBRARIES[:3])}, ...)",
             "pass a torch wheel, its torch/lib directory, or `env` for the installed torch",
         )
-    side.libraries = sorted(n.rsplit("/", 1)[-1] for n in names)
-    _collect(side, source, names, want="defined")
+    _add_torch_libraries(side, names, source.open_elf)
     return side
 
 
@@ -200,13 +182,14 @@ def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
         names = sorted(n for n in wheel.names if n.startswith("torch/lib/") and n.rsplit("/", 1)[-1] in wanted)
         if not names:
             raise StackError(f"{remote.filename} has no torch/lib libraries", "is this a torch wheel?")
-        side.libraries = sorted(n.rsplit("/", 1)[-1] for n in names)
-        paths = [wheel.fetch_member(name) for name in names]  # each fetch shows its own download progress
-        with Progress(f"reading the symbol tables of {len(names)} torch libraries", len(names), unit="libraries") as bar:
-            for name, path in zip(names, paths):
-                with wheelzip.map_file(path) as buf:
-                    _add_elf(side, name, elf.parse(buf, f"{remote.filename}:{name}"), want="defined")
-                bar.advance()
+        paths = {name: wheel.fetch_member(name) for name in names}  # each fetch shows its own download progress
+
+        @contextlib.contextmanager
+        def open_elf(name: str) -> Iterator[elf.ElfFile]:
+            with wheelzip.map_file(paths[name]) as buf:
+                yield elf.parse(buf, f"{remote.filename}:{name}")
+
+        _add_torch_libraries(side, names, open_elf)
     return side
 
 
@@ -274,78 +257,50 @@ def check(kernel_spec: str = ENV, torch_spec: str = ENV, *, environment=None) ->
     return compare(kernel, torch)
 
 
+def _problem(check: str, message: str, fix: str) -> dict:
+    return {"check": check, "message": message, "fix": fix}
+
+
 def compare(kernel: Side, torch: Side) -> dict:
     problems: list[dict] = []
     if not kernel.undefined:
         # Nothing to resolve is not a match: the file is not a torch extension, so this check says nothing of it.
-        problems.append(
-            {
-                "check": "not a torch extension",
-                "message": f"{kernel.label} needs no torch symbol (c10::, at::, torch::): it is not a torch "
-                "extension, so whether it loads into this torch cannot be told from it",
-                "fix": "pass the kernel package itself: its wheel, its installed directory (site-packages/sgl_kernel) "
-                "or `env`",
-            }
-        )
+        problems.append(_problem(
+            "not a torch extension",
+            f"{kernel.label} needs no torch symbol (c10::, at::, torch::): it is not a torch extension, so whether "
+            "it loads into this torch cannot be told from it",
+            "pass the kernel package itself: its wheel, its installed directory (site-packages/sgl_kernel) or `env`"))
     if kernel.machines and torch.machines and kernel.machines != torch.machines:
-        problems.append(
-            {
-                "check": "machine",
-                "message": f"the kernel is built for {', '.join(sorted(kernel.machines))} but torch's libraries are "
-                f"{', '.join(sorted(torch.machines))}; they cannot load into one process",
-                "fix": "use the kernel and torch wheels for the same machine (x86_64 on the target)",
-            }
-        )
+        problems.append(_problem(
+            "machine", f"the kernel is built for {', '.join(sorted(kernel.machines))} but torch's libraries are "
+            f"{', '.join(sorted(torch.machines))}; they cannot load into one process",
+            "use the kernel and torch wheels for the same machine (x86_64 on the target)"))
     needs_cuda = bool(kernel.needed_libraries & set(linkage.TORCH_CUDA_LIBRARIES))
     torch_has_cuda = bool(set(torch.libraries) & set(linkage.TORCH_CUDA_LIBRARIES))
     if needs_cuda and not torch_has_cuda:
-        problems.append(
-            {
-                "check": "torch CUDA libraries",
-                "message": f"{torch.label} has no CUDA libraries (libc10_cuda.so, libtorch_cuda.so): it is a "
-                "CPU-only torch, but the kernel links them",
-                "fix": "install the CUDA 13 torch the stack pins (2.12.0.dev20260307+cu130), not a CPU build",
-            }
-        )
+        problems.append(_problem(
+            "torch CUDA libraries", f"{torch.label} has no CUDA libraries (libc10_cuda.so, libtorch_cuda.so): it is "
+            "a CPU-only torch, but the kernel links them",
+            "install the CUDA 13 torch the stack pins (2.12.0.dev20260307+cu130), not a CPU build"))
     if kernel.cuda_runtime and torch.cuda_runtime and kernel.cuda_runtime != torch.cuda_runtime:
-        problems.append(
-            {
-                "check": "CUDA runtime",
-                "message": f"the kernel links the CUDA {kernel.cuda_runtime} runtime "
-                f"(libcudart.so.{kernel.cuda_runtime}), torch links CUDA {torch.cuda_runtime}",
-                "fix": REBUILD_FIX + f" (with CUDA {torch.cuda_runtime})",
-            }
-        )
+        problems.append(_problem(
+            "CUDA runtime", f"the kernel links the CUDA {kernel.cuda_runtime} runtime "
+            f"(libcudart.so.{kernel.cuda_runtime}), torch links CUDA {torch.cuda_runtime}",
+            REBUILD_FIX + f" (with CUDA {torch.cuda_runtime})"))
     missing_names = sorted(s for s in kernel.undefined if s not in torch.defined)
     missing = _explain_missing(missing_names, kernel, torch) if not problems or torch_has_cuda else []
     if missing:
-        problems.append(
-            {
-                "check": "torch symbols",
-                "message": f"{len(missing)} of the {len(kernel.undefined)} torch symbols the kernel needs are not "
-                f"defined by torch {torch.version or ''}".replace("  ", " ").strip()
-                + ": the kernel was built against another torch",
-                "fix": REBUILD_FIX,
-            }
-        )
-    for p in kernel.cxx_runtime_problems:
-        # Symbols that resolve are not enough: a library with its own C++ runtime crashes torch's process.
-        problems.append({"check": "C++ runtime", "message": p["message"], "fix": p["fix"]})
+        problems.append(_problem(
+            "torch symbols", f"{len(missing)} of the {len(kernel.undefined)} torch symbols the kernel needs are not "
+            f"defined by torch {torch.version or ''}".replace("  ", " ").strip()
+            + ": the kernel was built against another torch", REBUILD_FIX))
+    # Symbols that resolve are not enough: a library with its own C++ runtime crashes torch's process.
+    problems += [_problem("C++ runtime", p["message"], p["fix"]) for p in kernel.cxx_runtime_problems]
     return {
-        "kernel": {
-            "label": kernel.label,
-            "version": kernel.version,
-            "machine": sorted(kernel.machines),
-            "cuda_runtime": kernel.cuda_runtime,
-            "torch_symbols_needed": len(kernel.undefined),
-        },
-        "torch": {
-            "label": torch.label,
-            "version": torch.version,
-            "machine": sorted(torch.machines),
-            "cuda_runtime": torch.cuda_runtime,
-            "libraries": torch.libraries,
-        },
+        "kernel": {"label": kernel.label, "version": kernel.version, "machine": sorted(kernel.machines),
+                   "cuda_runtime": kernel.cuda_runtime, "torch_symbols_needed": len(kernel.undefined)},
+        "torch": {"label": torch.label, "version": torch.version, "machine": sorted(torch.machines),
+                  "cuda_runtime": torch.cuda_runtime, "libraries": torch.libraries},
         "resolved": len(kernel.undefined) - len(missing_names),
         "missing": missing,
         "problems": problems,
@@ -364,22 +319,8 @@ def _explain_missing(missing: list[str], kernel: Side, torch: Side) -> list[dict
                 candidates.setdefault(p, []).append(sym)
     all_names = list(missing) + [c for cs in candidates.values() for c in cs]
     readable = demangle.demangle(all_names)
-    out = []
-    for s in missing:
-        near = sorted(candidates.get(prefixes[s] or "", []))
-        entry = {
-            "symbol": s,
-            "demangled": readable.get(s, s),
-            "needed_by": sorted(set(kernel.undefined[s])),
-            "torch_has": [
-                {
-                    "symbol": c,
-                    "demangled": readable.get(c, c),
-                    "library": torch.defined[c],
-                    "difference": signature_difference(readable.get(s, s), readable.get(c, c)),
-                }
-                for c in near
-            ],
-        }
-        out.append(entry)
-    return out
+    return [{"symbol": s, "demangled": readable.get(s, s), "needed_by": sorted(set(kernel.undefined[s])),
+             "torch_has": [{"symbol": c, "demangled": readable.get(c, c), "library": torch.defined[c],
+                            "difference": signature_difference(readable.get(s, s), readable.get(c, c))}
+                           for c in sorted(candidates.get(prefixes[s] or "", []))]}
+            for s in missing]

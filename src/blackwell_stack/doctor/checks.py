@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _ORDER = {OK: 0, WARN: 1, FAIL: 2}
@@ -16,9 +16,6 @@ class Check:
     value: str
     message: str = ""
     fix: str | None = None
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def worst(checks: list[Check]) -> str:

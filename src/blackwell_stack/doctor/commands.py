@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import asdict
 
 from blackwell_stack import inputfiles, output
 from blackwell_stack.argtypes import positive_int
@@ -80,19 +81,9 @@ def print_inspect(report: dict) -> None:
     dist = report["distribution"]
     what = f"{dist['name']} {dist['version']}, " if dist else ""
     print(f"{report['path']} ({what}{report['kind']}, {report['elf_files']} ELF files)")
-    rows = []
     failing = {p["name"] for p in report["problems"]}
-    for f in report["files"]:
-        if f["error"]:
-            rows.append([f["name"], "error", None, None, None, None, None])
-            continue
-        cxx = (f.get("cxx_runtime") or {}).get("verdict")
-        rows.append([
-            f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None,
-            ", ".join(f["cubin"]) or None, ", ".join(f["ptx"]) or None,
-            cxx.upper() if cxx and f["name"] in failing else cxx,
-        ])
-    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime"], rows)
+    output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime"],
+                 [_inspect_row(f, failing) for f in report["files"]])
     print()
     runtimes = ", ".join(str(r) for r in report["cuda_runtime"]) or "none (no CUDA runtime linked)"
     print(f"CUDA runtime: {runtimes}")
@@ -117,6 +108,14 @@ def print_inspect(report: dict) -> None:
         print(f"({report['seconds']} s)")
 
 
+def _inspect_row(f: dict, failing: set[str]) -> list:
+    if f["error"]:
+        return [f["name"], "error", None, None, None, None, None]
+    cxx = (f.get("cxx_runtime") or {}).get("verdict")
+    return [f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None, ", ".join(f["cubin"]) or None,
+            ", ".join(f["ptx"]) or None, cxx.upper() if cxx and f["name"] in failing else cxx]
+
+
 # -- doctor --------------------------------------------------------------
 
 
@@ -132,7 +131,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.json:
         output.dump_json({
             "status": status,
-            "checks": [c.to_json() for c in results],
+            "checks": [asdict(c) for c in results],
             "host": {
                 "driver": facts.driver,
                 "driver_source": facts.driver_source,
@@ -145,12 +144,13 @@ def run_doctor(args: argparse.Namespace) -> int:
             },
         })
     else:
-        for group in ("host", "python", "startup", "build"):
+        groups = {"host": "Host", "python": "Python environment", "startup": "SGLang start-up imports",
+                  "build": "Kernel build"}
+        for group, title in groups.items():
             rows = [c for c in results if c.group == group]
             if not rows:
                 continue
-            output.heading({"host": "Host", "python": "Python environment", "startup": "SGLang start-up imports",
-                            "build": "Kernel build"}[group])
+            output.heading(title)
             output.table(["status", "check", "value", "details"],
                          [[c.status.upper(), c.name, c.value, c.message] for c in rows])
             for c in rows:
@@ -174,11 +174,8 @@ def _startup_checks(env: envcheck.Environment, profile_name: str | None, gpu_cc:
 
 def _profile_for(sglang: str) -> Profile:
     """The first profile made for this sglang, else the default one."""
-    for name in available_profiles():
-        candidate = load_profile(name)
-        if candidate.runtime().sglang == sglang:
-            return candidate
-    return load_profile(None)
+    made_for = (p for p in map(load_profile, available_profiles()) if p.runtime().sglang == sglang)
+    return next(made_for, None) or load_profile(None)
 
 
 def run_abi(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ interpreter (a venv); only its sys.path is asked for.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -29,16 +30,14 @@ def torch_cuda(dist) -> tuple[str | None, int | None, Path | None]:
     cuda_version = None
     version_py = Path(dist.locate_file("torch/version.py"))
     if version_py.is_file():
-        m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([\d.]+)['\"]", inputfiles.read_text(version_py, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace"), re.M)
+        text = inputfiles.read_text(version_py, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace")
+        m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([\d.]+)['\"]", text, re.M)
         cuda_version = m.group(1) if m else None
     runtime = None
     c10_cuda = lib / "libc10_cuda.so"
     if c10_cuda.is_file():
-        try:
-            with wheelzip.map_file(c10_cuda) as buf:
-                runtime = linkage.cuda_runtime_major(elf.parse(buf, str(c10_cuda)).needed)
-        except StackError:
-            runtime = None
+        with contextlib.suppress(StackError), wheelzip.map_file(c10_cuda) as buf:
+            runtime = linkage.cuda_runtime_major(elf.parse(buf, str(c10_cuda)).needed)
     return cuda_version, runtime, lib if lib.is_dir() else None
 
 
@@ -95,10 +94,8 @@ def checks(env: Environment, *, gpu_cc: str | None, target_cc: str = "12.0") -> 
                              f"install torch {pin} for the tested stack"))
         else:
             out.append(Check("python", "torch", OK, value, "the default stack's torch"))
-    out.extend(_kernel_checks(env, torch_lib, gpu_cc or target_cc, gpu_cc is None))
-    out.append(_flashinfer_check(env))
-    out.append(_sglang_check(env))
-    return out
+    kernel = _kernel_checks(env, torch_lib, gpu_cc or target_cc, gpu_cc is None)
+    return [*out, *kernel, _flashinfer_check(env), _sglang_check(env)]
 
 
 def _kernel_checks(env: Environment, torch_lib: Path | None, cc: str, is_target: bool) -> list[Check]:
@@ -107,33 +104,28 @@ def _kernel_checks(env: Environment, torch_lib: Path | None, cc: str, is_target:
         return [Check("python", "sgl-kernel", WARN, "not installed", "sgl-kernel is not installed here",
                       "install the wheel built by `nix build .#sgl-kernel-wheel` or `blackwell-stack kernel build`")]
     kdir = Path(kernel.locate_file("sgl_kernel"))
-    out = []
+    return [_abi_check(kdir, kernel.version, torch_lib), _arch_check(kdir, kernel.version, cc, is_target)]
+
+
+def _abi_check(kdir: Path, version: str, torch_lib: Path | None) -> Check:
     if torch_lib is None:
-        out.append(Check("python", "sgl-kernel ABI", WARN, kernel.version, "no torch to check against", None))
-    else:
-        try:
-            k = abi.load_kernel(str(kdir))
-            t = abi.load_torch(str(torch_lib), k)
-            result = abi.compare(k, t)
-        except StackError as exc:
-            result = None
-            out.append(Check("python", "sgl-kernel ABI", FAIL, kernel.version, exc.message, exc.hint))
-        if result is not None:
-            if result["ok"]:
-                out.append(Check("python", "sgl-kernel ABI", OK, kernel.version,
-                                 f"all {result['resolved']} torch symbols resolve; CUDA runtime "
-                                 f"{result['kernel']['cuda_runtime']} on both sides"))
-            else:
-                first = result["problems"][0]
-                detail = first["message"]
-                if result["missing"]:
-                    m = result["missing"][0]
-                    detail += f"; e.g. missing {m['demangled']}"
-                    if m["torch_has"]:
-                        detail += f" (torch has {m['torch_has'][0]['demangled']})"
-                out.append(Check("python", "sgl-kernel ABI", FAIL, kernel.version, detail, first["fix"]))
-    out.append(_arch_check(kdir, kernel.version, cc, is_target))
-    return out
+        return Check("python", "sgl-kernel ABI", WARN, version, "no torch to check against", None)
+    try:
+        k = abi.load_kernel(str(kdir))
+        result = abi.compare(k, abi.load_torch(str(torch_lib), k))
+    except StackError as exc:
+        return Check("python", "sgl-kernel ABI", FAIL, version, exc.message, exc.hint)
+    if result["ok"]:
+        return Check("python", "sgl-kernel ABI", OK, version, f"all {result['resolved']} torch symbols resolve; "
+                     f"CUDA runtime {result['kernel']['cuda_runtime']} on both sides")
+    first = result["problems"][0]
+    detail = first["message"]
+    if result["missing"]:
+        m = result["missing"][0]
+        detail += f"; e.g. missing {m['demangled']}"
+        if m["torch_has"]:
+            detail += f" (torch has {m['torch_has'][0]['demangled']})"
+    return Check("python", "sgl-kernel ABI", FAIL, version, detail, first["fix"])
 
 
 def _arch_check(kdir: Path, version: str, cc: str, is_target: bool) -> Check:

@@ -39,7 +39,6 @@ class Gpu:
 
 @dataclass
 class HostFacts:
-    nvidia_smi: str | None = None
     driver: str | None = None
     driver_source: str | None = None
     gpus: list[Gpu] = field(default_factory=list)
@@ -47,7 +46,6 @@ class HostFacts:
     nvlink_status: str | None = None  # raw `nvidia-smi nvlink --status`
     errors: list[str] = field(default_factory=list)
     mem_total_kib: int | None = None
-    mem_available_kib: int | None = None
     swap_total_kib: int | None = None
     cpus: int = 1
 
@@ -106,27 +104,15 @@ def parse_nvlink_status(text: str) -> int:
     )
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
-    out = {}
-    for ln in text.splitlines():
-        key, _, rest = ln.partition(":")
-        parts = rest.split()
-        if parts and parts[0].isdigit():
-            out[key] = int(parts[0])
-    return out
-
-
 def gather() -> HostFacts:
     facts = HostFacts(cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     try:
-        mem = parse_meminfo(Path("/proc/meminfo").read_text())
-        facts.mem_total_kib = mem.get("MemTotal")
-        facts.mem_available_kib = mem.get("MemAvailable")
-        facts.swap_total_kib = mem.get("SwapTotal")
+        mem = dict(re.findall(r"^(\w+):\s+(\d+)", Path("/proc/meminfo").read_text(), re.M))
+        facts.mem_total_kib = int(mem["MemTotal"]) if "MemTotal" in mem else None
+        facts.swap_total_kib = int(mem["SwapTotal"]) if "SwapTotal" in mem else None
     except OSError as exc:
         facts.errors.append(f"/proc/meminfo: {exc}")
     smi = shutil.which("nvidia-smi")
-    facts.nvidia_smi = smi
     if smi:
         rc, out, err = _run([smi, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"])
         if rc == 0:
@@ -151,50 +137,37 @@ def gather() -> HostFacts:
     return facts
 
 
-def _driver_major(version: str) -> int | None:
-    m = re.match(r"(\d+)", version)
-    return int(m.group(1)) if m else None
-
-
-def checks(facts: HostFacts, *, target_cc: str = TARGET_CC, target_gpus: int = TARGET_GPUS) -> list[Check]:
-    out: list[Check] = []
+def checks(facts: HostFacts, *, target_cc: str = TARGET_CC) -> list[Check]:
+    major = re.match(r"\d+", facts.driver or "")
     if facts.driver is None:
         why = "; ".join(facts.errors) or "nvidia-smi is not on PATH and /proc/driver/nvidia/version is absent"
-        out.append(
-            Check("host", "NVIDIA driver", WARN, "none", f"no NVIDIA driver on this host ({why}); GPU checks skipped",
-                  f"fine on a build host; on the serving host install driver >= {MIN_DRIVER_MAJOR} (CUDA 13)")
-        )
+        driver = Check("host", "NVIDIA driver", WARN, "none",
+                       f"no NVIDIA driver on this host ({why}); GPU checks skipped",
+                       f"fine on a build host; on the serving host install driver >= {MIN_DRIVER_MAJOR} (CUDA 13)")
+    elif major and int(major.group()) >= MIN_DRIVER_MAJOR:
+        driver = Check("host", "NVIDIA driver", OK, facts.driver, f"CUDA 13 needs >= {MIN_DRIVER_MAJOR}")
     else:
-        major = _driver_major(facts.driver)
-        if major is not None and major >= MIN_DRIVER_MAJOR:
-            out.append(Check("host", "NVIDIA driver", OK, facts.driver, f"CUDA 13 needs >= {MIN_DRIVER_MAJOR}"))
-        else:
-            out.append(
-                Check("host", "NVIDIA driver", FAIL, facts.driver,
-                      f"CUDA 13 needs driver >= {MIN_DRIVER_MAJOR}; this one cannot run the cu130 torch",
-                      f"install NVIDIA driver >= {MIN_DRIVER_MAJOR} (the reference deployment used 590.48.01)")
-            )
-    if facts.driver is not None or facts.gpus:
-        out.extend(_gpu_checks(facts, target_cc, target_gpus))
-    out.extend(build_memory_checks(facts))
-    return out
+        driver = Check("host", "NVIDIA driver", FAIL, facts.driver,
+                       f"CUDA 13 needs driver >= {MIN_DRIVER_MAJOR}; this one cannot run the cu130 torch",
+                       f"install NVIDIA driver >= {MIN_DRIVER_MAJOR} (the reference deployment used 590.48.01)")
+    gpus = _gpu_checks(facts, target_cc) if facts.driver is not None or facts.gpus else []
+    return [driver, *gpus, *build_memory_checks(facts)]
 
 
-def _gpu_checks(facts: HostFacts, target_cc: str, target_gpus: int) -> list[Check]:
-    out = []
+def _gpu_checks(facts: HostFacts, target_cc: str) -> list[Check]:
     if not facts.gpus:
-        out.append(Check("host", "GPUs", FAIL, "0", "the driver is loaded but nvidia-smi lists no GPU",
-                         "check `nvidia-smi`, the device permissions and CUDA_VISIBLE_DEVICES"))
-        return out
+        return [Check("host", "GPUs", FAIL, "0", "the driver is loaded but nvidia-smi lists no GPU",
+                      "check `nvidia-smi`, the device permissions and CUDA_VISIBLE_DEVICES")]
+    out = []
     names = sorted({g.name for g in facts.gpus})
     ccs = sorted({g.compute_cap for g in facts.gpus})
     value = f"{len(facts.gpus)} x {', '.join(names)}"
-    if len(facts.gpus) >= target_gpus:
-        out.append(Check("host", "GPUs", OK, value, f"--tp {target_gpus} needs {target_gpus} GPUs"))
+    if len(facts.gpus) >= TARGET_GPUS:
+        out.append(Check("host", "GPUs", OK, value, f"--tp {TARGET_GPUS} needs {TARGET_GPUS} GPUs"))
     else:
         out.append(Check("host", "GPUs", WARN, value,
-                         f"the target serves with --tp {target_gpus}; this host has {len(facts.gpus)} GPU(s)",
-                         f"serve with --tp {len(facts.gpus)} here, or use the {target_gpus}-GPU host"))
+                         f"the target serves with --tp {TARGET_GPUS}; this host has {len(facts.gpus)} GPU(s)",
+                         f"serve with --tp {len(facts.gpus)} here, or use the {TARGET_GPUS}-GPU host"))
     if ccs == [target_cc]:
         out.append(Check("host", "compute capability", OK, target_cc, "SM120: the architecture the stack builds for"))
     else:

@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import platform
 from dataclasses import asdict, dataclass, field
+from email.parser import HeaderParser
 
 from blackwell_stack.errors import StackError
 from blackwell_stack.formats import cxxruntime, elf, fatbin, linkage, wheelrecord, wheelzip
@@ -52,34 +53,17 @@ class ElfReport:
     error: str | None = None
 
 
-def host_machine() -> str:
-    m = platform.machine().lower()
-    return HOST_MACHINES.get(m, m)
-
-
 def report_from_elf(name: str, size: int, e: elf.ElfFile) -> ElfReport:
     needed = e.needed
     undefined_torch = sorted(
         {s.name for s in e.dynamic_symbols() if not s.defined and not s.weak and linkage.is_torch_symbol(s.name)}
     )
-    entries = fatbin.fatbin_entries(e)
-    summary = fatbin.summarize(entries)
+    summary = fatbin.summarize(fatbin.fatbin_entries(e))
     return ElfReport(
-        name=name,
-        size=size,
-        machine=e.machine_name,
-        soname=e.soname,
-        needed=needed,
-        cuda_runtime=linkage.cuda_runtime_major(needed),
-        torch_libraries=linkage.torch_libraries(needed),
-        torch_symbols=undefined_torch,
-        cubin=summary["cubin"],
-        ptx=summary["ptx"],
-        compression=summary["compressed"],
-        fatbin_entries=summary["entries"],
-        relocatable=fatbin.summarize(fatbin.fatbin_entries(e, fatbin.RELOCATABLE_SECTION))["cubin"],
-        build_id=e.build_id,
-        cxx_runtime=cxxruntime.classify(e).to_json(),
+        name, size, e.machine_name, e.soname, needed, linkage.cuda_runtime_major(needed),
+        linkage.torch_libraries(needed), undefined_torch, summary["cubin"], summary["ptx"], summary["compressed"],
+        summary["entries"], fatbin.summarize(fatbin.fatbin_entries(e, fatbin.RELOCATABLE_SECTION))["cubin"],
+        e.build_id, cxxruntime.classify(e).to_json(),
     )
 
 
@@ -151,7 +135,7 @@ def _check_record(source: wheelzip.WheelSource, results: list[dict], report: dic
 
 def summarize(source, results: list[dict]) -> dict:
     ok = [r for r in results if not r["error"]]
-    host = host_machine()
+    host = HOST_MACHINES.get(platform.machine().lower(), platform.machine().lower())
     notes = []
     foreign = sorted({r["machine"] for r in ok if r["machine"] not in (host, "cuda")})
     if foreign:
@@ -204,12 +188,6 @@ def distribution_of(source) -> dict | None:
     meta_name = next((n for n in source.names if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
     if meta_name is None:
         return None
-    text = source.read_text(meta_name) or ""
-    fields = {}
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        key, _, value = line.partition(":")
-        if key in ("Name", "Version") and key not in fields:
-            fields[key.lower()] = value.strip()
+    meta = HeaderParser().parsestr(source.read_text(meta_name) or "")
+    fields = {key.lower(): meta[key].strip() for key in ("Name", "Version") if meta[key] is not None}
     return fields or None

@@ -52,11 +52,6 @@ class Startup:
     why: str
     source: str  # file:line of the sglang wheel
 
-    @classmethod
-    def of(cls, entry: dict[str, Any]) -> Startup:
-        src = entry["source"]
-        return cls(entry["module"], entry["why"], f"{src['file']}:{src['line']}")
-
 
 def _applies(entry: dict[str, Any], architecture: str | None, gpu_cc: str | None, env: dict[str, str]) -> bool:
     if "architectures" in entry and architecture not in entry["architectures"]:
@@ -79,7 +74,8 @@ def imports_for(sglang: str, *, architecture: str | None, gpu_cc: str | None,
     entries = data["sglang"].get(sglang)
     if entries is None:
         return None
-    return [Startup.of(e) for e in entries if _applies(e, architecture, gpu_cc, env)]
+    return [Startup(e["module"], e["why"], f"{e['source']['file']}:{e['source']['line']}")
+            for e in entries if _applies(e, architecture, gpu_cc, env)]
 
 
 @dataclass(frozen=True)
@@ -103,9 +99,8 @@ def import_in_child(python: str, module: str, env: dict[str, str], timeout: floa
         frames = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("File ")]
         where = f"; last frames: {' <- '.join(frames[:3])}" if frames else ""
         return Outcome(module, CRASHED, f"the process died of {name}{where}")
-    last = result.stdout.strip().splitlines()[-1:] if result.stdout.strip() else []
     try:
-        said = json.loads(last[0]) if last else {}
+        said = json.loads((result.stdout.strip().splitlines() or ["{}"])[-1])
     except ValueError:
         said = {}
     if not isinstance(said, dict) or said.get("outcome") not in (IMPORTED, MISSING, ERROR):
@@ -123,11 +118,9 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def checks(python: str, sglang: str | None, *, architecture: str | None, gpu_cc: str | None,
+def checks(python: str, sglang: str, *, architecture: str | None, gpu_cc: str | None,
            env: dict[str, str], timeout: float = DEFAULT_TIMEOUT_S) -> list[Check]:
     """One check per start-up import; imports run side by side, each in its own process."""
-    if sglang is None:
-        return []
     wanted = imports_for(sglang, architecture=architecture, gpu_cc=gpu_cc, env=env)
     if wanted is None:
         return [Check("startup", "sglang start-up imports", WARN, sglang,

@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_show(args: argparse.Namespace) -> int:
     if args.stack:
         stack = stack_data.load(args.stack)
-        rows = stack_plan.locked_files(stack) if stack.locked else [stack_plan.summary_row(stack)]
+        rows = list(stack_plan.locked_files(stack).values()) if stack.locked else [stack_plan.summary_row(stack)]
     else:
         rows = inventory.all_pins()
     if args.json:

@@ -49,14 +49,11 @@ def _flake_rows() -> list[PinRow]:
     return rows
 
 
-def _stack_rows() -> list[PinRow]:
-    return [plan.summary_row(stack_data.load(name)) for name in stack_data.names()]
-
-
 def shared_pins() -> list[PinRow]:
     """What every stack builds on: flake inputs and sgl-kernel's sources."""
     return _flake_rows() + _source_rows()
 
 
 def all_pins() -> list[PinRow]:
-    return _flake_rows() + _stack_rows() + _source_rows()
+    stacks = [plan.summary_row(stack_data.load(name)) for name in stack_data.names()]
+    return _flake_rows() + stacks + _source_rows()

@@ -11,21 +11,10 @@ from blackwell_stack.pins import inventory
 
 def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
     """One section whatever the stacks: what they all build on."""
-    return [plan_section()]
-
-
-def plan_section() -> PlanSection:
-    items = []
-    for r in inventory.shared_pins():
-        value = r.version or "-"
-        note = None if r.verified else f"{r.reason}. Fill it in with: {r.update_command or 'see ' + r.file}"
-        items.append(PlanItem(r.what, value, source=r.hash_source if r.verified else r.file, verified=r.verified, note=note,
-                              checked_by=hash_checked_by(r.hash_checked)))
-    items.insert(0, PlanItem("CUDA toolkit", "cudaPackages_13_0 (13.0.x at the locked nixpkgs)",
-                             source="nix/cuda-home.nix and pkgs/sgl-kernel (asserted to be 13.0 at evaluation)"))
-    return PlanSection(
-        key="pins",
-        title="Pinned inputs",
-        items=items,
-        commands=["blackwell-stack pins show"],
-    )
+    items = [PlanItem("CUDA toolkit", "cudaPackages_13_0 (13.0.x at the locked nixpkgs)",
+                      source="nix/cuda-home.nix and pkgs/sgl-kernel (asserted to be 13.0 at evaluation)")]
+    items += [PlanItem(r.what, r.version or "-", source=r.hash_source if r.verified else r.file, verified=r.verified,
+                       note=None if r.verified else f"{r.reason}. Fill it in with: "
+                       f"{r.update_command or 'see ' + r.file}", checked_by=hash_checked_by(r.hash_checked))
+              for r in inventory.shared_pins()]
+    return [PlanSection(key="pins", title="Pinned inputs", items=items, commands=["blackwell-stack pins show"])]

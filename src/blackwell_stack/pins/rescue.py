@@ -62,20 +62,12 @@ class Rescue:
 
 
 def read_record(text: str, where: str) -> list[Entry]:
-    entries = []
     rows = parse_record(text, where, hint="the installation's RECORD is damaged: reinstall the distribution to repack it")
-    for path, (algorithm, digest, size) in rows.items():
+    for path, (algorithm, _digest, _size) in rows.items():
         if algorithm not in (None, "sha256"):
             raise StackError(f"{where}: {path} is recorded with {algorithm}, not sha256",
                              "only sha256 RECORDs can be checked")
-        entries.append(Entry(path, digest or None, size))
-    return entries
-
-
-def _matches(path: Path, entry: Entry) -> bool:
-    """Whether the installed file is the one RECORD says (sha256 and size)."""
-    return (hex_to_record(sha256_file(path)) == entry.sha256
-            and (entry.size is None or path.stat().st_size == entry.size))
+    return [Entry(path, digest or None, size) for path, (_algorithm, digest, size) in rows.items()]
 
 
 def _scripts(dist_info: Path) -> set[str]:
@@ -114,7 +106,8 @@ def _archive_name(entry: Entry, site: Path, prefix: Path, data_dir: str, scripts
 
 
 def _wheel_name(dist_info: Path, name: str, version: str) -> str:
-    wheel_meta = inputfiles.read_text(dist_info / "WHEEL", limit=inputfiles.TEXT_FILE_LIMIT) if (dist_info / "WHEEL").is_file() else ""
+    wheel_file = dist_info / "WHEEL"
+    wheel_meta = inputfiles.read_text(wheel_file, limit=inputfiles.TEXT_FILE_LIMIT) if wheel_file.is_file() else ""
     tags = [line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")]
     if not tags:
         raise StackError(f"{dist_info}/WHEEL names no Tag", "a distribution installed from a wheel records its tags there")
@@ -158,7 +151,7 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
             missing.append(entry.path)
         elif entry.sha256 is None:
             unchecked.append(entry.path)
-        elif not _matches(path, entry):
+        elif hex_to_record(sha256_file(path)) != entry.sha256 or entry.size not in (None, path.stat().st_size):
             differing.append(entry.path)
         else:
             members[arcname] = (path, entry, 0o100755 if os.access(path, os.X_OK) else 0o100644)
@@ -178,9 +171,7 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
         with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
             for arc in ordered:
                 path, entry, mode = members[arc]
-                info = zipfile.ZipInfo(arc, ZIP_TIME)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = mode << 16
+                info = _zip_info(arc, mode)
                 if arc.startswith(f"{data_dir}/scripts/"):
                     data = _SHEBANG.sub(b"#!python\n", path.read_bytes(), count=1)
                     zf.writestr(info, data)
@@ -199,12 +190,16 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
             record_rows.append([record_name, "", ""])
             buf = io.StringIO()
             csv.writer(buf, lineterminator="\n").writerows(record_rows)
-            info = zipfile.ZipInfo(record_name, ZIP_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o100644 << 16
-            zf.writestr(info, buf.getvalue().encode())
-    digest = sha256_file(wheel)
-    return Rescue(name, version, wheel, digest, len(members), left_out)
+            zf.writestr(_zip_info(record_name, 0o100644), buf.getvalue().encode())
+    return Rescue(name, version, wheel, sha256_file(wheel), len(members), left_out)
+
+
+def _zip_info(name: str, mode: int) -> zipfile.ZipInfo:
+    """A member at ZIP_TIME, deflated, with the file's mode."""
+    info = zipfile.ZipInfo(name, ZIP_TIME)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = mode << 16
+    return info
 
 
 def _python_of(venv: Path) -> Path:

@@ -34,28 +34,18 @@ class VendorResult:
     package: str
 
 
-def fixed_path(name: str, digest: str) -> str:
-    """The store path of a flat sha256 fixed-output file, as Nix computes it."""
+def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
+    """Add `path` to the store as `name` (flat, sha256); refuse unless it lands where the flake's fetchurl looks for
+    it (the fixed-output path Nix computes for that name and hash)."""
     nix_store = proc.require("nix-store", NIX_HINT)
-    return proc.run([nix_store, "--print-fixed-path", "sha256", digest, name]).stdout.strip()
-
-
-def add_to_store(path: Path, name: str) -> str:
-    """Add `path` to the Nix store under `name` (flat, sha256); return the store path."""
-    nix_store = proc.require("nix-store", NIX_HINT)
+    expected = proc.run([nix_store, "--print-fixed-path", "sha256", digest, name]).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="blackwell-vendor-") as tmp:
         named = Path(tmp) / name
         try:
             os.link(path, named)
         except OSError:
             shutil.copyfile(path, named)
-        return proc.run([nix_store, "--add-fixed", "sha256", str(named)]).stdout.strip()
-
-
-def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
-    """Add `path` to the store as `name`; refuse unless it lands where the flake's fetchurl looks for it."""
-    expected = fixed_path(name, digest)
-    store_path = add_to_store(path, name)
+        store_path = proc.run([nix_store, "--add-fixed", "sha256", str(named)]).stdout.strip()
     if store_path != expected:
         raise StackError(f"nix-store added {store_path}, but fetchurl would look for {expected}",
                          "use the nix-store of the Nix that builds the flake")
@@ -64,14 +54,10 @@ def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
 
 def find_locked(lock_paths: list[Path], filename: str) -> tuple[Path, str, str] | None:
     """(lock, package, hex sha256) of the file a uv.lock names by this file name, or None."""
-    for path in lock_paths:
-        lock = load_lock(Path(path))
-        for pkg in lock.packages.values():
-            for wheel in pkg.wheels:
-                digest = lockfile.sha256_of(wheel)
-                if wheels.filename(wheel) == filename and digest:
-                    return Path(path), pkg.name, digest
-    return None
+    found = ((Path(path), pkg.name, lockfile.sha256_of(wheel)) for path in lock_paths
+             for pkg in load_lock(Path(path)).packages.values() for wheel in pkg.wheels
+             if wheels.filename(wheel) == filename)
+    return next(((path, name, digest) for path, name, digest in found if digest), None)
 
 
 def vendor(file: Path, locks: list[Path]) -> VendorResult:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from blackwell_stack import output, proc
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import DEFAULT_PROFILE, load_profile
 from blackwell_stack.errors import ExitCode, StackError
-from blackwell_stack.fileio import check_output_path
+from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.output import dump_json, heading, paragraph, table
 from blackwell_stack.serve import model_pin, module_check
 from blackwell_stack.serve.rules import Verdict
@@ -81,7 +82,7 @@ def cmd_pin_model(args: argparse.Namespace) -> int:
     repo = profile.data["model"]["id"]
     revision = args.revision or profile.data["model"].get("revision") or "main"
     manifest = model_pin.pin(repo, revision, base=model_pin.endpoint(args.endpoint))
-    model_pin.write(manifest, out)
+    atomic_write_json(out, manifest)
     if args.json:
         dump_json(manifest)
         return 0
@@ -108,7 +109,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     code = int(ExitCode.CHECK_FAILED if service.fired("error") else ExitCode.OK)
     if args.json:
         dump_json({"profile": rendered.profile, "runtime": {**service.runtime.context(), "source": service.runtime.source},
-                   "argv": rendered.argv, "env": rendered.env, "verdicts": [v.to_json() for v in verdicts if v.fired]})
+                   "argv": rendered.argv, "env": rendered.env, "verdicts": [asdict(v) for v in verdicts if v.fired]})
         return code
     heading(f"SGLang command ({rendered.profile}; sglang {service.runtime.sglang}, flashinfer {service.runtime.flashinfer})")
     print(command_line(rendered))
@@ -136,7 +137,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     runtime = {**service.runtime.context(), "source": service.runtime.source}
     if args.json:
         dump_json({"profile": rendered.profile, "ok": not errors, "runtime": runtime,
-                   "verdicts": [v.to_json() for v in verdicts],
+                   "verdicts": [asdict(v) for v in verdicts],
                    "unverified": [{"name": n, "reason": r} for n, r in unverified]})
     else:
         _print_check(service, runtime, unverified, every=args.verbose)
@@ -159,14 +160,10 @@ def _print_check(service: Service, runtime: dict, unverified: list[tuple[str, st
     quiet = [v for v in verdicts if not v.fired]
     if every:
         heading("every rule")
-        rows = []
-        for v in verdicts:
-            if v.fired:
-                verdict = "FAIL" if v.severity == "error" else "WARN"
-            else:
-                verdict = {"yes": "ok", "no": "n/a", "unknown": "ok (unchecked version)"}[v.applies]
-            rows.append((v.id, v.severity, verdict, "; ".join(v.messages) or v.note or "-"))
-        table(["rule", "severity", "verdict", "detail"], rows)
+        quiet_words = {"yes": "ok", "no": "n/a", "unknown": "ok (unchecked version)"}
+        table(["rule", "severity", "verdict", "detail"],
+              [(v.id, v.severity, ("FAIL" if v.severity == "error" else "WARN") if v.fired else quiet_words[v.applies],
+                "; ".join(v.messages) or v.note or "-") for v in verdicts])
     outside = sum(v.applies == "no" for v in quiet)
     print()
     paragraph(f"{output.counted(len(errors), 'error')}, {output.counted(len(warnings), 'warning')}, "
@@ -182,8 +179,8 @@ def _check_module(args: argparse.Namespace) -> int:
         raise StackError("--module-config carries the settings, extraArgs and runtime itself",
                          "pass only --profile with it")
     config = module_check.load(args.module_config)
-    service = configure(args.profile, overrides=config.overrides, extra_args=config.extra_args,
-                        env_overrides=config.env, table_path=args.flags_table)
+    service = configure(args.profile, overrides=config["overrides"], extra_args=config["extraArgs"],
+                        env_overrides=config["env"], table_path=args.flags_table)
     errors, warnings = module_check.report(service, config)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
@@ -222,4 +219,3 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
         raise StackError(f"cannot start {argv[0]}: {exc}", "pass --python with the interpreter that has sglang installed") from exc
-    return int(ExitCode.OK)  # not reached

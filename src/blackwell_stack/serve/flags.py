@@ -36,13 +36,6 @@ class FlagTable:
     def options(self) -> dict[str, str]:
         return self.data["options"]
 
-    def canonical(self, option: str) -> str | None:
-        """The table's primary spelling of an option string, or None if SGLang does not accept it."""
-        return self.options.get(option)
-
-    def entry(self, option: str) -> dict[str, Any]:
-        return self.flags[self.options[option]]
-
 
 def table_path(version: str) -> Path:
     """Where the flag table of sglang `version` is committed."""

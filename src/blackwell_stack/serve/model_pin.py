@@ -30,7 +30,6 @@ from typing import Any
 
 from blackwell_stack.download import read_url
 from blackwell_stack.errors import NetworkError, StackError
-from blackwell_stack.fileio import atomic_write_json
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 MANIFEST_VERSION = 1
@@ -60,9 +59,11 @@ def _headers() -> dict[str, str]:
 
 
 def _get(url: str, what: str) -> tuple[Any, str | None]:
-    """(the JSON answer, the next page's URL or None)."""
+    """(the JSON answer, the next page's URL or None: the answer's Link header, the tree's pagination)."""
+    seen: dict[str, str | None] = {}
     try:
-        body, link = _read(url, what)
+        body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=_headers(),
+                        on_headers=lambda h: seen.update(link=h.get("Link")))
     except NetworkError as exc:
         hint = ("check the repository id and the revision (a branch, a tag or a 40-hex commit); a gated or private "
                 "repository needs HF_TOKEN" if " 401 " in exc.message or " 403 " in exc.message
@@ -72,19 +73,11 @@ def _get(url: str, what: str) -> tuple[Any, str | None]:
         data = json.loads(body)
     except ValueError:
         raise NetworkError(f"{url}: {what} is not JSON", _NOT_THE_API) from None
-    match = _NEXT.search(link or "")
+    match = _NEXT.search(seen.get("link") or "")
     return data, urllib.parse.urljoin(url, match.group(1)) if match else None
 
 
 _NOT_THE_API = "check --endpoint (or HF_ENDPOINT): it does not answer as the Hugging Face API does"
-
-
-def _read(url: str, what: str) -> tuple[bytes, str | None]:
-    """read_url and the answer's Link header (the tree's pagination)."""
-    seen: dict[str, str | None] = {}
-    body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=_headers(),
-                    on_headers=lambda h: seen.update(link=h.get("Link")))
-    return body, seen.get("link")
 
 
 def resolve(base: str, repo: str, revision: str) -> str:
@@ -143,7 +136,3 @@ def pin(repo: str, revision: str, *, base: str) -> dict[str, Any]:
                   "git_blob its git blob id",
         "files": files,
     }
-
-
-def write(manifest: dict[str, Any], out: Path) -> None:
-    atomic_write_json(out, manifest)

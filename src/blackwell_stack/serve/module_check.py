@@ -11,7 +11,6 @@ one step both sides still take is checked on every configuration that is built.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +32,7 @@ MODULE_CONFIG = Obj({
 })
 
 
-@dataclass(frozen=True)
-class ModuleConfig:
-    overrides: dict[str, Any]
-    extra_args: list[str]
-    env: dict[str, str | None]
-    ignored_rules: list[str]
-    argv: list[str]
-
-
-def load(path: Path) -> ModuleConfig:
+def load(path: Path) -> dict[str, Any]:
     """The file, refused (exit 2: it is the caller's input) unless it is what the module writes."""
     raw = inputfiles.read_text(path, limit=inputfiles.DATA_FILE_LIMIT, what="--module-config")
     try:
@@ -54,7 +44,7 @@ def load(path: Path) -> ModuleConfig:
     except DataError as exc:
         exc.code = ExitCode.USAGE
         raise
-    return ModuleConfig(data["overrides"], data["extraArgs"], data["env"], data["ignoredRules"], data["argv"])
+    return data
 
 
 def verdict_text(v: Verdict) -> str:
@@ -63,19 +53,19 @@ def verdict_text(v: Verdict) -> str:
             + (f" (source: {v.source})" if v.source else ""))
 
 
-def report(service: Service, config: ModuleConfig) -> tuple[list[str], list[str]]:
+def report(service: Service, config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the module's configuration, as lines for the build log."""
     errors, warnings = [], []
     for v in service.verdicts:
         if not v.fired:
             continue
-        if v.severity == "error" and v.id not in config.ignored_rules:
+        if v.severity == "error" and v.id not in config["ignoredRules"]:
             errors.append(verdict_text(v))
         elif v.severity == "error":
             warnings.append("ignored by services.sglang.ignoredRules: " + verdict_text(v))
         else:
             warnings.append(verdict_text(v))
-    if service.rendered.argv != config.argv:
+    if service.rendered.argv != config["argv"]:
         errors.append("services.sglang: the module rendered another command line than the checker: "
-                      f"{config.argv} against {service.rendered.argv}; report it with both")
+                      f"{config['argv']} against {service.rendered.argv}; report it with both")
     return errors, warnings

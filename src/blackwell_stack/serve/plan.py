@@ -8,7 +8,6 @@ profile's own runtime block, and says so.
 from __future__ import annotations
 
 from blackwell_stack.data.plan import PlanItem, PlanSection
-from blackwell_stack.data.profile import Runtime
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.serve.service import command_line, configure
@@ -16,59 +15,44 @@ from blackwell_stack.serve.service import command_line, configure
 
 def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
     """The service of each stack: key `service` when the plan shows one stack, `service-<name>` for several."""
-    return [plan_section(stack=stack, key="service" if len(stacks) == 1 else f"service-{stack.name}")
-            for stack in stacks]
+    return [plan_section(stack, key="service" if len(stacks) == 1 else f"service-{stack.name}") for stack in stacks]
 
 
-def plan_section(profile_name: str | None = None, runtime: Runtime | None = None, *, stack: Stack | None = None,
-                 key: str = "service") -> PlanSection:
-    """The service of `profile_name` on `runtime`, or of `stack` (its first profile on its lock's versions).
-
-    Without either, the default profile on its own runtime block.
-    """
-    section = PlanSection(key=key, title="SGLang service" + (f" (stack {stack.name})" if stack else ""))
+def plan_section(stack: Stack, *, key: str = "service") -> PlanSection:
+    """The service of `stack`: its first profile on its lock's versions."""
+    section = PlanSection(key=key, title=f"SGLang service (stack {stack.name})")
     extra_source = None
     try:
-        if stack is not None and not stack.locked:
+        if not stack.locked:
             # No lock to read versions from: the profile's own runtime block, said so below.
             extra_source = f"the {stack.name} stack has no lock yet (`{stack.lock_command}`)"
-            service = configure(profile_name or stack.profiles[0], runtime=runtime)
+            service = configure(stack.profiles[0])
         else:
-            service = configure(profile_name, runtime=runtime, stack=stack)
+            service = configure(stack=stack)
     except StackError as exc:
         section.items.append(PlanItem("profile", "unreadable", verified=False, note=str(exc)))
         return section
-    profile, table, rendered, verdicts = service.profile, service.table, service.rendered, service.verdicts
-
+    profile, table, runtime = service.profile, service.table, service.runtime
     model = profile.data["model"]
-    section.items.append(PlanItem("profile", profile.name, source=str(profile.path.name)))
-    section.items.append(
-        PlanItem(
-            "model",
-            f"{model['id']}@{model['revision'] or '(revision not pinned)'}",
-            source="profile model",
-            verified=bool(model.get("revision_verified")),
-            note=None if model.get("revision_verified") else model.get("revision_reason"),
-        )
-    )
-    section.items.append(
+    section.items += [
+        PlanItem("profile", profile.name, source=str(profile.path.name)),
+        PlanItem("model", f"{model['id']}@{model['revision'] or '(revision not pinned)'}", source="profile model",
+                 verified=bool(model.get("revision_verified")),
+                 note=None if model.get("revision_verified") else model.get("revision_reason")),
         PlanItem("flag table", f"sglang {table.data['sglang_version']} ({len(table.flags)} flags)",
-                 source=f"{table.data['wheel']['filename']} sha256 {table.data['wheel']['sha256']}")
-    )
-    section.items.append(
-        PlanItem("runtime", f"sglang {service.runtime.sglang}, flashinfer {service.runtime.flashinfer}",
-                 source=service.runtime.source + (f"; {extra_source}" if extra_source else ""))
-    )
-    section.items.append(PlanItem("service command", command_line(rendered), source="lib/sglang-service.nix render = serve/render.py"))
+                 source=f"{table.data['wheel']['filename']} sha256 {table.data['wheel']['sha256']}"),
+        PlanItem("runtime", f"sglang {runtime.sglang}, flashinfer {runtime.flashinfer}",
+                 source=runtime.source + (f"; {extra_source}" if extra_source else "")),
+        PlanItem("service command", command_line(service.rendered),
+                 source="lib/sglang-service.nix render = serve/render.py"),
+    ]
     for name, reason in profile.unverified():
         spec = profile.data["flags"].get(name) or profile.data["env"].get(name, {})
-        section.items.append(PlanItem(f"profile {name}", str(spec.get("value")), source=spec.get("source"), verified=False, note=reason))
-    for v in verdicts:
-        if v.fired:
-            section.items.append(
-                PlanItem(f"rule {v.id}", v.severity, source=v.source, verified=v.severity != "error", note="; ".join(v.messages))
-            )
-    where = f" --stack {stack.name}" if stack is not None and extra_source is None else ""
+        section.items.append(PlanItem(f"profile {name}", str(spec.get("value")), source=spec.get("source"),
+                                      verified=False, note=reason))
+    section.items += [PlanItem(f"rule {v.id}", v.severity, source=v.source, verified=v.severity != "error",
+                               note="; ".join(v.messages)) for v in service.verdicts if v.fired]
+    where = f" --stack {stack.name}" if extra_source is None else ""
     section.commands += [
         f"blackwell-stack serve render{where}",
         f"blackwell-stack serve check{where}",

@@ -32,7 +32,7 @@ from blackwell_stack.errors import StackError
 from blackwell_stack.serve.flags import FlagTable, canonical, negated
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
-_INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
+INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
 # What pins a Hugging Face checkout: a full commit sha. A branch or tag (`main`, `v1.0`) moves; an abbreviated sha
 # is not resolved by the Hub's revision argument.
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -103,7 +103,7 @@ class ParsedArgs:
 
 
 def _typed(value: str, entry: dict[str, Any]) -> Any:
-    if entry.get("type") == "int" and _INT_RE.match(value):
+    if entry.get("type") == "int" and INT_RE.match(value):
         return int(value)
     if entry.get("type") == "float" and _NUMBER_RE.match(value):
         return json.loads(value)
@@ -144,24 +144,15 @@ def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs
                 values.append(extra_args[i])
                 i += 1
             parsed.values[primary] = values
+        elif i < n and not extra_args[i].startswith("--"):  # its one value (or the optional one, given)
+            parsed.values[primary] = _typed(extra_args[i], entry)
+            i += 1
         elif takes == "optional":
-            if i < n and not extra_args[i].startswith("--"):
-                parsed.values[primary] = _typed(extra_args[i], entry)
-                i += 1
-            else:
-                parsed.values[primary] = True
+            parsed.values[primary] = True
         else:
-            if i < n and not extra_args[i].startswith("--"):
-                parsed.values[primary] = _typed(extra_args[i], entry)
-                i += 1
-            else:
-                parsed.values[primary] = None
-                parsed.stray.append(f"{name} (no value)")
+            parsed.values[primary] = None
+            parsed.stray.append(f"{name} (no value)")
     return parsed
-
-
-def defaults_of(table: dict[str, Any]) -> dict[str, Any]:
-    return {name: entry["default"] for name, entry in table["flags"].items()}
 
 
 def context_of(
@@ -171,7 +162,8 @@ def context_of(
     # A decimal is a string in a profile ("0.88", data/profile.py): the rules compare it as the number SGLang reads.
     typed = {name: _typed(value, table["flags"][name]) if isinstance(value, str) and name in table["flags"] else value
              for name, value in settings.items()}
-    by_primary = {**defaults_of(table), **typed, **parsed.values}
+    defaults = {name: entry["default"] for name, entry in table["flags"].items()}
+    by_primary = {**defaults, **typed, **parsed.values}
     aliases = {alias: by_primary[name] for name, entry in table["flags"].items() for alias in entry["aliases"]}
     flags = {**by_primary, **aliases}
     model = dict(profile.data["model"])
@@ -201,7 +193,7 @@ class Rendered:
 
 def render(
     profile: Profile,
-    table: FlagTable | dict[str, Any],
+    table: FlagTable,
     rules: dict[str, Any],
     overrides: dict[str, Any] | None = None,
     extra_args: list[str] | None = None,
@@ -209,26 +201,14 @@ def render(
     runtime: Runtime | None = None,
 ) -> Rendered:
     """runtime: the versions the rules hold against (default: the profile's runtime block)."""
-    table_data = table.data if isinstance(table, FlagTable) else table
-    overrides = overrides or {}
     extra_args = list(extra_args or [])
-    settings = settings_of(profile, overrides, table_data)
-    parsed = parse_extra_args(extra_args, table_data)
-    env = profile.env_values()
-    for key, value in (env_overrides or {}).items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return Rendered(
-        profile=profile.name,
-        argv=render_argv(settings, extra_args, table_data),
-        env=dict(sorted(env.items())),
-        settings=settings,
-        context=context_of(profile, settings, parsed, rules, table_data, runtime or profile.runtime()),
-        parsed=parsed,
-        extra_args=extra_args,
-    )
+    settings = settings_of(profile, overrides or {}, table.data)
+    parsed = parse_extra_args(extra_args, table.data)
+    env = {**profile.env_values(), **(env_overrides or {})}
+    return Rendered(profile.name, render_argv(settings, extra_args, table.data),
+                    {k: v for k, v in sorted(env.items()) if v is not None}, settings,
+                    context_of(profile, settings, parsed, rules, table.data, runtime or profile.runtime()),
+                    parsed, extra_args)
 
 
 def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:

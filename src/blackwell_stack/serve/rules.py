@@ -24,17 +24,15 @@ checked, never as silence and never as an error).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from blackwell_stack.data import versions
 from blackwell_stack.errors import DataError
 from blackwell_stack.serve.flags import canonical, suggest
-from blackwell_stack.serve.render import Rendered
+from blackwell_stack.serve.render import INT_RE, Rendered
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
-# An int as JSON writes it: no leading zeros.
-_INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
 
 
 @dataclass
@@ -48,9 +46,6 @@ class Verdict:
     fix: dict[str, Any] | None = None
     applies: str = "yes"  # "yes", "no" (outside its versions) or "unknown"
     note: str | None = None  # why it does not apply, or which version was not checked
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def lookup(ctx: dict[str, Any], path: list[str]) -> Any:
@@ -77,12 +72,6 @@ def operand(node: Any, ctx: dict[str, Any]) -> Any:
     return node
 
 
-def version_lt(a: Any, b: Any) -> bool:
-    if not isinstance(a, str) or not isinstance(b, str):
-        return False
-    return versions.parse(a) < versions.parse(b)
-
-
 def _equal(a: Any, b: Any) -> bool:
     # Nix: true != 1, unlike Python.
     if isinstance(a, bool) or isinstance(b, bool):
@@ -107,11 +96,9 @@ def holds(cond: dict[str, Any], ctx: dict[str, Any]) -> bool:
     if op == "ne":
         return not _equal(a, b)
     if op in ("gt", "lt"):
-        if not (_is_number(a) and _is_number(b)):
-            return False
-        return a > b if op == "gt" else a < b
+        return _is_number(a) and _is_number(b) and (a > b if op == "gt" else a < b)
     if op == "version_lt":
-        return version_lt(a, b)
+        return isinstance(a, str) and isinstance(b, str) and versions.parse(a) < versions.parse(b)
     raise DataError("modules/rules.json", None, "condition", f"unknown condition {op!r}")
 
 
@@ -142,7 +129,7 @@ def _value_problem(name: str, value: Any, entry: dict[str, Any]) -> str | None:
         if entry.get("choices") is not None and not any(show(v) == show(c) for c in entry["choices"]):
             return f"{name} {show(v)} is not one of the pinned SGLang's choices: {show(entry['choices'])}"
         if entry.get("type") == "int" and not (
-            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and _INT_RE.match(v))
+            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and INT_RE.match(v))
         ):
             return f"{name} expects an integer, got {show(v)}"
     return None
@@ -170,12 +157,10 @@ def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
         if problem:
             problems.append(f"settings: {problem}")
     parsed = rendered.parsed
-    for name in parsed.unknown:
-        problems.append(_unknown(name, "extraArgs", table))
-    for name, candidates in parsed.ambiguous:
-        problems.append(f"extraArgs: {name} is ambiguous in sglang {version}: {', '.join(candidates)}")
-    for token in parsed.stray:
-        problems.append(f"extraArgs: {token!s} is not a flag and follows no flag that takes a value")
+    problems += [_unknown(name, "extraArgs", table) for name in parsed.unknown]
+    problems += [f"extraArgs: {name} is ambiguous in sglang {version}: {', '.join(candidates)}"
+                 for name, candidates in parsed.ambiguous]
+    problems += [f"extraArgs: {token!s} is not a flag and follows no flag that takes a value" for token in parsed.stray]
     for name in sorted(parsed.values):
         problem = _value_problem(name, parsed.values[name], table["flags"][name])
         if problem:
@@ -209,9 +194,7 @@ def applicability(rule: dict[str, Any], runtime: dict[str, Any]) -> tuple[str, s
             )
     if outside:
         return "no", "does not apply to " + "; ".join(outside)
-    if unknown:
-        return "unknown", "; ".join(unknown)
-    return "yes", None
+    return ("unknown", "; ".join(unknown)) if unknown else ("yes", None)
 
 
 def evaluate(rendered: Rendered, rules: dict[str, Any], table: dict[str, Any]) -> list[Verdict]:
@@ -230,17 +213,6 @@ def evaluate(rendered: Rendered, rules: dict[str, Any], table: dict[str, Any]) -
         if applies == "unknown" and messages:
             severity = "warning"
             messages = [f"(truth unknown: {note}) {m}" for m in messages]
-        verdicts.append(
-            Verdict(
-                id=rule["id"],
-                severity=severity,
-                fired=bool(messages),
-                messages=messages,
-                option=rule.get("option"),
-                source=rule.get("source"),
-                fix=rule.get("fix"),
-                applies=applies,
-                note=note,
-            )
-        )
+        verdicts.append(Verdict(rule["id"], severity, bool(messages), messages, rule.get("option"), rule.get("source"),
+                                rule.get("fix"), applies, note))
     return verdicts

@@ -6,12 +6,10 @@ stack only has to pass the versions of its lock:
     current = stack_data.load("current")
     configure(stack=current)                       # its first profile, its lock's versions
     configure("qwen3.5-397b-a17b-nvfp4-v2-sm120-current", stack=current)
-    configure("qwen3.5-397b-a17b-nvfp4-sm120",
-              runtime=Runtime("0.5.23", "0.7.2", source="stacks/current/uv.lock"))
 
 (lib/sglang-service.nix: `render { profile; runtime = { sglang; flashinfer; }; }`;
-the NixOS module's services.sglang.stack). Without a stack or a runtime, the
-profile's own runtime block is used. A profile is served on a stack only if it
+the NixOS module's services.sglang.stack). Without a stack, the profile's own
+runtime block is used. A profile is served on a stack only if it
 is made for it: its `stacks` list names it, or (a profile without that list)
 its runtime block is the stack's locked versions; the NixOS module refuses the
 same pairs (modules/sglang.nix).
@@ -47,12 +45,6 @@ class Service:
         return [v for v in self.verdicts if v.fired and v.severity == severity]
 
 
-def stack_runtime(stack: Stack) -> Runtime:
-    """The SGLang and flashinfer versions a stack's lock holds (StackError with the lock command without one)."""
-    versions = stack.versions()
-    return Runtime(versions["sglang"], versions["flashinfer"], f"{stack.relpath}/uv.lock")
-
-
 def check_profile_fits_stack(profile: Profile, stack: Stack, runtime: Runtime) -> None:
     """StackError naming the fix unless `profile` is made for `stack` (whose lock holds `runtime`)."""
     name = stack.name
@@ -80,7 +72,6 @@ def configure(
     profile: str | None = None,
     *,
     stack: Stack | None = None,
-    runtime: Runtime | None = None,
     settings: list[str] | None = None,
     overrides: dict[str, Any] | None = None,
     extra_args: list[str] | None = None,
@@ -93,13 +84,13 @@ def configure(
     profile is the default; a profile of another stack is refused.
     table_path replaces the runtime's flag table (its version is then not checked).
     """
-    if stack is not None and profile is None:
-        profile = stack.profiles[0]
-    prof = load_profile(profile)
+    prof = load_profile(stack.profiles[0] if stack is not None and profile is None else profile)
     if stack is not None:
-        runtime = runtime or stack_runtime(stack)
-        check_profile_fits_stack(prof, stack, runtime)
-    rt = runtime or prof.runtime()
+        versions = stack.versions()  # a StackError with the lock command when it has no lock
+        rt = Runtime(versions["sglang"], versions["flashinfer"], f"{stack.relpath}/uv.lock")
+        check_profile_fits_stack(prof, stack, rt)
+    else:
+        rt = prof.runtime()
     table = load_table(path=table_path) if table_path else load_table(rt.sglang)
     rules = load_rules()
     chosen = {**parse_set(settings or [], table), **(overrides or {})}  # overrides: values as Nix gives them

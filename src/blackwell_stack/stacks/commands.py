@@ -80,9 +80,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Where two wheels.json differ, ignoring when files were checked."""
     def strip(data: dict[str, Any]) -> dict[str, Any]:
-        out = dict(data)
-        out["files"] = {k: {f: v for f, v in e.items() if f != "checked"} for k, e in data.get("files", {}).items()}
-        return out
+        return {**data, "files": {k: {f: v for f, v in e.items() if f != "checked"}
+                                  for k, e in data.get("files", {}).items()}}
 
     a, b = strip(old), strip(new)
     return [key for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]

@@ -29,16 +29,14 @@ with the command that makes one, and every difference only with -v or --json.
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.tags import parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from blackwell_stack import inputfiles, output, parallel
+from blackwell_stack import output, parallel
 from blackwell_stack.data import lock as lockfile
 from blackwell_stack.data import wheel_choice as wheels
 from blackwell_stack.data.plan import CHECKED
@@ -67,17 +65,10 @@ class Difference:
     detail: str
     repair: str
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _installed_tags(dist) -> set:
-    text = dist.read_text("WHEEL") or ""
-    tags = set()
-    for line in text.splitlines():
-        if line.startswith("Tag:"):
-            tags |= set(parse_tag(line.split(":", 1)[1].strip()))
-    return tags
+    lines = (dist.read_text("WHEEL") or "").splitlines()
+    return {tag for line in lines if line.startswith("Tag:") for tag in parse_tag(line.split(":", 1)[1].strip())}
 
 
 def _wheel_tags(wheel: dict) -> set:
@@ -97,11 +88,9 @@ def locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> dict[str
     """The RECORD inside the wheel the lock names (range requests; cached by the wheel's sha256)."""
     digest = lockfile.sha256_of(wheel) or "unknown"
     cached = cache_dir("wheel-records") / f"{digest}.json"
-    if cached.is_file():
-        try:
-            return dict(json.loads(inputfiles.read_text(cached, limit=inputfiles.DATA_FILE_LIMIT)))
-        except (ValueError, StackError):  # not what this tool wrote: made again
-            cached.unlink()
+    found = libraries.read_cached(cached, dict)
+    if found is not None:
+        return found
     record = _read_locked_record(stack, package, wheel)
     atomic_write_json(cached, record)
     return record
@@ -157,23 +146,16 @@ def _record_differences(expected: dict[str, str], installed: dict[str, str]) -> 
 
 def _on_disk(dist, installed: dict[str, str]) -> list[str]:
     """Installed files whose bytes differ from the installed RECORD."""
-    changed = []
-    for path, digest in installed.items():
-        file = Path(str(dist.locate_file(path)))
-        if not file.is_file():
-            changed.append(path)
-            continue
-        if hex_to_record(sha256_file(file)) != digest:
-            changed.append(path)
-    return changed
+    files = {path: Path(str(dist.locate_file(path))) for path in installed}
+    return [path for path, digest in installed.items()
+            if not files[path].is_file() or hex_to_record(sha256_file(files[path])) != digest]
 
 
 def _install(python: str, package: LockedPackage, wheel: dict) -> str:
     ref = wheel.get("url")
-    if not ref:
-        return f"uv pip install --python {python} --no-deps --reinstall {shlex.quote(str(wheel.get('path')))}"
-    digest = lockfile.sha256_of(wheel)
-    return f"uv pip install --python {python} --no-deps --reinstall '{package.name} @ {ref}#sha256={digest}'"
+    what = (f"'{package.name} @ {ref}#sha256={lockfile.sha256_of(wheel)}'" if ref
+            else shlex.quote(str(wheel.get("path"))))
+    return f"uv pip install --python {python} --no-deps --reinstall {what}"
 
 
 def _kernel_repair(stack: Stack, python: str) -> str:
@@ -188,6 +170,40 @@ class Report:
     matched: int  # distributions as locked
     tools: dict[str, str]  # TOOLS installed: name -> version
     serving: bool  # whether the stack's SGLang is installed at all
+
+
+def _package_difference(stack: Stack, python: str, pkg: LockedPackage, wheel: dict, dist,
+                        verify_files: bool) -> Difference | None:
+    """How the installed `dist` differs from the locked package (uv installs `wheel` here), or None."""
+    repair = _install(python, pkg, wheel)
+    if dist is None:
+        return Difference(MISSING, pkg.name, pkg.version, None, "not installed", repair)
+    if dist.version != pkg.version:
+        return Difference(VERSION, pkg.name, pkg.version, dist.version, f"{dist.version} installed", repair)
+    tags = _installed_tags(dist)
+    installed = _record(dist.read_text("RECORD") or "", f"{pkg.name}'s installed RECORD")
+    # Which locked file was installed: the one whose RECORD the installation carries. Tried in
+    # order: files whose tags the installed WHEEL names, then the one uv picks here, then the rest
+    # (a wheel's WHEEL may name other tags than its file name: torch-memory-saver 0.0.9).
+    order = sorted(pkg.wheels, key=lambda w: (not (_wheel_tags(w) & tags), w is not wheel))
+    closest = None
+    for candidate in [w for w in order if _wheel_tags(w) & tags or w is wheel]:
+        differing = _record_differences(locked_record(stack, pkg, candidate), installed)
+        if not differing:
+            changed = _on_disk(dist, installed) if verify_files else []
+            if not changed:
+                return None
+            return Difference(ON_DISK, pkg.name, pkg.version, dist.version, f"{len(changed)} files differ from the "
+                              f"installed RECORD, e.g. {', '.join(changed[:3])}", _install(python, pkg, candidate))
+        closest = closest or (candidate, differing)
+    if closest is not None and _wheel_tags(closest[0]) & tags:
+        cand, differing = closest
+        return Difference(FILES, pkg.name, pkg.version, dist.version, f"{len(differing)} files differ from "
+                          f"{wheels.filename(cand)}'s RECORD, e.g. {', '.join(differing[:3])}",
+                          _install(python, pkg, cand))
+    shown = ", ".join(sorted(str(t) for t in tags)) or "no tags (not installed from a wheel)"
+    return Difference(FILE, pkg.name, pkg.version, dist.version,
+                      f"installed from a file the lock does not list ({shown})", repair)
 
 
 def compare(stack: Stack, python: str, *, verify_files: bool = False) -> Report:
@@ -206,53 +222,13 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> Report:
                               f"the stack is locked for Python {stack.python}; its wheels may not install here",
                               f"UV_PYTHON_DOWNLOADS=never uv venv --python {stack.python} {venv}"))
     for pkg in sorted(lock.packages.values(), key=lambda p: p.name):
-        if pkg.source.get("virtual"):
+        if pkg.source.get("virtual") or (wheel := wheels.uv_choice(pkg, target)) is None:
             continue
-        wheel = wheels.uv_choice(pkg, target)
-        dist = env.get(pkg.name)
-        if wheel is None:
-            continue
-        repair = _install(python, pkg, wheel)
-        if dist is None:
-            out.append(Difference(MISSING, pkg.name, pkg.version, None, "not installed", repair))
-            continue
-        if dist.version != pkg.version:
-            out.append(Difference(VERSION, pkg.name, pkg.version, dist.version, f"{dist.version} installed", repair))
-            continue
-        tags = _installed_tags(dist)
-        installed = _record(dist.read_text("RECORD") or "", f"{pkg.name}'s installed RECORD")
-        # Which locked file was installed: the one whose RECORD the installation carries. Tried in
-        # order: files whose tags the installed WHEEL names, then the one uv picks here, then the rest
-        # (a wheel's WHEEL may name other tags than its file name: torch-memory-saver 0.0.9).
-        order = sorted(pkg.wheels, key=lambda w: (not (_wheel_tags(w) & tags), w is not wheel))
-        order = [w for w in order if _wheel_tags(w) & tags or w is wheel]
-        found, closest = None, None
-        for candidate in order:
-            differing = _record_differences(locked_record(stack, pkg, candidate), installed)
-            if not differing:
-                found = candidate
-                break
-            if closest is None:
-                closest = (candidate, differing)
-        if found is None:
-            if closest is not None and _wheel_tags(closest[0]) & tags:
-                cand, differing = closest
-                out.append(Difference(FILES, pkg.name, pkg.version, dist.version,
-                                      f"{len(differing)} files differ from {wheels.filename(cand)}'s RECORD, "
-                                      f"e.g. {', '.join(differing[:3])}", _install(python, pkg, cand)))
-            else:
-                shown = ", ".join(sorted(str(t) for t in tags)) or "no tags (not installed from a wheel)"
-                out.append(Difference(FILE, pkg.name, pkg.version, dist.version,
-                                      f"installed from a file the lock does not list ({shown})", repair))
-            continue
-        if verify_files:
-            changed = _on_disk(dist, installed)
-            if changed:
-                out.append(Difference(ON_DISK, pkg.name, pkg.version, dist.version,
-                                      f"{len(changed)} files differ from the installed RECORD, e.g. {', '.join(changed[:3])}",
-                                      _install(python, pkg, found)))
-                continue
-        matched += 1
+        difference = _package_difference(stack, python, pkg, wheel, env.get(pkg.name), verify_files)
+        if difference is None:
+            matched += 1
+        else:
+            out.append(difference)
 
     kernel = stack.kernel
     if kernel["from"] == "source":
@@ -287,7 +263,7 @@ def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool, verbose
     if as_json:
         output.dump_json({"stack": stack.name, "python": python, "serving_venv": report.serving,
                           "matched": report.matched, "tools": report.tools,
-                          "differences": [d.to_json() for d in diffs]})
+                          "differences": [asdict(d) for d in diffs]})
     elif not report.serving and not verbose:
         sglang = stack.data["versions_from_lock"]["sglang"]
         missing = max(0, sum(d.kind == MISSING for d in diffs) - 1)
@@ -312,10 +288,7 @@ def run(stack: Stack, python: str, *, verify_files: bool, as_json: bool, verbose
             print("beside the lock, as the README installs them: "
                   + ", ".join(f"{name} {version}" for name, version in report.tools.items()))
         if diffs:
-            print(f"every difference at once: {sync}" + _kernel_after(stack, diffs))
+            kernel = any(d.name == stack.kernel["package"] for d in diffs)
+            print(f"every difference at once: {sync}" + ("; then the kernel's repair above" if kernel else ""))
     return int(ExitCode.CHECK_FAILED) if diffs else 0
-
-
-def _kernel_after(stack: Stack, diffs: list[Difference]) -> str:
-    return "; then the kernel's repair above" if any(d.name == stack.kernel["package"] for d in diffs) else ""
 

@@ -28,10 +28,11 @@ import re
 import shutil
 import tempfile
 import zipfile
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from blackwell_stack import inputfiles, parallel
 from blackwell_stack.data import lock as lockfile
@@ -47,6 +48,7 @@ from blackwell_stack.hashes import sha256_file
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import pairing
 
+T = TypeVar("T")
 SCHEMA_VERSION = 1
 AUDIT_FILE = "wheels.json"
 CACHE_VERSION = 5
@@ -125,12 +127,6 @@ class WheelContents:
     elf: dict[str, ElfInfo] = field(default_factory=dict)
     torch_defined: list[str] = field(default_factory=list)  # torch's own libraries: what they define
     python_driver_names: dict[str, list[str]] = field(default_factory=dict)  # .py member -> driver names in it
-
-    def to_json(self) -> dict[str, Any]:
-        data = dict(vars(self))
-        data["members"] = {k: list(v) for k, v in self.members.items()}
-        data["elf"] = {k: vars(v) for k, v in self.elf.items()}
-        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WheelContents:
@@ -215,11 +211,9 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
         raise StackError(f"{wheels.filename(wheel)} ({package.name}) has no sha256 in {stack.relpath}/uv.lock",
                          f"every locked file needs one: lock again with `{stack.lock_command}`")
     cached = cache_dir("wheel-contents", f"v{CACHE_VERSION}") / f"{digest}.json"
-    if cached.is_file():
-        try:
-            return WheelContents.from_json(json.loads(inputfiles.read_text(cached, limit=inputfiles.DATA_FILE_LIMIT)))
-        except (ValueError, KeyError, TypeError, StackError):  # not what this tool wrote: made again
-            cached.unlink()
+    known = read_cached(cached, WheelContents.from_json)
+    if known is not None:
+        return known
     with tempfile.TemporaryDirectory(prefix="bws-wheel-") as tmp:
         path, checked = _open(stack, package, wheel, digest, Path(tmp))
         try:
@@ -247,8 +241,19 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
                     contents.elf[name] = found[0]
                     contents.torch_defined += found[1]
     contents.torch_defined = sorted(set(contents.torch_defined))
-    atomic_write_json(cached, contents.to_json())
+    atomic_write_json(cached, asdict(contents))
     return contents
+
+
+def read_cached(path: Path, parse: Callable[[Any], T]) -> T | None:
+    """What this tool cached as JSON at `path`, parsed; None (the file removed) when it is not what it wrote."""
+    if not path.is_file():
+        return None
+    try:
+        return parse(json.loads(inputfiles.read_text(path, limit=inputfiles.DATA_FILE_LIMIT)))
+    except (ValueError, KeyError, TypeError, StackError):
+        path.unlink()
+        return None
 
 
 def read_all(stack: Stack, lock: Lock, *, jobs: int = 4) -> dict[str, WheelContents]:
@@ -381,14 +386,11 @@ def audit(stack: Stack, lock: Lock, contents: dict[str, WheelContents]) -> dict[
     }
 
 
-def audit_path(stack: Stack) -> Path:
-    return stack.path / AUDIT_FILE
-
-
 def load_audit(stack: Stack) -> dict[str, Any]:
     """The stack's wheels.json, checked (registry); a StackError, not a DataError, when there is none yet."""
     return registry.load(
-        "audit", file=audit_path(stack), hint=f"write it again with `blackwell-stack stack audit {stack.name} --write`",
+        "audit", file=stack.path / AUDIT_FILE,
+        hint=f"write it again with `blackwell-stack stack audit {stack.name} --write`",
         missing=StackError(f"{stack.relpath}/{AUDIT_FILE} is missing",
                            f"write it with `blackwell-stack stack audit {stack.name} --write`"))
 
@@ -399,7 +401,7 @@ def audit_is_current(stack: Stack, data: dict[str, Any]) -> bool:
 
 
 def write_audit(stack: Stack, data: dict[str, Any]) -> Path:
-    path = audit_path(stack)
+    path = stack.path / AUDIT_FILE
     atomic_write_json(path, data)
     return path
 

@@ -168,29 +168,28 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
     if check:
         argv.append("--check")
     before = stack.lock_path.read_bytes() if stack.locked else None
+    # Whatever stops it (uv failing or hanging, a new lock refused, Ctrl-C or SIGTERM while uv wrote, which
+    # subprocess.run answers by killing it mid-write), the old uv.lock is put back.
     try:
-        # In the stack's directory: uv resolves a relative index URL (./wheels/simple) against the working directory.
-        result = proc.run(argv, env=env, timeout=1800, check=False, cwd=stack.path)
-    except StackError as exc:  # it hung (or could not be started after all)
-        _restore(stack, before)
-        raise type(exc)(exc.message, "check the network and try again; the old uv.lock was left as it was") from None
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while uv wrote: subprocess.run has killed it mid-write
-        _restore(stack, before)
-        raise
-    if result.returncode != 0:
-        _restore(stack, before)
+        try:
+            # In the stack's directory: uv resolves a relative index URL (./wheels/simple) against the working
+            # directory.
+            result = proc.run(argv, env=env, timeout=1800, check=False, cwd=stack.path)
+        except StackError as exc:  # it hung (or could not be started after all)
+            raise type(exc)(exc.message,
+                            "check the network and try again; the old uv.lock was left as it was") from None
         tail = "\n".join(result.stderr.strip().splitlines()[-25:])
-        if check:
+        if result.returncode != 0 and check:
             raise CheckFailed(f"stacks/{stack.name}/uv.lock is not current with its pyproject.toml:\n{tail}",
                               f"lock it again: {stack.lock_command}")
-        raise BuildError(f"uv could not lock the {stack.name} stack:\n{tail}",
-                         "fix the conflict in the stack's pyproject.toml; the old uv.lock was left as it was")
-    if check:
-        return None
-    try:
+        if result.returncode != 0:
+            raise BuildError(f"uv could not lock the {stack.name} stack:\n{tail}",
+                             "fix the conflict in the stack's pyproject.toml; the old uv.lock was left as it was")
+        if check:
+            return None
         new = load_lock(stack.lock_path)
         validate(stack, new)
-    except StackError:
+    except (StackError, KeyboardInterrupt):
         _restore(stack, before)
         raise
     return new

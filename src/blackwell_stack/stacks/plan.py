@@ -42,13 +42,9 @@ def _audit(stack: Stack) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
-def locked_files(stack: Stack) -> list[PinRow]:
-    """One pin per locked package: the file it installs on the stack's target, and how its sha256 was checked."""
-    return list(_locked_files_by_package(stack).values())
-
-
-def _locked_files_by_package(stack: Stack) -> dict[str, PinRow]:
-    """locked_files, by package name (sorted)."""
+def locked_files(stack: Stack) -> dict[str, PinRow]:
+    """One pin per locked package (by name, sorted): the file it installs on the stack's target, and how its sha256
+    was checked."""
     lock = stack.lock()
     audit, problem = _audit(stack)
     fill = f"blackwell-stack stack audit {stack.name} --write"
@@ -75,7 +71,7 @@ def summary_row(stack: Stack) -> PinRow:
     if not stack.locked:
         return PinRow(f"stack {stack.name} (uv.lock)", None, None, None, None, "none", False,
                       stack.missing_lock_message(), f"{stack.relpath}/uv.lock", stack.lock_command)
-    rows = locked_files(stack)
+    rows = list(locked_files(stack).values())
     bad = [r for r in rows if not r.verified]
     versions = stack.versions()
     return PinRow(
@@ -103,7 +99,7 @@ def plan_section(stack: Stack) -> PlanSection:
     lock = stack.lock()
     versions = stack.versions(lock)
     audit, problem = _audit(stack)
-    by_package = _locked_files_by_package(stack)
+    by_package = locked_files(stack)
     files = list(by_package.values())
     checked = sum(r.verified for r in files)
     sec.items.append(PlanItem(
@@ -114,10 +110,7 @@ def plan_section(stack: Stack) -> PlanSection:
         f"blackwell-stack stack audit {name} --write",
         checked_by=f"{checked} of {len(files)} files hashed by `stack audit`; `uv lock --check` in the tests"))
     for key, package in stack.data["versions_from_lock"].items():
-        row = by_package[package]
-        sec.items.append(PlanItem(key, f"{versions[key]} ({package})", row.hash_source if row.verified else row.file,
-                                  row.verified, None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
-                                  checked_by=AUDITED if row.verified else None))
+        sec.items.append(_file_item(key, f"{versions[key]} ({package})", by_package[package]))
     kernel = stack.kernel
     locked_kernel = lock.get(kernel["package"])
     kernel_version = kernel.get("version") or (locked_kernel.version if locked_kernel else None)
@@ -151,9 +144,13 @@ def plan_section(stack: Stack) -> PlanSection:
         "where uv2nix alone would take another)", "computed from uv.lock here; nix/fixups/wheel-choice.nix; "
         "tests/test_stacks_nix.py (the real uv2nix)", True,
         checked_by="computed from uv.lock here; the real uv2nix in the tests"))
-    for package, row in by_package.items():
-        sec.items.append(PlanItem(f"{package} {row.version}", (row.url or "").rsplit("/", 1)[-1],
-                                  row.hash_source if row.verified else row.file, row.verified,
-                                  None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
-                                  checked_by=AUDITED if row.verified else None, detail=True))
+    sec.items += [_file_item(f"{package} {row.version}", (row.url or "").rsplit("/", 1)[-1], row, detail=True)
+                  for package, row in by_package.items()]
     return sec
+
+
+def _file_item(name: str, value: str, row: PinRow, *, detail: bool = False) -> PlanItem:
+    """A plan item of a locked file's pin: checked by `stack audit`, or what fills it in."""
+    return PlanItem(name, value, row.hash_source if row.verified else row.file, row.verified,
+                    None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
+                    checked_by=AUDITED if row.verified else None, detail=detail)
