@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import re
 import zipfile
-import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -42,11 +41,8 @@ def member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> 
         with zf.open(info) as fh:
             while block := fh.read(1 << 20):
                 h.update(block)
-    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise wheelzip.NotAWheelError(
-            f"{archive}: member {info.filename} cannot be read ({exc})",
-            "the wheel is truncated or corrupt; build or download it again",
-        ) from None
+    except wheelzip.READ_ERRORS as exc:
+        raise wheelzip.member_error(archive, info.filename, exc) from None
     return h.hexdigest()
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import wheelzip, zipmember
+from blackwell_stack.formats import wheelzip
 from blackwell_stack.hashes import hex_to_record
 
 # Files a wheel may hold without listing them in RECORD (the RECORD's own signatures).
@@ -99,7 +99,7 @@ def check(path: str | Path, *, known: dict[str, str] | None = None,
 
 def _read_text(zf: zipfile.ZipFile, name: str, path: Path) -> str | None:
     try:
-        return zipmember.read_member(zf, name, path).decode("utf-8", errors="replace")
+        return wheelzip.read_member(zf, name, path).decode("utf-8", errors="replace")
     except KeyError:
         return None
 
@@ -145,7 +145,7 @@ def _compare(zf: zipfile.ZipFile, member: zipfile.ZipInfo, algorithm: str, diges
                 h.update(block)
                 if progress:
                     progress(len(block))
-    except zipmember.READ_ERRORS as exc:
+    except wheelzip.READ_ERRORS as exc:
         return f"cannot be read ({exc})"
     actual = hex_to_record(h.hexdigest())
     if actual != digest:
