@@ -103,8 +103,8 @@ def fatbin_entries(elf: ElfFile, section: str = LOADABLE_SECTION) -> list[Fatbin
 
 def summarize(entries: list[FatbinEntry]) -> dict:
     """Sorted architecture lists per kind, as `inspect` prints them."""
-    return {**{kind: sorted({e.arch for e in entries if e.kind == kind}, key=arch_sort_key) for kind in ("cubin", "ptx")},
-            "compressed": sorted({e.compression for e in entries if e.compression}), "entries": len(entries)}
+    archs = {kind: sorted({e.arch for e in entries if e.kind == kind}, key=arch_sort_key) for kind in ("cubin", "ptx")}
+    return {**archs, "compressed": sorted({e.compression for e in entries if e.compression}), "entries": len(entries)}
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:
