@@ -119,14 +119,10 @@ def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] |
         return [max(floors[i], min(natural[i], level)) for i in range(n)]
 
     # The highest common level that fits: every column gets min(its natural width, level), never below its floor.
-    low, high = 0, max(natural)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if sum(widths_at(mid)) <= room:
-            low = mid
-        else:
-            high = mid - 1
-    widths = widths_at(low)
+    level = max(natural)
+    while level > 0 and sum(widths_at(level)) > room:
+        level -= 1
+    widths = widths_at(level)
     spare = room - sum(widths)
     for i in range(n):  # what the level leaves over, one column at a time, left to right
         if spare <= 0:
