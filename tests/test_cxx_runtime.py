@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -95,10 +96,16 @@ def test_inspect_fails_a_library_with_its_own_runtime(tmp_path):
 
 
 def test_the_derivations_install_check_refuses_the_old_link(tmp_path):
-    """`python -m blackwell_stack.formats.cxxruntime`, as pkgs/sgl-kernel/default.nix runs it on its wheel."""
+    """`python -m blackwell_stack.formats.cxxruntime`, as pkgs/sgl-kernel/default.nix runs it on its wheel: with
+    only the files the derivation lists (cxxRuntimeCheckFiles) on its path."""
+    nix = (REPO / "pkgs/sgl-kernel/default.nix").read_text()
+    listed = re.findall(r'"(blackwell_stack/[^"]+\.py)"', nix.split("cxxRuntimeCheckFiles = [", 1)[1].split("];", 1)[0])
+    for rel in listed:
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "src" / rel, tmp_path / "src" / rel)
     run = lambda *paths: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "blackwell_stack.formats.cxxruntime", *map(str, paths)], capture_output=True, text=True,
-        timeout=120, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+        timeout=120, env={"PYTHONPATH": str(tmp_path / "src"), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     old, fixed = link(tmp_path, "old", "-static-libstdc++"), link(tmp_path, "fixed")
     refused = run(old)
     assert refused.returncode == 1 and "FAIL" in refused.stdout and "fix:" in refused.stderr

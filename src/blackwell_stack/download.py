@@ -67,7 +67,8 @@ def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, 
     with atomic_file(dest, suffix=".part") as out, open_url(url) as resp:
         announced = content_length(resp.headers.get("Content-Length"))
         size = announced if announced is not None else expected_size
-        line = f"downloading {label or dest.name}" + (f" ({human_size(size)})" if size else "") + f" from {_host(url)}"
+        host = urllib.parse.urlsplit(url).netloc or url
+        line = f"downloading {label or dest.name}" + (f" ({human_size(size)})" if size else "") + f" from {host}"
         received = 0
         with Progress(label or dest.name, size, line=line) as bar:
             while block := resp.read(1 << 20):
@@ -92,10 +93,6 @@ def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, 
                 "Check the source, then re-pin it on purpose if the change is expected",
             )
     return digest
-
-
-def _host(url: str) -> str:
-    return urllib.parse.urlsplit(url).netloc or url
 
 
 def content_length(value: str | None) -> int | None:

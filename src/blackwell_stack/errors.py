@@ -12,28 +12,17 @@ import textwrap
 
 
 class ExitCode(enum.IntEnum):
-    """One code per kind of failure, the same in every command (listed in `--help`)."""
+    """One code per kind of failure, the same in every command (EXIT_CODE_HELP says what each means, in `--help`)."""
 
     OK = 0
-    # A check ran and found a problem: doctor fail, smoke verdict, broken bench
-    # answers, an accuracy below its threshold, rules that refuse a configuration, a wheel diff or inspect error,
-    # and a server under test that is down or answers wrongly.
     CHECK_FAILED = 1
-    # The command line or a file the user named is wrong, or an output cannot be written.
     USAGE = 2
-    # A data file of the project (pins, profile, recipe, rules, flag table) is malformed.
     BAD_DATA = 3
-    # A package index or a download could not be reached.
     NETWORK = 4
-    # A downloaded or vendored file does not match its pin.
     HASH_MISMATCH = 5
-    # A tool is missing or wrong for the job (nix, cmake, nvcc, torch).
     TOOLCHAIN = 6
-    # An external build or program failed.
     BUILD_FAILED = 7
-    # Something no check foresaw: a bug of blackwell-stack (sysexits' EX_SOFTWARE).
-    INTERNAL = 70
-    # Ctrl-C.
+    INTERNAL = 70  # sysexits' EX_SOFTWARE
     INTERRUPTED = 130
 
 

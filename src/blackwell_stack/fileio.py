@@ -123,8 +123,7 @@ def check_output_path(path: str | Path, option: str) -> Path:
     if path.is_dir():
         raise StackError(f"{option} {path} is a directory", hint)
     refuse_special(path, option)
-    parent = path.parent
-    existing = parent
+    existing = path.parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():

@@ -23,7 +23,7 @@ import select
 import shutil
 import sys
 import textwrap
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 # Set by the CLI's --wide: print table rows whole, whatever the terminal width.
@@ -63,21 +63,20 @@ def terminal_width(out: TextIO | None = None) -> int | None:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None, *,
-          max_width: int | None = None, wide: bool | None = None) -> None:
-    """Print rows under headers, columns padded to their widest cell, fitted to the terminal.
+          max_width: int | None = None) -> None:
+    """Print rows under headers, columns padded to their widest cell, fitted to the terminal (whole with --wide).
 
-    max_width cuts longer cells with an ellipsis (for one-line summaries);
-    wide (default: the CLI's --wide) prints rows whole without fitting.
+    max_width cuts longer cells with an ellipsis (for one-line summaries).
     """
     out = out or sys.stdout
-    cells = [[_clip(_cell(c), max_width, out) for c in row] for row in rows]
+    cells = [[_cell(c) if max_width is None else clip(_cell(c), max_width, out) for c in row] for row in rows]
     natural = [len(h) for h in headers]
     longest_word = [max((len(w) for w in h.split()), default=0) for h in headers]
     for row in cells:
         for i, c in enumerate(row):
             natural[i] = max(natural[i], max((len(part) for part in c.split("\n")), default=0))
             longest_word[i] = max(longest_word[i], max((len(w) for w in c.split()), default=0))
-    width = None if (_wide if wide is None else wide) else terminal_width(out)
+    width = None if _wide else terminal_width(out)
     widths = fit_widths(natural, width, longest_word) if width else natural
     _print_row(list(headers), widths, out)
     print(_SEP.join("-" * w for w in widths), file=out)
@@ -120,14 +119,10 @@ def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] |
         return [max(floors[i], min(natural[i], level)) for i in range(n)]
 
     # The highest common level that fits: every column gets min(its natural width, level), never below its floor.
-    low, high = 0, max(natural)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if sum(widths_at(mid)) <= room:
-            low = mid
-        else:
-            high = mid - 1
-    widths = widths_at(low)
+    level = max(natural)
+    while level > 0 and sum(widths_at(level)) > room:
+        level -= 1
+    widths = widths_at(level)
     spare = room - sum(widths)
     for i in range(n):  # what the level leaves over, one column at a time, left to right
         if spare <= 0:
@@ -149,11 +144,9 @@ def _print_row(row: Sequence[str], widths: Sequence[int], out: TextIO) -> None:
 def _wrap(text: str, width: int) -> list[str]:
     lines: list[str] = []
     for part in text.split("\n"):
-        if len(part) <= width:
-            lines.append(part)
-        else:
-            lines.extend(textwrap.wrap(part, width, break_long_words=True, break_on_hyphens=False) or [""])
-    return lines or [""]
+        wrapped = textwrap.wrap(part, width, break_long_words=True, break_on_hyphens=False)
+        lines.extend((wrapped or [""]) if len(part) > width else [part])
+    return lines
 
 
 def ellipsis(out: TextIO | None = None) -> str:
@@ -172,10 +165,6 @@ def clip(text: str, max_width: int, out: TextIO | None = None) -> str:
         return text
     mark = ellipsis(out)
     return text[: max(max_width - len(mark), 0)] + mark
-
-
-def _clip(text: str, max_width: int | None, out: TextIO | None = None) -> str:
-    return text if max_width is None else clip(text, max_width, out)
 
 
 def _cell(value: Any) -> str:
@@ -236,35 +225,33 @@ class _PipeGuard(io.TextIOBase):
         self._nonblocking_fd = _nonblocking_fd(stream)
 
     def write(self, text: str) -> int:
-        if not self.broken and self._stream is not None:
-            text = text.translate(_CONTROLS)
-            try:
-                if self._nonblocking_fd is not None:
-                    self._write_all(text.encode(self.encoding, "backslashreplace"))
-                    return len(text)
-                try:
-                    self._stream.write(text)
-                except UnicodeEncodeError:
-                    encoding = self.encoding
-                    self._stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
-            except BrokenPipeError:
-                self._break()
-            except OSError as exc:
-                self._fail(exc)
-            except ValueError:  # a descriptor closed under us: nothing more can be written there
-                self.broken = True
+        self._guarded(lambda stream: self._write(stream, text.translate(_CONTROLS)))
         return len(text)
 
     def flush(self) -> None:
-        if not self.broken and self._stream is not None:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._break()
-            except OSError as exc:
-                self._fail(exc)
-            except ValueError:
-                self.broken = True
+        self._guarded(lambda stream: stream.flush())
+
+    def _guarded(self, action: Callable[[TextIO], object]) -> None:
+        """action on the stream unless it is broken: a reader that has gone breaks it, another error fails it."""
+        if self.broken or self._stream is None:
+            return
+        try:
+            action(self._stream)
+        except BrokenPipeError:
+            self._break()
+        except OSError as exc:
+            self._fail(exc)
+        except ValueError:  # a descriptor closed under us: nothing more can be written there
+            self.broken = True
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        if self._nonblocking_fd is not None:
+            self._write_all(text.encode(self.encoding, "backslashreplace"))
+            return
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:
+            stream.write(text.encode(self.encoding, "backslashreplace").decode(self.encoding))
 
     def _write_all(self, data: bytes) -> None:
         """All of data to a non-blocking descriptor: where it would block (EAGAIN), wait until the reader has

@@ -8,6 +8,7 @@ the checkout this module was imported from (an editable install).
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -62,17 +63,12 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
-_writable: set[Path] = set()
-
-
+@functools.cache  # a directory that passed is not probed again; one that failed is, on the next call
 def _check_writable_once(path: Path) -> None:
     """Probe a cache directory once per process by creating a file in it (the test that holds for root too)."""
-    if path in _writable:
-        return
     try:
         fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
     except OSError as exc:
         raise StackError(f"the cache directory {path} is not writable: {exc.strerror or exc}", CACHE_HINT) from None
     os.close(fd)
     os.unlink(probe)
-    _writable.add(path)

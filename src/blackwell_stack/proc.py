@@ -8,6 +8,7 @@ it runs, so a user can repeat it by hand.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import subprocess
@@ -33,10 +34,6 @@ def echo(args: Sequence[str], cwd: str | Path | None = None) -> None:
         print(f"$ {where}{shlex.join(args)}", file=sys.stderr, flush=True)
 
 
-def which(program: str) -> str | None:
-    return shutil.which(program)
-
-
 def require(program: str, hint: str) -> str:
     """Path of `program` on PATH, or a ToolchainError that says how to get it."""
     path = shutil.which(program)
@@ -50,17 +47,9 @@ def require(program: str, hint: str) -> str:
 OUTPUT_LIMIT = 64 << 20
 
 
-def run(
-    argv: Sequence[str | Path],
-    *,
-    cwd: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    input: str | bytes | None = None,
-    check: bool = True,
-    text: bool = True,
-    timeout: float | None = None,
-    limit: int = OUTPUT_LIMIT,
-) -> subprocess.CompletedProcess:
+def run(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
+        input: str | bytes | None = None, check: bool = True, text: bool = True, timeout: float | None = None,
+        limit: int = OUTPUT_LIMIT) -> subprocess.CompletedProcess:
     """Run argv and capture its output, at most `limit` bytes of each stream.
 
     Raises ToolchainError when the program cannot be started or prints more than `limit` (it is then
@@ -77,8 +66,11 @@ def run(
         raise ToolchainError(f"cannot run {args[0]}: {exc.strerror or exc}", f"install {Path(args[0]).name} and try again") from None
     streams = {"stdout": _Capture(child, child.stdout, limit), "stderr": _Capture(child, child.stderr, limit)}
     try:
-        if input is not None:
-            _feed(child, input.encode() if isinstance(input, str) else input)
+        if input is not None and child.stdin is not None:
+            # A child that exits without reading all of it: its exit code says what happened.
+            with contextlib.suppress(BrokenPipeError):
+                child.stdin.write(input.encode() if isinstance(input, str) else input)
+                child.stdin.close()
         returncode = child.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise BuildError(f"{shlex.join(args)} did not finish within {timeout:g} s") from None
@@ -125,15 +117,6 @@ class _Capture:
         self._thread.join(timeout=30)
 
 
-def _feed(child: subprocess.Popen, data: bytes) -> None:
-    assert child.stdin is not None
-    try:
-        child.stdin.write(data)
-        child.stdin.close()
-    except BrokenPipeError:  # it exited without reading all of it: its exit code says what happened
-        pass
-
-
 def probe(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
           timeout: float = 120, stdout_only: bool = False) -> tuple[int, str]:
     """Ask a tool something (`--version`, a one-line script): its exit code and what it printed, stripped.
@@ -151,27 +134,14 @@ def probe(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Map
     return result.returncode, (result.stdout + result.stderr).strip()
 
 
-def start(
-    argv: Sequence[str | Path],
-    *,
-    cwd: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    new_session: bool = False,
-) -> subprocess.Popen[str]:
+def start(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
+          new_session: bool = False) -> subprocess.Popen[str]:
     """Start argv with stdout and stderr merged into one text pipe, read line by line; with `new_session`, in a
     session (and process group) of its own, so that all it starts can be ended with it."""
     args = [str(a) for a in argv]
     echo(args, cwd)
     try:
-        return subprocess.Popen(
-            args,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-            start_new_session=new_session,
-        )
+        return subprocess.Popen(args, cwd=cwd, env=dict(env) if env is not None else None, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=new_session)
     except OSError as exc:
         raise ToolchainError(f"cannot start {args[0]}: {exc.strerror or exc}", f"install {Path(args[0]).name}, or pass its path") from None

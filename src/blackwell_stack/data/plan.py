@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass, field
 NOT_CHECKED_HERE = "not checked here"
 # What an item needs before it can be checked (PlanItem.needs): the GPU host (doctor, smoke, bench there).
 GPU_HOST = "gpu-host"
-NEEDS = (GPU_HOST,)
 
 UNVERIFIED = "unverified"
 NEEDS_GPU_HOST = "waits for the GPU host"
@@ -44,7 +43,7 @@ class PlanItem:
     note: str | None = None  # why unverified, or how to fill it in
     checked_by: str | None = None  # what checked it here, or "not checked here (why)"; None: no claim
     detail: bool = False  # one of many like rows (a locked file): in --json and --wide, summed up otherwise
-    needs: str | None = None  # one of NEEDS: where it can be checked, when not here
+    needs: str | None = None  # GPU_HOST: where it can be checked, when not here
 
 
 @dataclass

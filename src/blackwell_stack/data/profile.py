@@ -81,21 +81,15 @@ class Profile:
         return out
 
 
-def profile_path(name_or_path: str | None) -> Path:
-    if not name_or_path:
-        name_or_path = DEFAULT_PROFILE
-    candidate = Path(name_or_path)
-    if candidate.suffix == ".json" or "/" in name_or_path:
-        return candidate
-    return registry.path("profile", name_or_path)
-
-
 def available_profiles() -> list[str]:
     return sorted(p.stem for p in registry.entry("profile").files())
 
 
 def load_profile(name_or_path: str | None = None) -> Profile:
-    path = profile_path(name_or_path)
+    """A profile by name (modules/profiles/<name>.json; the default when None) or by path (a .json, or with a /)."""
+    name_or_path = name_or_path or DEFAULT_PROFILE
+    is_path = Path(name_or_path).suffix == ".json" or "/" in name_or_path
+    path = Path(name_or_path) if is_path else registry.path("profile", name_or_path)
     if path.exists() and not path.is_file():
         inputfiles.regular_file(path, "--profile")  # says what it is instead: a directory, a FIFO, a device
     if not path.is_file():
@@ -118,7 +112,10 @@ def _validate(path: Path, data: Any) -> None:
         except StackError as exc:
             raise DataError(path, "runtime", component, exc.message, exc.hint) from None
     for name, spec in data["flags"].items():
-        decimal = _decimal_in(spec["value"])
+        # A float in a flag's value (or its list): decimals are strings in a profile, so that SGLang's argv has one
+        # rendering (Python's str(0.88) is 0.88, Nix's toString 0.880000, its toJSON varies with the Nix version).
+        values = spec["value"] if isinstance(spec["value"], list) else [spec["value"]]
+        decimal = next((v for v in values if isinstance(v, float)), None)
         if decimal is not None:
             raise DataError(path, f"flags.{name}", "value", f"is the number {decimal!r}: write a decimal as a string",
                             f'"value": "{decimal!r}" (Nix renders a float as {decimal:f}, and the NixOS module\'s '
@@ -158,12 +155,3 @@ def _check_rules(data: dict[str, Any], path: Path) -> None:
                 for b in sets.get("not", []):
                     if both := versions.overlap(a, b):
                         raise DataError(path, rid, where, f"{both} is both held ({a}) and not held ({b})")
-
-
-def _decimal_in(value: Any) -> float | None:
-    """A float in a flag's value (or its list): decimals are strings in a profile, so that SGLang's argv has one
-    rendering (Python's str(0.88) is 0.88, Nix's toString 0.880000, its toJSON varies with the Nix version)."""
-    for v in value if isinstance(value, list) else [value]:
-        if isinstance(v, float):
-            return v
-    return None

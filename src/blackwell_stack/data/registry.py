@@ -138,23 +138,16 @@ def parse(key: str, file: Path, raw: bytes, check: Check | None = None, hint: st
     """
     kind = BY_KEY[key]
     hint = hint or kind.hint
+    parsers: dict[str, Callable[[str], Any]] = {"text": str, "toml": tomllib.loads, "json": json.loads}
     try:
-        text = raw.decode()
+        data = parsers[kind.format](raw.decode())
     except UnicodeDecodeError as exc:
         raise DataError(file, None, None, f"not UTF-8 text ({exc.reason})", hint or SYNTAX_HINT) from None
-    if kind.format == "text":
-        data: Any = text
-    elif kind.format == "toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise DataError(file, None, None, f"not valid TOML ({exc})", hint or SYNTAX_HINT) from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                            hint or SYNTAX_HINT) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(file, None, None, f"not valid TOML ({exc})", hint or SYNTAX_HINT) from None
+    except json.JSONDecodeError as exc:
+        raise DataError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                        hint or SYNTAX_HINT) from None
     shape.check(kind.shape, data, file, hint)
     if kind.check is not None:
         kind.check(data, file)

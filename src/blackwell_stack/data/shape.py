@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,14 +23,17 @@ Where = tuple[str | int, ...]
 
 
 class Shape:
-    """What a value must be."""
+    """What a value must be: `fits` for a plain value, `problem` where parts of it are checked one by one."""
 
     def describe(self) -> str:
         raise NotImplementedError
 
+    def fits(self, value: Any) -> bool:
+        raise NotImplementedError
+
     def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
         """(where, what is wrong) for the first part of `value` that does not fit, or None."""
-        raise NotImplementedError
+        return None if self.fits(value) else (where, f"must be {self.describe()}, found {_show(value)}")
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,8 @@ class AnyValue(Shape):
     def describe(self) -> str:
         return "any value"
 
-    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        return None
+    def fits(self, value: Any) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,13 @@ class Str(Shape):
     def describe(self) -> str:
         return "a non-empty string" if self.nonempty else "a string"
 
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, str) and bool(value or not self.nonempty)
+
     def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        if not isinstance(value, str) or (self.nonempty and not value):
-            return where, f"must be {self.describe()}, found {_show(value)}"
-        if self.pattern and not re.fullmatch(self.pattern, value):
+        if self.fits(value) and self.pattern and not re.fullmatch(self.pattern, value):
             return where, f"{_show(value)} is not {self.means or 'of the form ' + self.pattern}"
-        return None
+        return super().problem(value, where)
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,8 @@ class Int(Shape):
     def describe(self) -> str:
         return "a whole number" + (f" of at least {self.minimum}" if self.minimum is not None else "")
 
-    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        if not isinstance(value, int) or isinstance(value, bool) or (self.minimum is not None and value < self.minimum):
-            return where, f"must be {self.describe()}, found {_show(value)}"
-        return None
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and (self.minimum is None or value >= self.minimum)
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,10 @@ class Num(Shape):
                   f"below {self.below:g}" if self.below is not None else ""]
         return " ".join(["a finite number", *filter(None, bounds)])
 
-    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        fits = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
             (self.above is None or value > self.above) and (self.below is None or value < self.below) and \
             (self.minimum is None or value >= self.minimum)
-        return None if fits else (where, f"must be {self.describe()}, found {_show(value)}")
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,8 @@ class Bool(Shape):
     def describe(self) -> str:
         return "true or false"
 
-    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        return None if isinstance(value, bool) else (where, f"must be true or false, found {_show(value)}")
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,8 @@ class Literal(Shape):
     def describe(self) -> str:
         return " or ".join(_show(v) for v in self.values)
 
-    def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        fits = any(value == v and type(value) is type(v) for v in self.values)
-        return None if fits else (where, f"must be {self.describe()}, found {_show(value)}")
+    def fits(self, value: Any) -> bool:
+        return any(value == v and type(value) is type(v) for v in self.values)
 
 
 @dataclass(frozen=True)
@@ -173,9 +172,12 @@ class ListOf(Shape):
     def describe(self) -> str:
         return ("a non-empty list" if self.nonempty else "a list") + f" of {self.items.describe()}"
 
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, list) and bool(value or not self.nonempty)
+
     def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        if not isinstance(value, list) or (self.nonempty and not value):
-            return where, f"must be {self.describe()}, found {_show(value)}"
+        if not self.fits(value):
+            return super().problem(value, where)
         for i, item in enumerate(value):
             name = item.get(self.key) if self.key and isinstance(item, dict) else None
             found = self.items.problem(item, (*where, name if isinstance(name, str) and name else i))
@@ -218,20 +220,18 @@ class Obj(Shape):
     def describe(self) -> str:
         return "an object"
 
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, dict)
+
     def problem(self, value: Any, where: Where) -> tuple[Where, str] | None:
-        if not isinstance(value, dict):
-            return where, f"must be an object, found {_show(value)}"
-        for name, shape in self.fields.items():
-            if name not in value:
+        if not self.fits(value):
+            return super().problem(value, where)
+        for name, shape in [*self.fields.items(), *self.optional.items()]:
+            if name not in value and name in self.fields:
                 return (*where, name), f"is missing (it must be {shape.describe()})"
-            found = shape.problem(value[name], (*where, name))
+            found = shape.problem(value[name], (*where, name)) if name in value else None
             if found:
                 return found
-        for name, shape in self.optional.items():
-            if name in value:
-                found = shape.problem(value[name], (*where, name))
-                if found:
-                    return found
         return None
 
 
@@ -244,23 +244,16 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def entry_and_field(where: Sequence[str | int]) -> tuple[str | None, str | None]:
-    """("files", "torch", "sha256") -> ("files.torch", "sha256"); list indices stay with their list."""
-    parts: list[str] = []
-    for step in where:
-        if isinstance(step, int) and parts:
-            parts[-1] += f"[{step}]"
-        else:
-            parts.append(str(step))
-    if not parts:
-        return None, None
-    return (".".join(parts[:-1]) or None), parts[-1]
-
-
 def check(shape: Shape, data: Any, path: object, hint: str | None = None) -> None:
-    """DataError naming the file, entry and field of the first value of `data` that does not fit `shape`."""
+    """DataError naming the file, entry and field of the first value of `data` that does not fit `shape`:
+    where ("files", "torch", "sha256") is entry "files.torch", field "sha256"; list indices stay with their list."""
     found = shape.problem(data, ())
     if found:
         where, problem = found
-        entry, name = entry_and_field(where)
-        raise DataError(path, entry, name, problem, hint)
+        parts: list[str] = []
+        for step in where:
+            if isinstance(step, int) and parts:
+                parts[-1] += f"[{step}]"
+            else:
+                parts.append(str(step))
+        raise DataError(path, ".".join(parts[:-1]) or None, parts[-1] if parts else None, problem, hint)

@@ -213,11 +213,7 @@ def default_name() -> str:
 
 def select(arg: str | None) -> list[Stack]:
     """`--stack NAME` (or `all`) as the stacks it names; without one, the default stack."""
-    if arg is None:
-        return [load()]
-    if arg == "all":
-        return [load(n) for n in names()]
-    return [load(arg)]
+    return [load(n) for n in names()] if arg == "all" else [load(arg)]
 
 
 def _check_name(name: str):

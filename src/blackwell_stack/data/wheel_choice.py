@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from packaging import tags
 from packaging.tags import Tag
@@ -28,7 +29,6 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from blackwell_stack.data.lock import LockedPackage
 
-_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_(.+)$")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 
 
@@ -44,8 +44,6 @@ class Target:
 def filename(wheel: dict) -> str:
     """The wheel's file name, from its URL or local path in the lock."""
     ref = wheel.get("url") or wheel.get("path") or wheel.get("filename") or ""
-    from urllib.parse import unquote
-
     return unquote(ref.rsplit("/", 1)[-1])
 
 
@@ -56,45 +54,6 @@ def _tags(name: str) -> frozenset[Tag]:
         return frozenset()
 
 
-def _glibc_of(platform: str, machine: str) -> tuple[int, int] | None:
-    """(major, minor) a manylinux tag needs, or None when the tag is not manylinux for this machine."""
-    for legacy, version in _LEGACY.items():
-        if platform == f"{legacy}_{machine}":
-            return version
-    m = _MANYLINUX.match(platform)
-    if m and m.group(3) == machine:
-        return int(m.group(1)), int(m.group(2))
-    return None
-
-
-def _python_ok(tag: Tag, target: Target) -> bool:
-    major, minor = target.python
-    m = re.fullmatch(r"(cp|py)(\d)(\d*)", tag.interpreter)
-    if not m or int(m.group(2)) != major:
-        return False
-    if m.group(1) == "py":
-        return not m.group(3) or int(m.group(3)) <= minor
-    if not m.group(3):
-        return False
-    wanted = int(m.group(3))
-    if tag.abi == "abi3":
-        return wanted <= minor
-    return wanted == minor and tag.abi in (f"cp{major}{minor}", "none")
-
-
-def _platform_ok(tag: Tag, target: Target) -> bool:
-    if tag.platform == "any":
-        return True
-    if tag.platform == f"linux_{target.machine}":
-        return True
-    need = _glibc_of(tag.platform, target.machine)
-    return need is not None and need <= target.glibc
-
-
-def compatible(tag: Tag, target: Target) -> bool:
-    return _python_ok(tag, target) and _platform_ok(tag, target)
-
-
 def _language_rank(tag: Tag) -> int:
     """pyproject.nix's bestLanguageTag: the Python tag's version digits as a number ("cp312" 312, "py3" 3)."""
     m = re.fullmatch(r"(?:cp|py)(\d+)", tag.interpreter)
@@ -102,16 +61,12 @@ def _language_rank(tag: Tag) -> int:
 
 
 def uv2nix_choice(package: LockedPackage, target: Target = Target()) -> dict | None:
-    """The wheel uv2nix builds (pyproject.nix `selectWheels`, first after a stable sort)."""
-    best: tuple[int, int] | None = None
-    choice = None
-    for index, wheel in enumerate(package.wheels):
-        tags = [t for t in _tags(filename(wheel)) if compatible(t, target)]
-        if not tags:
-            continue
-        rank = max(_language_rank(t) for t in tags)
-        if best is None or rank > best[0]:
-            best, choice = (rank, index), wheel
+    """The wheel uv2nix builds (pyproject.nix `selectWheels`: the best language tag, the first of equals)."""
+    best, choice = -1, None
+    for wheel in package.wheels:
+        ranks = [_language_rank(t) for t in _tags(filename(wheel)) if t in host_tags(target)]
+        if ranks and max(ranks) > best:
+            best, choice = max(ranks), wheel
     return choice
 
 
@@ -140,11 +95,10 @@ def host_tags(target: Target) -> dict[Tag, int]:
 def uv_choice(package: LockedPackage, target: Target = Target()) -> dict | None:
     """The wheel uv installs on a host of `target`: the one with the best-ranked tag."""
     ranks = host_tags(target)
-    best = None
-    choice = None
+    best, choice = len(ranks), None
     for wheel in package.wheels:
         found = [ranks[t] for t in _tags(filename(wheel)) if t in ranks]
-        if found and (best is None or min(found) < best):
+        if found and min(found) < best:
             best, choice = min(found), wheel
     return choice
 

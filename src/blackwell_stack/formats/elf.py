@@ -13,7 +13,8 @@ hint), never struct.error or IndexError.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from blackwell_stack.errors import StackError
@@ -21,35 +22,14 @@ from blackwell_stack.errors import StackError
 ELF_MAGIC = b"\x7fELF"
 
 # e_machine values worth naming (elf.h).
-MACHINES = {
-    3: "x86",
-    20: "ppc",
-    21: "ppc64",
-    22: "s390",
-    40: "arm",
-    62: "x86_64",
-    183: "aarch64",
-    190: "cuda",
-    243: "riscv",
-    258: "loongarch",
-}
+MACHINES = {3: "x86", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm", 62: "x86_64", 183: "aarch64", 190: "cuda",
+            243: "riscv", 258: "loongarch"}
 
-SHT_NOTE = 7
-SHT_DYNAMIC = 6
-SHT_NOBITS = 8
-SHT_DYNSYM = 11
-SHN_UNDEF = 0
-SHN_XINDEX = 0xFFFF
-
-DT_NULL = 0
-DT_NEEDED = 1
-DT_SONAME = 14
-DT_RPATH = 15
-DT_RUNPATH = 29
-
-STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
-STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_COMMON, STT_TLS, STT_GNU_IFUNC = range(8)
-
+SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 6, 7, 8, 11
+SHN_UNDEF, SHN_XINDEX = 0, 0xFFFF
+DT_NULL, DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 14, 15, 29
+STB_LOCAL, STB_WEAK = 0, 2
+STT_FUNC, STT_GNU_IFUNC = 2, 10
 NT_GNU_BUILD_ID = 3
 
 
@@ -63,16 +43,12 @@ class BadElfError(StackError):
 
 @dataclass(frozen=True)
 class Section:
-    index: int
     name: str
     type: int
     flags: int
-    addr: int
     offset: int
     size: int
     link: int
-    info: int
-    entsize: int
 
 
 @dataclass(frozen=True)
@@ -81,8 +57,6 @@ class Symbol:
     binding: int
     type: int
     section_index: int
-    value: int
-    size: int
 
     @property
     def defined(self) -> bool:
@@ -101,9 +75,7 @@ class ElfFile:
     data: Any = field(repr=False)  # bytes or an mmap
     bits: int = 64
     little_endian: bool = True
-    elf_type: int = 0
     machine: int = 0
-    flags: int = 0
     sections: list[Section] = field(default_factory=list)
 
     @property
@@ -115,10 +87,10 @@ class ElfFile:
         return "<" if self.little_endian else ">"
 
     def section(self, name: str) -> Section | None:
-        for s in self.sections:
-            if s.name == name:
-                return s
-        return None
+        return next((s for s in self.sections if s.name == name), None)
+
+    def _first_of_type(self, sh_type: int) -> Section | None:
+        return next((s for s in self.sections if s.type == sh_type), None)
 
     def section_bytes(self, sec: Section):
         """The section's contents (a view into the file; empty for NOBITS)."""
@@ -126,29 +98,25 @@ class ElfFile:
             return b""
         return self.data[sec.offset : sec.offset + sec.size]
 
-    # -- dynamic section -------------------------------------------------
-
-    def dynamic_entries(self) -> list[tuple[int, int]]:
-        sec = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
-        if sec is None:
-            return []
-        fmt = self._end + ("qQ" if self.bits == 64 else "iI")
-        step = struct.calcsize(fmt)
+    def _records(self, sec: Section, fmt: str) -> Iterator[tuple[Any, ...]]:
+        """The section's fixed-size records, unpacked with `fmt` (a partial record at its end is left out)."""
         raw = self.section_bytes(sec)
-        out = []
-        for off in range(0, len(raw) - step + 1, step):
-            tag, val = struct.unpack_from(fmt, raw, off)
-            if tag == DT_NULL:
-                break
-            out.append((tag, val))
-        return out
+        step = struct.calcsize(self._end + fmt)
+        return struct.iter_unpack(self._end + fmt, raw[: len(raw) - len(raw) % step])
 
     def _dynamic_strings(self, tag: int) -> list[str]:
-        sec = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
+        """The strings the dynamic section's entries of `tag` name, up to its DT_NULL."""
+        sec = self._first_of_type(SHT_DYNAMIC)
         if sec is None:
             return []
         strtab = self._linked(sec)
-        return [_cstring(strtab, val) for t, val in self.dynamic_entries() if t == tag]
+        out = []
+        for entry_tag, value in self._records(sec, "qQ" if self.bits == 64 else "iI"):
+            if entry_tag == DT_NULL:
+                break
+            if entry_tag == tag:
+                out.append(_cstring(strtab, value))
+        return out
 
     @property
     def needed(self) -> list[str]:
@@ -164,37 +132,25 @@ class ElfFile:
     def runpath(self) -> list[str]:
         return self._dynamic_strings(DT_RUNPATH) + self._dynamic_strings(DT_RPATH)
 
-    # -- symbols ---------------------------------------------------------
-
     def dynamic_symbols(self) -> list[Symbol]:
-        sec = next((s for s in self.sections if s.type == SHT_DYNSYM), None)
-        return self._symbols(sec) if sec else []
-
-    def _symbols(self, sec: Section) -> list[Symbol]:
+        sec = self._first_of_type(SHT_DYNSYM)
+        if sec is None:
+            return []
         strtab = self._linked(sec)
-        raw = self.section_bytes(sec)
-        if self.bits == 64:
-            fmt = self._end + "IBBHQQ"
-        else:
-            fmt = self._end + "IIIBBH"
-        step = struct.calcsize(fmt)
         out = []
-        for fields in struct.iter_unpack(fmt, raw[: len(raw) - len(raw) % step]):
+        for fields in self._records(sec, "IBBHQQ" if self.bits == 64 else "IIIBBH"):
             if self.bits == 64:
-                name_off, info, _other, shndx, value, size = fields
+                name_off, info, _other, shndx, _value, _size = fields
             else:
-                name_off, value, size, info, _other, shndx = fields
-            if name_off == 0:
-                continue
-            out.append(Symbol(_cstring(strtab, name_off), info >> 4, info & 0xF, shndx, value, size))
+                name_off, _value, _size, info, _other, shndx = fields
+            if name_off:
+                out.append(Symbol(_cstring(strtab, name_off), info >> 4, info & 0xF, shndx))
         return out
 
     def _linked(self, sec: Section):
         if not 0 <= sec.link < len(self.sections):
             raise BadElfError(f"{self.label}: section {sec.name!r} links to missing section {sec.link}")
         return self.section_bytes(self.sections[sec.link])
-
-    # -- notes -----------------------------------------------------------
 
     @property
     def build_id(self) -> str | None:
@@ -242,27 +198,20 @@ def parse(data, label: str = "<buffer>") -> ElfFile:
     if ei_class not in (1, 2) or ei_data not in (1, 2):
         raise BadElfError(f"{label}: unknown ELF class {ei_class} or byte order {ei_data}", "the file is corrupt")
     elf = ElfFile(label=label, data=data, bits=64 if ei_class == 2 else 32, little_endian=ei_data == 1)
-    end = elf._end
+    header, sh_fmt = ("HHIQQQIHHHHHH", "IIQQQQIIQQ") if elf.bits == 64 else ("HHIIIIIHHHHHH", "IIIIIIIIII")
+    sh_fmt = elf._end + sh_fmt
     try:
-        if elf.bits == 64:
-            (e_type, e_machine, _v, _entry, _phoff, e_shoff, e_flags, _ehsize, _phentsize, _phnum, e_shentsize,
-             e_shnum, e_shstrndx) = struct.unpack_from(end + "HHIQQQIHHHHHH", data, 16)
-            sh_fmt = end + "IIQQQQIIQQ"
-        else:
-            (e_type, e_machine, _v, _entry, _phoff, e_shoff, e_flags, _ehsize, _phentsize, _phnum, e_shentsize,
-             e_shnum, e_shstrndx) = struct.unpack_from(end + "HHIIIIIHHHHHH", data, 16)
-            sh_fmt = end + "IIIIIIIIII"
+        (_type, elf.machine, _v, _entry, _phoff, e_shoff, _flags, _ehsize, _phentsize, _phnum, e_shentsize,
+         e_shnum, e_shstrndx) = struct.unpack_from(elf._end + header, data, 16)
     except struct.error:
         raise BadElfError(
             f"{label}: the ELF header is truncated", "the file is incomplete; download it again"
         ) from None
-    elf.elf_type, elf.machine, elf.flags = e_type, e_machine, e_flags
     if e_shoff == 0:
         return elf  # no section table (stripped to program headers only)
     sh_size = struct.calcsize(sh_fmt)
     if e_shentsize != sh_size:
         raise BadElfError(f"{label}: section header size {e_shentsize}, expected {sh_size}", "the file is corrupt")
-    raw_headers = []
     try:
         first = struct.unpack_from(sh_fmt, data, e_shoff)
         count = e_shnum or first[5]  # more than 0xff00 sections: the count lives in section 0's sh_size
@@ -270,27 +219,20 @@ def parse(data, label: str = "<buffer>") -> ElfFile:
             e_shstrndx = first[6]
         if e_shoff + count * sh_size > len(data):
             raise struct.error
-        for i in range(count):
-            raw_headers.append(struct.unpack_from(sh_fmt, data, e_shoff + i * sh_size))
+        raw_headers = [struct.unpack_from(sh_fmt, data, e_shoff + i * sh_size) for i in range(count)]
     except struct.error:
         raise BadElfError(
             f"{label}: the section table (offset {e_shoff}) lies beyond the end of the file ({len(data)} bytes)",
             "the file is truncated; download or extract it again",
         ) from None
-    size_limit = len(data)
-    for i, h in enumerate(raw_headers):
-        _name_off, sh_type, flags, addr, offset, size, link, info, _align, entsize = h
-        if sh_type != SHT_NOBITS and size and offset + size > size_limit:
+    for i, (_name_off, sh_type, flags, _addr, offset, size, link, _info, _align, _entsize) in enumerate(raw_headers):
+        if sh_type != SHT_NOBITS and size and offset + size > len(data):
             raise BadElfError(
-                f"{label}: section {i} ends at byte {offset + size}, beyond the end of the file ({size_limit} bytes)",
+                f"{label}: section {i} ends at byte {offset + size}, beyond the end of the file ({len(data)} bytes)",
                 "the file is truncated; download or extract it again",
             )
-        elf.sections.append(Section(i, "", sh_type, flags, addr, offset, size, link, info, entsize))
+        elf.sections.append(Section("", sh_type, flags, offset, size, link))
     if 0 < e_shstrndx < len(elf.sections):
         names = elf.section_bytes(elf.sections[e_shstrndx])
-        elf.sections = [
-            Section(s.index, _cstring(names, h[0]), s.type, s.flags, s.addr, s.offset, s.size, s.link, s.info,
-                    s.entsize)
-            for s, h in zip(elf.sections, raw_headers)
-        ]
+        elf.sections = [replace(s, name=_cstring(names, h[0])) for s, h in zip(elf.sections, raw_headers)]
     return elf

@@ -48,9 +48,7 @@ _ENTRY = struct.Struct("<HHIQIIHHIIIQ")  # the first 48 bytes of an entry header
 class FatbinEntry:
     kind: str  # "cubin" or "ptx"
     arch: str  # "sm_120a", "sm_100f", "sm_90"
-    sm: int  # 120
     compression: str | None  # None, "lz4" or "zstd"
-    size: int  # payload bytes as stored
     version: str  # code version as cuobjdump prints it: "1.8" for a cubin, PTX ISA "9.0"
 
 
@@ -63,8 +61,7 @@ def parse_fatbin(raw, label: str = "<fatbin>") -> list[FatbinEntry]:
     """Every entry of every container in raw (the bytes of a .nv_fatbin section)."""
     entries: list[FatbinEntry] = []
     pos = 0
-    n = len(raw)
-    while pos + _CONTAINER.size <= n:
+    while pos + _CONTAINER.size <= len(raw):
         magic, _version, header_size, fat_size = _CONTAINER.unpack_from(raw, pos)
         if magic not in (FATBIN_MAGIC, RELOCATABLE_FATBIN_MAGIC):
             # Containers are padded to alignment with zeros; skip to the next magic.
@@ -75,29 +72,21 @@ def parse_fatbin(raw, label: str = "<fatbin>") -> list[FatbinEntry]:
             continue
         start = pos + header_size
         end = start + fat_size
-        if header_size < _CONTAINER.size or end > n:
+        if header_size < _CONTAINER.size or end > len(raw):
             raise BadElfError(
                 f"{label}: fat binary container at offset {pos} claims {fat_size} bytes, past the section end",
                 "the library is truncated or corrupt",
             )
         entry = start
         while entry + _ENTRY.size <= end:
-            (kind, _ver, ehdr_size, payload, compressed, _u, minor, major, sm, _name_off, _name_len,
+            (kind, _ver, ehdr_size, payload, _compressed, _u, minor, major, sm, _name_off, _name_len,
              flags) = _ENTRY.unpack_from(raw, entry)
             if ehdr_size == 0:
                 break
             if kind in (KIND_CUBIN, KIND_CUBIN_ALT, KIND_PTX):
                 compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else None
-                entries.append(
-                    FatbinEntry(
-                        kind="ptx" if kind == KIND_PTX else "cubin",
-                        arch=arch_name(sm, flags),
-                        sm=sm,
-                        compression=compression,
-                        size=compressed or payload,
-                        version=f"{major}.{minor}",
-                    )
-                )
+                entries.append(FatbinEntry("ptx" if kind == KIND_PTX else "cubin", arch_name(sm, flags), compression,
+                                           f"{major}.{minor}"))
             entry += ehdr_size + payload
         pos = end
     return entries
@@ -108,21 +97,14 @@ def fatbin_entries(elf: ElfFile, section: str = LOADABLE_SECTION) -> list[Fatbin
 
     By default the loadable ones; section=RELOCATABLE_SECTION gives the device-link inputs.
     """
-    out: list[FatbinEntry] = []
-    for sec in elf.sections:
-        if sec.name == section:
-            out.extend(parse_fatbin(elf.section_bytes(sec), f"{elf.label} [{sec.name}]"))
-    return out
+    return [entry for sec in elf.sections if sec.name == section
+            for entry in parse_fatbin(elf.section_bytes(sec), f"{elf.label} [{sec.name}]")]
 
 
 def summarize(entries: list[FatbinEntry]) -> dict:
     """Sorted architecture lists per kind, as `inspect` prints them."""
-    return {
-        "cubin": sorted({e.arch for e in entries if e.kind == "cubin"}, key=arch_sort_key),
-        "ptx": sorted({e.arch for e in entries if e.kind == "ptx"}, key=arch_sort_key),
-        "compressed": sorted({e.compression for e in entries if e.compression}),
-        "entries": len(entries),
-    }
+    archs = {kind: sorted({e.arch for e in entries if e.kind == kind}, key=arch_sort_key) for kind in ("cubin", "ptx")}
+    return {**archs, "compressed": sorted({e.compression for e in entries if e.compression}), "entries": len(entries)}
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:

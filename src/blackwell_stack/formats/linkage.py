@@ -5,19 +5,9 @@ from __future__ import annotations
 import re
 
 # The shared libraries of a torch install (torch/lib); the CUDA ones decide a CUDA build.
-TORCH_LIBRARIES = (
-    "libc10.so",
-    "libc10_cuda.so",
-    "libtorch.so",
-    "libtorch_cpu.so",
-    "libtorch_cuda.so",
-    "libtorch_python.so",
-    "libtorch_cuda_linalg.so",
-    "libtorch_nvshmem.so",
-    "libshm.so",
-    "libtorch_global_deps.so",
-    "libcaffe2_nvrtc.so",
-)
+TORCH_LIBRARIES = ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so",
+                   "libtorch_python.so", "libtorch_cuda_linalg.so", "libtorch_nvshmem.so", "libshm.so",
+                   "libtorch_global_deps.so", "libcaffe2_nvrtc.so")
 TORCH_CUDA_LIBRARIES = ("libc10_cuda.so", "libtorch_cuda.so")
 
 # CUDA libraries whose soname major equals the CUDA major (libcufft etc. do not).
@@ -31,11 +21,7 @@ _TORCH_C_SYMBOL = re.compile(r"^THP")
 def cuda_runtime_major(needed: list[str]) -> int | None:
     """12 or 13 from DT_NEEDED entries like libcudart.so.12; None when no CUDA runtime is linked."""
     majors = {int(m.group(1)) for n in needed if (m := _CUDA_RUNTIME.match(n))}
-    if len(majors) == 1:
-        return majors.pop()
-    if majors:
-        return max(majors)
-    return None
+    return max(majors) if majors else None
 
 
 def torch_libraries(needed: list[str]) -> list[str]:

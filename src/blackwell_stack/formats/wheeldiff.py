@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import re
 import zipfile
-import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -42,11 +41,8 @@ def member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> 
         with zf.open(info) as fh:
             while block := fh.read(1 << 20):
                 h.update(block)
-    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise wheelzip.NotAWheelError(
-            f"{archive}: member {info.filename} cannot be read ({exc})",
-            "the wheel is truncated or corrupt; build or download it again",
-        ) from None
+    except wheelzip.READ_ERRORS as exc:
+        raise wheelzip.member_error(archive, info.filename, exc) from None
     return h.hexdigest()
 
 
@@ -89,8 +85,8 @@ def classify_elf(ea: elf.ElfFile, eb: elf.ElfFile) -> tuple[str, str]:
     """(class, detail) for two ELF files with different bytes."""
     secs_a = {s.name: s for s in ea.sections}
     secs_b = {s.name: s for s in eb.sections}
-    alloc_names = [s.name for s in ea.sections if s.flags & SHF_ALLOC and s.name != ".note.gnu.build-id"]
-    alloc_names_b = [s.name for s in eb.sections if s.flags & SHF_ALLOC and s.name != ".note.gnu.build-id"]
+    alloc_names, alloc_names_b = ([s.name for s in e.sections if s.flags & SHF_ALLOC and s.name != ".note.gnu.build-id"]
+                                  for e in (ea, eb))
     if alloc_names != alloc_names_b:
         return "content", "different section layout"
     differing = [n for n in alloc_names if bytes(ea.section_bytes(secs_a[n])) != bytes(eb.section_bytes(secs_b[n]))]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import wheelzip, zipmember
+from blackwell_stack.formats import wheelzip
 from blackwell_stack.hashes import hex_to_record
 
 # Files a wheel may hold without listing them in RECORD (the RECORD's own signatures).
@@ -40,7 +40,7 @@ class RecordReport:
     def problems(self) -> list[str]:
         if self.record is None:
             return ["the wheel has no .dist-info/RECORD"]
-        out = [f"{m}" for m in self.mismatched]
+        out = list(self.mismatched)
         out += [f"{name}: listed in RECORD but not in the wheel" for name in self.missing]
         out += [f"{name}: in the wheel but not listed in RECORD" for name in self.unlisted]
         return out
@@ -71,8 +71,9 @@ def check(path: str | Path, *, known: dict[str, str] | None = None,
     with wheelzip.open_zip(path) as zf:
         info = dist_info_dir(zf)
         record_name = f"{info}/RECORD"
-        text = _read_text(zf, record_name, path)
-        if text is None:
+        try:
+            text = wheelzip.read_member(zf, record_name, path).decode("utf-8", errors="replace")
+        except KeyError:
             return RecordReport(record=None)
         report = RecordReport(record=record_name)
         listed = parse_record(text, record_name)
@@ -85,23 +86,14 @@ def check(path: str | Path, *, known: dict[str, str] | None = None,
             if name == record_name or algorithm is None:
                 continue  # RECORD cannot hash itself
             report.checked += 1
-            if name in known and algorithm == "sha256":
-                problem = _compare_known(known[name], member, digest, size)
-            else:
-                problem = _compare(zf, member, algorithm, digest, size, path, progress)
+            hashed = known.get(name) if algorithm == "sha256" else None
+            problem = _compare(zf, member, algorithm, digest, size, hashed, progress)
             if problem:
                 report.mismatched.append(f"{name}: {problem}")
         report.unlisted = sorted(
             name for name in members if name not in listed and name.rsplit("/", 1)[-1] not in _UNLISTED_OK
         )
     return report
-
-
-def _read_text(zf: zipfile.ZipFile, name: str, path: Path) -> str | None:
-    try:
-        return zipmember.read_member(zf, name, path).decode("utf-8", errors="replace")
-    except KeyError:
-        return None
 
 
 def parse_record(text: str, where: str, *, hint: str = "the wheel is malformed",
@@ -133,31 +125,25 @@ def parse_record(text: str, where: str, *, hint: str = "the wheel is malformed",
 
 
 def _compare(zf: zipfile.ZipFile, member: zipfile.ZipInfo, algorithm: str, digest: str | None, size: int | None,
-             path: Path, progress: Callable[[int], None] | None) -> str | None:
+             hashed: str | None, progress: Callable[[int], None] | None) -> str | None:
+    """What differs between a member and its RECORD row; `hashed`: its hex digest when already known."""
     if algorithm not in hashlib.algorithms_guaranteed or algorithm in ("md5", "sha1"):
         return f"RECORD hashes it with {algorithm!r}, which is not a secure hash"
     if size is not None and size != member.file_size:
         return f"size {member.file_size}, RECORD says {size}"
-    h = hashlib.new(algorithm)
-    try:
-        with zf.open(member) as fh:
-            while block := fh.read(1 << 20):
-                h.update(block)
-                if progress:
-                    progress(len(block))
-    except zipmember.READ_ERRORS as exc:
-        return f"cannot be read ({exc})"
-    actual = hex_to_record(h.hexdigest())
-    if actual != digest:
-        return f"{algorithm} {actual}, RECORD says {digest}"
-    return None
-
-
-def _compare_known(hex_digest: str, member: zipfile.ZipInfo, digest: str | None, size: int | None) -> str | None:
-    if size is not None and size != member.file_size:
-        return f"size {member.file_size}, RECORD says {size}"
-    actual = hex_to_record(hex_digest)
-    return None if actual == digest else f"sha256 {actual}, RECORD says {digest}"
+    if hashed is None:
+        h = hashlib.new(algorithm)
+        try:
+            with zf.open(member) as fh:
+                while block := fh.read(1 << 20):
+                    h.update(block)
+                    if progress:
+                        progress(len(block))
+        except wheelzip.READ_ERRORS as exc:
+            return f"cannot be read ({exc})"
+        hashed = h.hexdigest()
+    actual = hex_to_record(hashed)
+    return None if actual == digest else f"{algorithm} {actual}, RECORD says {digest}"
 
 
 def total_bytes(path: str | Path) -> int:

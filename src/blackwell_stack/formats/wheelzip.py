@@ -5,6 +5,12 @@ zip into memory (small ones) or a temporary file that is memory-mapped (big
 ones; sgl-kernel's flash_ops.abi3.so is 850 MB) and dropped after use.
 Broken zips, truncated members and non-wheels become StackErrors that say
 what is wrong with which file.
+
+A member read whole (`read_member`) is read within a bound: what it says it
+holds is checked first, and what it really inflates to is read only to one
+byte past the bound (a 3 MB wheel can inflate to 3 GiB). An encrypted member,
+an unknown compression method, a bad CRC and a truncated stream all say which
+archive and member, and what to do.
 """
 
 from __future__ import annotations
@@ -16,16 +22,24 @@ import posixpath
 import shutil
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from blackwell_stack import inputfiles
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import elf, zipmember
+from blackwell_stack.formats import elf
 
 # Members up to this size are read into memory; bigger ones go through a temp file.
 IN_MEMORY_LIMIT = 64 << 20
+# The largest member the project reads whole (a METADATA, a RECORD, SGLang's server_args.py) is under 2 MiB.
+MEMBER_LIMIT = 64 << 20
+
+# What zipfile raises for a member it cannot give back: a damaged or cut-short stream, an encrypted member
+# (RuntimeError), a compression method it does not know (NotImplementedError).
+READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError)
 
 
 class NotAWheelError(StackError):
@@ -82,14 +96,29 @@ def open_zip(path: str | Path, *, require_wheel: bool = True) -> zipfile.ZipFile
     return zf
 
 
-class WheelSource:
-    """The ELF members of a wheel file."""
+class _Source:
+    """The ELF members of a wheel, a directory or one file (`kind`), opened one at a time by name."""
 
-    kind = "wheel"
+    kind = ""
+    names: list[str]  # every file in it
+    elf_members: list[Member]
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.label = str(self.path)
+
+    def read_text(self, name: str) -> str | None:
+        return None
+
+    def open_elf(self, name: str):
+        return open_member_elf(self.kind, self.path, name)
+
+
+class WheelSource(_Source):
+    kind = "wheel"
+
+    def __init__(self, path: str | Path):
+        super().__init__(path)
         with open_zip(self.path) as zf:
             self._infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
             self.names = list(self._infos)
@@ -103,8 +132,8 @@ class WheelSource:
             try:
                 with zf.open(info) as fh:
                     head = fh.read(4)
-            except zipmember.READ_ERRORS as exc:
-                raise zipmember.member_error(self.path, info.filename, exc) from None
+            except READ_ERRORS as exc:
+                raise member_error(self.path, info.filename, exc) from None
             if elf.is_elf(head):
                 out.append(info)
         return out
@@ -114,20 +143,16 @@ class WheelSource:
         if info is None:
             return None
         with open_zip(self.path) as zf:
-            return zipmember.read_member(zf, info, self.path).decode("utf-8", errors="replace")
-
-    def open_elf(self, name: str):
-        return open_member_elf(self.kind, self.path, name)
+            return read_member(zf, info, self.path).decode("utf-8", errors="replace")
 
 
-class DirSource:
+class DirSource(_Source):
     """ELF files under an installed package directory (or a site-packages)."""
 
     kind = "directory"
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.label = str(self.path)
+        super().__init__(path)
         if not self.path.is_dir():
             raise StackError(f"{path} is not a directory")
         self.names = []
@@ -153,18 +178,14 @@ class DirSource:
             return None
         return inputfiles.read_text(p, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace")
 
-    def open_elf(self, name: str):
-        return open_member_elf(self.kind, self.path, name)
 
-
-class FileSource:
+class FileSource(_Source):
     """A single library file."""
 
     kind = "file"
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.label = str(self.path)
+        super().__init__(path)
         self.names = [self.path.name]
         with open(self.path, "rb") as fh:
             head = fh.read(4)
@@ -174,12 +195,6 @@ class FileSource:
                 "pass a shared library (.so), a wheel, or a directory of installed packages",
             )
         self.elf_members = [Member(self.path.name, self.path.stat().st_size)]
-
-    def read_text(self, name: str) -> str | None:
-        return None
-
-    def open_elf(self, name: str):
-        return open_member_elf(self.kind, self.path, name)
 
 
 def open_source(path: str | Path):
@@ -199,7 +214,7 @@ def open_source(path: str | Path):
 
 
 @contextlib.contextmanager
-def map_file(path: Path) -> Iterator[object]:
+def map_file(path: Path) -> Iterator[bytes | mmap.mmap]:
     """The file's bytes: small files read, bigger ones copied into a private temporary file and mapped.
 
     Never the user's file itself: a mapped file that another program shortens kills the process with SIGBUS
@@ -210,14 +225,21 @@ def map_file(path: Path) -> Iterator[object]:
         if os.fstat(fh.fileno()).st_size < 1 << 20:
             yield fh.read(1 << 20)
             return
-        with tempfile.TemporaryFile(prefix="bws-map-") as tmp:
-            shutil.copyfileobj(fh, tmp, 1 << 20)
-            tmp.flush()
-            if tmp.tell() == 0:
-                yield b""
-                return
-            with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                yield mm
+        with _mapped_copy(fh) as buf:
+            yield buf
+
+
+@contextlib.contextmanager
+def _mapped_copy(source: IO[bytes]) -> Iterator[bytes | mmap.mmap]:
+    """What is left to read of source, copied into a private temporary file and mapped (b"" when nothing is)."""
+    with tempfile.TemporaryFile(prefix="bws-map-") as tmp:
+        shutil.copyfileobj(source, tmp, 4 << 20)
+        tmp.flush()
+        if tmp.tell() == 0:
+            yield b""
+            return
+        with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            yield mm
 
 
 @contextlib.contextmanager
@@ -245,14 +267,30 @@ def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> I
         if info.file_size <= IN_MEMORY_LIMIT:
             yield zf.read(info)
             return
-        with tempfile.NamedTemporaryFile(prefix="bws-member-", suffix="-" + info.filename.rsplit("/", 1)[-1]) as tmp:
-            with zf.open(info) as src:
-                shutil.copyfileobj(src, tmp, 4 << 20)
-            tmp.flush()
-            if info.file_size == 0:
-                yield b""
-                return
-            with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                yield mm
-    except zipmember.READ_ERRORS as exc:
-        raise zipmember.member_error(archive, info.filename, exc) from None
+        with zf.open(info) as src, _mapped_copy(src) as buf:
+            yield buf
+    except READ_ERRORS as exc:
+        raise member_error(archive, info.filename, exc) from None
+
+
+def read_member(zf: zipfile.ZipFile, member: str | zipfile.ZipInfo, archive: str | Path, *,
+                limit: int = MEMBER_LIMIT) -> bytes:
+    """The bytes of member (KeyError when the archive has none of that name)."""
+    info = member if isinstance(member, zipfile.ZipInfo) else zf.getinfo(member)
+    too_big = StackError(f"{archive}: member {info.filename} inflates to more than {limit >> 20} MiB, far more "
+                         "than it can hold", "this is not an archive the command can read: check the file")
+    if info.file_size > limit:
+        raise too_big
+    try:
+        with zf.open(info) as fh:
+            data = fh.read(limit + 1)
+    except READ_ERRORS as exc:
+        raise member_error(archive, info.filename, exc) from None
+    if len(data) > limit:
+        raise too_big
+    return data
+
+
+def member_error(archive: str | Path, name: str, exc: BaseException) -> StackError:
+    return StackError(f"{archive}: member {name} cannot be read ({type(exc).__name__}: {exc})",
+                      "the archive is damaged, encrypted or compressed in a way wheels never are: download it again")

@@ -43,7 +43,7 @@ from blackwell_stack.data.plan import CHECKED
 from blackwell_stack.data.stack import LockedPackage, Stack
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.fileio import atomic_write_json
-from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip, zipmember
+from blackwell_stack.formats import remote_zip, wheelrecord, wheelzip
 from blackwell_stack.formats.installed import Environment
 from blackwell_stack.hashes import hex_to_record, sha256_file
 from blackwell_stack.paths import cache_dir
@@ -108,7 +108,7 @@ def _read_locked_record(stack: Stack, package: LockedPackage, wheel: dict) -> di
     if local is not None:
         with wheelzip.open_zip(local) as zf:
             name = _record_member(zf.namelist(), wheel)
-            return _record(zipmember.read_member(zf, name, local).decode("utf-8", errors="replace"), f"{local}:{name}")
+            return _record(wheelzip.read_member(zf, name, local).decode("utf-8", errors="replace"), f"{local}:{name}")
     with remote_zip.RemoteWheel(libraries.remote_file(wheel)) as rw:
         name = _record_member(rw.names, wheel)
         return _record(rw.fetch_member(name).read_text(), f"{wheels.filename(wheel)}:{name}")

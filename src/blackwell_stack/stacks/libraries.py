@@ -43,7 +43,7 @@ from blackwell_stack.data.stack import Stack
 from blackwell_stack.download import download
 from blackwell_stack.errors import HashMismatch, NetworkError, StackError
 from blackwell_stack.fileio import atomic_write_json
-from blackwell_stack.formats import elf, linkage, remote_zip, zipmember
+from blackwell_stack.formats import elf, linkage, remote_zip, wheelzip
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.stacks import pairing
@@ -200,7 +200,7 @@ def _requires(zf: zipfile.ZipFile, path: Path) -> list[str]:
     names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
     if len(names) != 1:
         return []
-    meta = HeaderParser().parsestr(zipmember.read_member(zf, names[0], path).decode("utf-8", errors="replace"))
+    meta = HeaderParser().parsestr(wheelzip.read_member(zf, names[0], path).decode("utf-8", errors="replace"))
     return list(meta.get_all("Requires-Dist") or [])
 
 
@@ -226,7 +226,7 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
                                      _requires(zf, path))
             for name, (_crc, size) in contents.members.items():
                 if name.endswith(".py"):
-                    found_names = sorted({m.group(0).decode() for m in _DRIVER_NAME_IN_SOURCE.finditer(zipmember.read_member(zf, name, path))})
+                    found_names = sorted({m.group(0).decode() for m in _DRIVER_NAME_IN_SOURCE.finditer(wheelzip.read_member(zf, name, path))})
                     if found_names:
                         contents.python_driver_names[name] = found_names
                     continue
@@ -234,7 +234,7 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
                     continue
                 try:
                     found = _read_elf(zf, zf.getinfo(name), torch_package=package.name == "torch")
-                except zipmember.READ_ERRORS as exc:
+                except wheelzip.READ_ERRORS as exc:
                     raise StackError(f"{contents.filename}: member {name} cannot be read ({exc})",
                                      "the file is corrupt; download it again") from None
                 if found is not None:

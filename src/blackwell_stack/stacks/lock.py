@@ -38,7 +38,7 @@ UV_HINT = "install the uv the stack names: python3 -m pip install 'uv=={version}
 
 def uv_binary(stack: Stack, uv: str | None = None) -> str:
     """The uv on PATH (or given), refused unless it is the stack's version."""
-    path = uv or proc.which("uv")
+    path = uv or shutil.which("uv")
     if not path:
         raise ToolchainError("uv is not on PATH", UV_HINT.format(version=stack.uv_version))
     out = proc.run([path, "--version"], check=False, timeout=60).stdout.strip()
@@ -61,7 +61,7 @@ def _python_version(path: str) -> str | None:
 
 
 def _pyenv_candidates(version: str) -> list[str]:
-    pyenv = proc.which("pyenv")
+    pyenv = shutil.which("pyenv")
     if not pyenv:
         return []
     try:
@@ -77,7 +77,7 @@ def _pyenv_candidates(version: str) -> list[str]:
 
 def find_python(version: str, given: str | None = None) -> str:
     """An interpreter of `version` ("3.12"): the one given, `python3.12` on PATH, or a pyenv install."""
-    candidates = [given] if given else [c for c in [proc.which(f"python{version}")] if c] + _pyenv_candidates(version)
+    candidates = [given] if given else [c for c in [shutil.which(f"python{version}")] if c] + _pyenv_candidates(version)
     for candidate in candidates:
         if candidate and _python_version(candidate) == version:
             return candidate

@@ -35,7 +35,7 @@ from blackwell_stack import inputfiles
 from blackwell_stack.data import registry, schemas
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import DataError
-from blackwell_stack.formats import wheeldiff, wheelzip, zipmember
+from blackwell_stack.formats import wheeldiff, wheelzip
 from blackwell_stack.hashes import sha256_file
 from blackwell_stack.kernel.build import toolchain
 from blackwell_stack.kernel.inputs import patch_series, recipe, sourcedir, sources
@@ -355,7 +355,7 @@ def _member_difference(ref: Reference, zf: zipfile.ZipFile, info: zipfile.ZipInf
     name = info.filename
     if name == BUILD_RECORD_MEMBER:
         try:
-            theirs = json.loads(zipmember.read_member(zf, info, zf.filename or "the wheel"))
+            theirs = json.loads(wheelzip.read_member(zf, info, zf.filename or "the wheel"))
         except (ValueError, UnicodeDecodeError):
             return {"name": name, "class": OTHER, "detail": "not a JSON build record"}
         diffs = [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, theirs)]
