@@ -31,7 +31,7 @@ sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 # (sglang/srt/arg_groups/).
 REAL = ("sglang.srt.server_args", "sglang.srt.arg_groups")
 MARK = "<stand-in "
-MEMBER_LIMIT = 64 << 20  # formats/zipmember.py's: a source file far larger is not SGLang's
+MEMBER_LIMIT = 64 << 20  # formats/wheelzip.py's MEMBER_LIMIT: a source file far larger is not SGLang's
 
 
 class StandIn:
