@@ -22,11 +22,13 @@ from support.verify_server import FaultServer, free_port
 from test_verify_accuracy import data_dir
 
 from blackwell_stack.data import stack as stack_data
+from blackwell_stack.data.profile import load_profile
 from blackwell_stack.errors import ExitCode
 from blackwell_stack.verify import acceptance_report
 
 pytestmark = pytest.mark.proc
 BOUND_S = 300  # a hang fails the test here; every run below needs seconds
+ROOT = Path(__file__).resolve().parents[1]
 STEPS = ["doctor", "stack doctor", "kernel import", "kernel test", "server", "smoke", "accuracy", "bench"]
 
 
@@ -139,22 +141,51 @@ def plan(*args: str):
     return cli_process.run("plan", "--json", *args, timeout=BOUND_S)
 
 
+def _on_target(report: dict) -> dict:
+    """The report as a run on the profile's deployment writes it: its GPUs, its model."""
+    profile = load_profile(report["profile"]).data
+    gpu = {"name": profile["hardware"]["gpu_name"], "compute_cap": profile["hardware"]["compute_capability"]}
+    return {**report, "gpus": [gpu] * profile["hardware"]["gpus"], "model": profile["model"]["id"]}
+
+
+def _gate(result) -> dict:
+    return next(i for i in json.loads(result.stdout)["sections"]["verify"]["items"] if i["name"] == "accuracy gate")
+
+
 def test_plan_marks_what_the_report_verified_and_refuses_other_versions(url_run, tmp_path):
     _result, report = url_run
+    written = json.loads((report / "report.json").read_text())
+    # As written on this machine (no GPU, a scripted server's model): it stands for no item of the deployment.
     result = plan("--report", str(report / "report.json"))
     assert result.returncode == 0, result.stderr
+    assert ("verify: refused, the report is not of this deployment: it ran on 0 GPU(s) of compute capability -, "
+            "not 8 of 12.0; its model fault-gsm8k is not nvidia/Qwen3.5-397B-A17B-NVFP4") in result.stderr
+    assert _gate(result)["needs"] == "gpu-host"
+    # From the deployment's GPUs and model: what passed is verified, by that report.
+    (tmp_path / "target.json").write_text(json.dumps(_on_target(written)))
+    result = plan("--report", str(tmp_path / "target.json"))
+    assert result.returncode == 0 and "refused" not in result.stderr, result.stderr
     shown = json.loads(result.stdout)
-    gate = next(i for i in shown["sections"]["verify"]["items"] if i["name"] == "accuracy gate")
+    gate = _gate(result)
     assert gate["needs"] is None and gate["checked_by"].startswith("verified by the acceptance run on ")
     assert gate["checked_by"].endswith(f"(report sha256 {shown['report']['sha256'][:16]})")
     driver = next(i for i in shown["sections"]["doctor"]["items"] if i["name"] == "NVIDIA driver")
     assert driver["needs"] == "gpu-host" and "doctor: overall fail" in driver["note"]  # it failed: still waiting
     # Another lock: refused, saying what differs.
-    other = json.loads((report / "report.json").read_text())
-    other["lock_sha256"] = "0" * 64
-    (tmp_path / "other.json").write_text(json.dumps(other))
+    (tmp_path / "other.json").write_text(json.dumps({**_on_target(written), "lock_sha256": "0" * 64}))
     result = plan("--report", str(tmp_path / "other.json"))
     assert result.returncode == 0, result.stderr
-    assert "verify: refused, the report is of other versions: its uv.lock had sha256 0000000000000000" in result.stderr
-    gate = next(i for i in json.loads(result.stdout)["sections"]["verify"]["items"] if i["name"] == "accuracy gate")
-    assert gate["needs"] == "gpu-host"
+    assert "verify: refused, the report is not of this deployment: its uv.lock had sha256 0000000000000000" in result.stderr
+    assert _gate(result)["needs"] == "gpu-host"
+
+
+def test_plan_refuses_the_gpu_machines_run_for_the_deployment():
+    """The acceptance run recorded on the H200 (benchmarks/sglang-gpu/) passed smoke and bench with a stand-in
+    model: it verifies the commands, not the SM120 deployment, and plan says so."""
+    recorded = ROOT / "benchmarks/sglang-gpu/results/h200-9.0a-acceptance/acceptance/report.json"
+    result = plan("--report", str(recorded))
+    assert result.returncode == 0, result.stderr
+    assert "doctor: refused, the report is not of this deployment: it ran on 1 GPU(s) of compute capability 9.0, " \
+           "not 8 of 12.0\n" in result.stderr
+    assert "its model /tmp/sglang-gpu/models/attentive is not nvidia/Qwen3.5-397B-A17B-NVFP4" in result.stderr
+    assert json.loads(result.stdout)["report"]["verified"] == 0

@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from blackwell_stack import inputfiles
 from blackwell_stack.data.plan import GPU_HOST, PlanSection
@@ -226,9 +226,34 @@ def _differences(report: dict, want: dict) -> list[str]:
                      f"{str(want['lock_sha256'])[:16]}…")
     if report["profile"] not in want["profiles"]:
         found.append(f"its profile {report['profile']} is not {' or '.join(want['profiles'])}")
+    else:
+        found += _target_differences(report, load_profile(report["profile"]).data, want["serving"])
     if report["kernel"] != want["kernel"]:
         found.append(f"its kernel is {report['kernel'].get('package')} {report['kernel'].get('version')}, "
                      f"this stack's {want['kernel']['package']} {want['kernel']['version']}")
+    return found
+
+
+def _names_model(served: str, model_id: str) -> bool:
+    """Whether the server's model name is the profile's model: its id, a directory of that name, or its Hugging
+    Face cache entry (models--ORG--NAME/snapshots/REVISION)."""
+    path = PurePosixPath(served)
+    return served == model_id or path.name == PurePosixPath(model_id).name \
+        or f"models--{model_id.replace('/', '--')}" in path.parts
+
+
+def _target_differences(report: dict, profile: dict, serving: bool) -> list[str]:
+    """A report stands for the profile's deployment only when it ran there: on its GPUs and, for the serving items,
+    with its model (a run on another card or with a stand-in model checks the commands, not this deployment)."""
+    hardware, model = profile["hardware"], profile["model"]["id"]
+    gpus = [g for g in report.get("gpus") or [] if isinstance(g, dict)]
+    caps = sorted({str(g.get("compute_cap")) for g in gpus})
+    found = []
+    if len(gpus) != hardware["gpus"] or caps != [hardware["compute_capability"]]:
+        found.append(f"it ran on {len(gpus)} GPU(s) of compute capability {', '.join(caps) or '-'}, not "
+                     f"{hardware['gpus']} of {hardware['compute_capability']}")
+    if serving and not _names_model(str(report.get("model")), model):
+        found.append(f"its model {report.get('model')} is not {model}")
     return found
 
 
@@ -275,10 +300,10 @@ def apply(report: dict, sha256: str, sections: list[PlanSection], stacks: list[S
         if stack is None:
             refused.append(f"{section.key}: the report is not for a stack shown here (it is of {report['stack']})")
             continue
-        want = {**identity(stack, report["profile"]), "profiles": profiles}
+        want = {**identity(stack, report["profile"]), "profiles": profiles, "serving": section.key == "verify"}
         differ = _differences(report, want)
         if differ:
-            refused.append(f"{section.key}: refused, the report is of other versions: {'; '.join(differ)}")
+            refused.append(f"{section.key}: refused, the report is not of this deployment: {'; '.join(differ)}")
             continue
         for item in waiting:
             needed = _step_for(item.name, steps)
