@@ -14,8 +14,6 @@ from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.verify import accuracy, api_key, client, gsm8k_data
 
 DEFAULT_PROGRESS_EVERY = 25
-# The model listing is one small answer: not the minutes a question may take.
-LISTING_TIMEOUT_S = 60.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,7 +76,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         check_output_path(args.out, "--out")
     train = gsm8k_data.load("train", args.data)
     test = gsm8k_data.load("test", args.data)
-    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, LISTING_TIMEOUT_S))
+    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, client.LISTING_TIMEOUT_S))
     config = accuracy.GateConfig(questions=args.questions, seed=args.seed, shots=args.shots,
                                  concurrency=args.concurrency, max_tokens=args.max_tokens, timeout_s=args.timeout,
                                  run_timeout_s=args.run_timeout)

@@ -23,6 +23,8 @@ from blackwell_stack.errors import CheckFailed, StackError
 
 # An error page is kept up to this size (it is only shown).
 ERROR_BODY_LIMIT = 64 << 10
+# The model listing is one small answer: not the minutes a bench level or a question may take.
+LISTING_TIMEOUT_S = 60.0
 
 
 def answer_limit(body: dict | None) -> int:

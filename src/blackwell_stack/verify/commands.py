@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from dataclasses import asdict
 from typing import TextIO
 
@@ -141,68 +142,42 @@ def print_smoke(report: smoke_mod.SmokeReport, out=None) -> None:
 # ---------------------------------------------------------------- bench
 
 
-def _levels(text: str) -> tuple[int, ...]:
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise StackError(f"bad --concurrency {text!r}", "give comma-separated integers, e.g. 1,8,32,64,128") from None
-    return levels
-
-
-def _baseline_for(arg: str | None, model: str) -> baseline_mod.Baseline | None:
-    if arg and arg.lower() == "none":
-        return None
-    if arg:
-        return baseline_mod.load(arg)
-    default = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
-    return default if default.matches_model(model) else None
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
+    levels = bench_mod.parse_levels(args.concurrency, "--concurrency")
+    if not 0 <= args.range_ratio < 1:
+        raise StackError("--range-ratio must be in [0, 1)", "for example --range-ratio 0.5")
     config = bench_mod.BenchConfig(
-        concurrencies=_levels(args.concurrency),
-        requests_per_level=args.requests,
-        input_len=args.input_len,
-        output_len=args.output_len,
-        len_dist=args.len_dist,
-        range_ratio=args.range_ratio,
-        api=args.api,
-        ignore_eos=args.ignore_eos,
-        seed=args.seed,
-        timeout_s=args.timeout,
-        warmup=args.warmup,
+        concurrencies=levels, requests_per_level=args.requests, input_len=args.input_len,
+        output_len=args.output_len, len_dist=args.len_dist, range_ratio=args.range_ratio, api=args.api,
+        ignore_eos=args.ignore_eos, seed=args.seed, timeout_s=args.timeout, warmup=args.warmup,
         tokenizer=args.tokenizer,
     )
-    bench_mod.validate(config)
     endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     # Everything that could fail after the sweep is checked before it: the baseline, the output paths, matplotlib.
-    if args.baseline and args.baseline.lower() != "none":
-        baseline_mod.load(args.baseline)
+    given = None if (args.baseline or "none").lower() == "none" else baseline_mod.load(args.baseline)
     if args.out:
         check_output_path(args.out, "--out")
     if args.plot:
         check_output_path(args.plot, "--plot")
         require_matplotlib()
     check_sglang(args.python, None, "sglang.bench_serving")
-    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, LISTING_TIMEOUT_S))
+    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, client.LISTING_TIMEOUT_S))
     result, failure = _sweep(args.python, endpoint, model, config)
-    # Nothing measured is lost to an error after it (a level that failed, a broken shipped baseline, a file changed
-    # meanwhile): the sweep's results are printed and written first, and the error comes after them.
+    # Nothing measured is lost to an error after it (a level that failed, a broken shipped baseline, a file that
+    # cannot be written): the sweep's results are printed and written first, and the error comes after them.
     errors = [failure] if failure else []
     try:
-        base = _baseline_for(args.baseline, model)
+        base = given
+        if not args.baseline:  # the shipped baseline, when the model is the default target's
+            base = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
+            base = base if base.matches_model(model) else None
         if base is not None:
-            result["baseline"] = {
-                "file": str(base.path),
-                "target": base.target,
-                "source": base.source,
-                "tolerance": base.tolerance,
-                "comparison": baseline_mod.compare(base, result["levels"]),
-            }
+            result["baseline"] = {"file": str(base.path), "target": base.target, "source": base.source,
+                                  "tolerance": base.tolerance,
+                                  "comparison": baseline_mod.compare(base, result["levels"])}
     except StackError as exc:
         errors.append(exc)
         result["baseline_error"] = exc.message
-    # The results are printed first: a file that cannot be written after all loses nothing.
     if args.json:
         output.dump_json(result)
     else:
@@ -227,21 +202,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-# The model listing is one small answer: not the minutes a level may take.
-LISTING_TIMEOUT_S = 60.0
-
-
 def _write_outputs(result: dict, args: argparse.Namespace) -> int | None:
     """Write --out and --plot; on failure say so on stderr and return the exit code (None when all went well)."""
     failed = None
-    for path, write, label in (
-        (args.out, lambda p: atomic_write_json(p, result), "JSON"),
-        (args.plot, lambda p: write_plot(result, p), "plot"),
-    ):
+    for path, write, label in ((args.out, atomic_write_json, "JSON"), (args.plot, write_plot, "plot")):
         if not path:
             continue
         try:
-            write(path)
+            write(path, result)
         except StackError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = int(exc.code)
@@ -269,14 +237,8 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
         print(f"bench: {label}: {level['ok']}/{level['requests']} ok{broken}, {level['output_tok_s']:.1f} output "
               f"tok/s, {level['wall_s']:.1f} s", file=sys.stderr, flush=True)
         levels.append(level)
-    result = {
-        "url": endpoint.base_url,
-        "model": model,
-        "client": "sglang.bench_serving",
-        "config": asdict(config),
-        "answers": _answers_summary(levels, config),
-        "levels": levels,
-    }
+    result = {"url": endpoint.base_url, "model": model, "client": "sglang.bench_serving", "config": asdict(config),
+              "answers": _answers_summary(levels, config), "levels": levels}
     if failure is not None:
         result["error"] = failure.message
     return result, failure
@@ -284,18 +246,18 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
 
 def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
     """Answers judged over the whole sweep: broken ones (exit 1), and answers shorter than asked."""
-    findings: dict[str, int] = {}
+    findings: Counter[str] = Counter()
     for lv in levels:
-        for name, n in lv["findings"].items():
-            findings[name] = findings.get(name, 0) + n
-    short = bench_mod.short_answers(levels)
+        findings.update(lv["findings"])
+    made = sum(lv["output_tokens"] for lv in levels)
+    asked = sum(lv["output_tokens_asked"] for lv in levels)
     return {
         "judged": sum(lv["ok"] for lv in levels),
         "broken": sum(lv["broken"] for lv in levels),
-        "findings": findings,
-        "output_tokens": sum(lv["output_tokens"] for lv in levels),
-        "output_tokens_asked": sum(lv["output_tokens_asked"] for lv in levels),
-        "short": short is not None,
+        "findings": dict(findings),
+        "output_tokens": made,
+        "output_tokens_asked": asked,
+        "short": bool(asked) and made < asked * bench_mod.SHORT_ANSWERS_WARNING,
         "ignore_eos": config.ignore_eos,
         "samples": [s for lv in levels for s in lv["broken_samples"]][:5],
     }
@@ -317,45 +279,24 @@ def _print_answers(answers: dict, out: TextIO) -> None:
             print(f"  {sample}", file=out)
 
 
-def _ms(summary: dict, field: str) -> str:
-    value = summary.get(field)
-    return "-" if value is None else f"{value * 1000:.1f}"
+def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
+    return "-" if value is None else format(value * scale, fmt)
 
 
-def _num(value, fmt: str = ".1f") -> str:
-    return "-" if value is None else format(value, fmt)
+# The latency columns of the table, in milliseconds.
+LATENCIES = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p95"), ("itl_s", "p99"))
 
 
 def print_bench(result: dict, out=None) -> None:
     out = out or sys.stdout
     cfg = result["config"]
-    output.heading(
-        f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
-        f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)",
-        out,
-    )
-    rows = []
-    for lv in result["levels"]:
-        rows.append(
-            [
-                lv["concurrency"],
-                f"{lv['ok']}/{lv['requests']}",
-                lv["errors"],
-                lv["broken"],
-                _num(lv["output_tok_s"]),
-                _num(lv["decode_tok_s"]["p50"]),
-                _ms(lv["ttft_s"], "p50"),
-                _ms(lv["ttft_s"], "p99"),
-                _ms(lv["itl_s"], "p50"),
-                _ms(lv["itl_s"], "p95"),
-                _ms(lv["itl_s"], "p99"),
-            ]
-        )
-    output.table(
-        ["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms", "p95", "p99"],
-        rows,
-        out,
-    )
+    output.heading(f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
+                   f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)", out)
+    rows = [[lv["concurrency"], f"{lv['ok']}/{lv['requests']}", lv["errors"], lv["broken"], _num(lv["output_tok_s"]),
+             _num(lv["decode_tok_s"]["p50"]), *(_num(lv[metric].get(at), scale=1000) for metric, at in LATENCIES)]
+            for lv in result["levels"]]
+    output.table(["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms",
+                  "p95", "p99"], rows, out)
     _print_answers(result["answers"], out)
     for lv in result["levels"]:
         for sample in lv["error_samples"]:
@@ -365,10 +306,8 @@ def print_bench(result: dict, out=None) -> None:
         output.heading(f"baseline: {base['target']} ({base['file']})", out)
         output.table(
             ["expectation", "metric", "where", "baseline", "measured", "ratio", "status"],
-            [
-                [r["name"], r["metric"], r["where"], f"{r['relation']} {r['baseline']:g}", _num(r["measured"]), _num(r["ratio"], ".2f"), r["status"]]
-                for r in base["comparison"]
-            ],
+            [[r["name"], r["metric"], r["where"], f"{r['relation']} {r['baseline']:g}", _num(r["measured"]),
+              _num(r["ratio"], ".2f"), r["status"]] for r in base["comparison"]],
             out,
         )
         print(f"source: {base['source']}", file=out)

@@ -137,8 +137,8 @@ def low_diversity(text: str) -> Finding | None:
 TEXT_DETECTORS = (replacement_chars, control_chars, char_run, repeated_unit, low_diversity)
 
 
-def inspect_text(text: str | None) -> list[Finding]:
-    """Every finding on one model output; empty content stops the other checks."""
+def inspect_text(text: str | None, detectors=TEXT_DETECTORS) -> list[Finding]:
+    """Every finding of `detectors` on one model output; empty content stops the other checks."""
     empty = empty_content(text)
     if empty or text is None:
         return [empty] if empty else []

@@ -31,7 +31,7 @@ def require_matplotlib() -> None:
         ) from None
 
 
-def write_plot(result: dict, path: str | Path) -> Path:
+def write_plot(path: str | Path, result: dict) -> Path:
     require_matplotlib()
     import matplotlib.pyplot as plt
 
