@@ -13,6 +13,7 @@ text is judged too, and an answer is empty only when both fields are.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -91,18 +92,6 @@ class SmokeReport:
         }
 
 
-def request_body(prompt: Prompt, model: str, max_tokens: int, stream: bool) -> dict:
-    body: dict = {"model": model, "temperature": 0, "max_tokens": max_tokens}
-    if prompt.api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt.text}]
-    else:
-        body["prompt"] = prompt.text
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return body
-
-
 def _text(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -147,16 +136,17 @@ def _read_events(answer: Answer, events: list[dict], chat: bool, part_name: str)
     answer.text = None if content is None and reasoning is None else (reasoning or "") + (content or "")
 
 
-def _ask(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool, max_tokens: int, timeout: float) -> Answer:
-    mode = "stream" if stream else "no-stream"
+def _ask(endpoint: Endpoint, model: str, prompt: Prompt, mode: str, max_tokens: int, timeout: float) -> Answer:
     answer = Answer(prompt=prompt.name, api=prompt.api, mode=mode)
-    body = request_body(prompt, model, max_tokens, stream)
-    path = "/chat/completions" if prompt.api == "chat" else "/completions"
     chat = prompt.api == "chat"
+    body: dict = {"model": model, "temperature": 0, "max_tokens": max_tokens}
+    body.update({"messages": [{"role": "user", "content": prompt.text}]} if chat else {"prompt": prompt.text})
+    path = "/chat/completions" if chat else "/completions"
     started = time.monotonic()
     events: list[dict] = []
     try:
-        if stream:
+        if mode == "stream":
+            body.update(stream=True, stream_options={"include_usage": True})
             stream_events(endpoint, path, body, timeout=timeout, into=events)
             _read_events(answer, events, chat, "delta")
         else:
@@ -189,10 +179,8 @@ def _failed(prompt: Prompt, mode: str, exc: ServerError, events: list[dict], cha
         return Verdict(prompt.name, mode, "http", NO_ANSWER, str(exc))
     if exc.kind == "dropped":
         so_far = Answer(prompt.name, prompt.api, mode)
-        try:
+        with contextlib.suppress(ServerError):
             _read_events(so_far, events, chat, "delta")
-        except ServerError:
-            pass
         shown = degeneracy.excerpt(so_far.text, width=60) if so_far.text else "-"
         return Verdict(prompt.name, mode, "dropped", f"the server closed the connection before the answer "
                        f"ended: {exc}", f"text so far: {shown}")
@@ -216,15 +204,8 @@ def _same_answers(answers: list[Answer]) -> None:
                                           "answer", degeneracy.excerpt(a.text or "")))
 
 
-def run_smoke(
-    endpoint: Endpoint,
-    model: str,
-    *,
-    prompts: tuple[Prompt, ...] = PROMPTS,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    on_step: Callable[[str, Answer | None], None] | None = None,
-) -> SmokeReport:
+def run_smoke(endpoint: Endpoint, model: str, *, max_tokens: int, timeout: float,
+              on_step: Callable[[str, Answer | None], None]) -> SmokeReport:
     """Ask every prompt not streamed and streamed, one request at a time (a smoke test, not a load).
 
     A request that gets no answer within `timeout` ends the asking: the rest
@@ -235,27 +216,18 @@ def run_smoke(
     """
     answers: list[Answer] = []
     silent: Answer | None = None
-    for prompt in prompts:
-        for stream in (False, True):
+    for prompt in PROMPTS:
+        for mode in ("no-stream", "stream"):
             if silent is not None:
-                answers.append(_not_asked(prompt, stream, silent, timeout))
+                why = f"not asked: the server gave no answer to {silent.prompt} ({silent.mode}) within --timeout"
+                not_asked = Verdict(prompt.name, mode, "not-asked", f"{why} {timeout:g} s", "-")
+                answers.append(Answer(prompt.name, prompt.api, mode, verdicts=[not_asked]))
                 continue
-            label = f"{prompt.name} ({'stream' if stream else 'no-stream'})"
-            if on_step:
-                on_step(label, None)
-            answer = _ask(endpoint, model, prompt, stream, max_tokens, timeout)
-            if on_step:
-                on_step(label, answer)
+            on_step(f"{prompt.name} ({mode})", None)
+            answer = _ask(endpoint, model, prompt, mode, max_tokens, timeout)
+            on_step(f"{prompt.name} ({mode})", answer)
             answers.append(answer)
             if any(v.detail == NO_ANSWER for v in answer.verdicts):
                 silent = answer
     _same_answers(answers)
     return SmokeReport(url=endpoint.base_url, model=model, answers=answers)
-
-
-def _not_asked(prompt: Prompt, stream: bool, silent: Answer, timeout: float) -> Answer:
-    mode = "stream" if stream else "no-stream"
-    answer = Answer(prompt=prompt.name, api=prompt.api, mode=mode)
-    answer.verdicts.append(Verdict(prompt.name, mode, "not-asked", f"not asked: the server gave no answer to "
-                                   f"{silent.prompt} ({silent.mode}) within --timeout {timeout:g} s", "-"))
-    return answer
