@@ -31,27 +31,22 @@ from blackwell_stack.verify import degeneracy
 from blackwell_stack.verify.client import Endpoint, ServerError, get_json
 from blackwell_stack.verify.gsm8k_data import Example, Threshold
 
-# As sglang.test.few_shot_gsm8k asks: 5 shots, 512 new tokens, these stop strings.
-SHOTS = 5
-MAX_TOKENS = 512
+# As sglang.test.few_shot_gsm8k asks: 5 shots (GateConfig), 512 new tokens, these stop strings.
 STOP = ("Question", "Assistant:", "<|separator|>")
-DEFAULT_QUESTIONS = 200
-DEFAULT_SEED = 0
-DEFAULT_CONCURRENCY = 32
-DEFAULT_TIMEOUT_S = 300.0
-DEFAULT_RUN_TIMEOUT_S = 1800.0
 NOT_ASKED = "not asked"
 
 
 @dataclass(frozen=True)
 class GateConfig:
-    questions: int = DEFAULT_QUESTIONS
-    seed: int = DEFAULT_SEED
-    shots: int = SHOTS
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_tokens: int = MAX_TOKENS
-    timeout_s: float = DEFAULT_TIMEOUT_S  # each request
-    run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S  # the whole run
+    """The gate's settings; the defaults are the command's."""
+
+    questions: int = 200
+    seed: int = 0
+    shots: int = 5
+    concurrency: int = 32
+    max_tokens: int = 512
+    timeout_s: float = 300.0  # each request
+    run_timeout_s: float = 1800.0  # the whole run
 
 
 @dataclass

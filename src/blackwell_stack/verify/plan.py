@@ -36,7 +36,7 @@ def _accuracy_item() -> PlanItem:
         return PlanItem("accuracy gate", "unknown", None, verified=False, note=exc.message)
     return PlanItem(
         "accuracy gate",
-        f"few-shot GSM8K, {accuracy.DEFAULT_QUESTIONS} questions (seed {accuracy.DEFAULT_SEED}) at temperature 0; "
+        f"few-shot GSM8K, {accuracy.GateConfig.questions} questions (seed {accuracy.GateConfig.seed}) at temperature 0; "
         f"fails below {threshold.min_accuracy:g}, {THRESHOLD_WORDS[threshold.kind]}",
         "src/blackwell_stack/verify/gsm8k.json",
         note=None if threshold.kind == "bf16-kv-run" else "a floor or a published figure misses a loss of a few "
