@@ -100,24 +100,15 @@ class GateResult:
         return not self.reasons
 
     def to_json(self) -> dict:
-        invalid = sum(1 for g in self.graded if g.error is None and g.got is None)
+        graded = self.graded
         return {
-            "check": "gsm8k",
-            "url": self.url,
-            "model": self.model,
-            "ok": self.ok,
-            "accuracy": round(self.accuracy, 4),
-            "correct": self.correct,
-            "questions": len(self.graded),
-            "answered": len(self.graded) - len(self.unanswered),
-            "invalid": invalid,
-            "not_asked": sum(1 for g in self.graded if (g.error or "").startswith(NOT_ASKED)),
-            "threshold": asdict(self.threshold),
-            "reasons": self.reasons,
-            "seconds": round(self.seconds, 3),
-            "config": asdict(self.config),
-            "dataset": self.dataset,
-            "wrong_samples": [asdict(g) for g in self.graded if not g.correct][:5],
+            "check": "gsm8k", "url": self.url, "model": self.model, "ok": self.ok, "accuracy": round(self.accuracy, 4),
+            "correct": self.correct, "questions": len(graded), "answered": len(graded) - len(self.unanswered),
+            "invalid": sum(1 for g in graded if g.error is None and g.got is None),
+            "not_asked": sum(1 for g in graded if (g.error or "").startswith(NOT_ASKED)),
+            "threshold": asdict(self.threshold), "reasons": self.reasons, "seconds": round(self.seconds, 3),
+            "config": asdict(self.config), "dataset": self.dataset,
+            "wrong_samples": [asdict(g) for g in graded if not g.correct][:5],
         }
 
 

@@ -83,13 +83,8 @@ class SmokeReport:
         return not self.verdicts
 
     def to_json(self) -> dict:
-        return {
-            "url": self.url,
-            "model": self.model,
-            "ok": self.ok,
-            "answers": [asdict(a) for a in self.answers],
-            "verdicts": [asdict(v) for v in self.verdicts],
-        }
+        return {"url": self.url, "model": self.model, "ok": self.ok, "answers": [asdict(a) for a in self.answers],
+                "verdicts": [asdict(v) for v in self.verdicts]}
 
 
 def _text(value: object) -> str | None:
