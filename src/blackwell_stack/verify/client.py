@@ -55,21 +55,17 @@ class Endpoint:
     @classmethod
     def parse(cls, url: str, api_key: str | None = None) -> Endpoint:
         """http://host:port, http://host:port/v1 or https://host/prefix/v1 -> Endpoint."""
-        raw = url if "://" in url else f"http://{url}"
+        hint = "give the server's base URL, e.g. http://127.0.0.1:30000 or http://[::1]:30000 (/v1 is optional)"
         try:
-            parts = urlsplit(raw)
+            parts = urlsplit(url if "://" in url else f"http://{url}")
         except ValueError as exc:  # an unclosed [ of an IPv6 address: "Invalid IPv6 URL"
-            raise StackError(f"not a server URL: {url!r} ({exc})",
-                             "give the server's base URL, for example http://127.0.0.1:30000 or http://[::1]:30000") from None
+            raise StackError(f"not a server URL: {url!r} ({exc})", hint) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise StackError(
-                f"not a server URL: {url!r}",
-                "give the server's base URL, for example http://127.0.0.1:30000 (the /v1 prefix is optional)",
-            )
+            raise StackError(f"not a server URL: {url!r}", hint)
         problem = argtypes.host_name_problem(parts.hostname)
         if problem:
             raise StackError(f"not a server URL: {url!r}: the host name {parts.hostname!r} is not valid ({problem})",
-                             "give the server's base URL, for example http://127.0.0.1:30000")
+                             hint)
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as exc:
