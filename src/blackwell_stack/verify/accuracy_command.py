@@ -17,11 +17,12 @@ DEFAULT_PROGRESS_EVERY = 25
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    gate = accuracy.GateConfig  # whose defaults are the options'
     p = sub.add_parser(
         "accuracy",
         help="few-shot GSM8K against a server, and fail below the profile's accuracy threshold",
         description="Ask a fixed, seeded sample of GSM8K's test questions, few-shot as SGLang's own benchmark does "
-        f"({accuracy.GateConfig.shots} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
+        f"({gate.shots} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
         "/v1/completions, and grade the last number of each answer against the number after `####`. Fails (exit "
         "1) when the accuracy is below the profile's threshold (verify/gsm8k.json: each says where it comes from: "
         "a published figure, the same server's bf16-KV run, or a floor meant to catch garbage) or when a "
@@ -31,22 +32,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
-    p.add_argument("--profile", default=DEFAULT_PROFILE, help="the profile whose threshold applies "
-                   "(default %(default)s)")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help="the profile whose threshold applies (default %(default)s)")
     p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
                    "fraction between 0 and 1, e.g. the same server's bf16-KV score minus its noise)")
-    p.add_argument("--questions", type=positive_int, default=accuracy.GateConfig.questions,
+    p.add_argument("--questions", type=positive_int, default=gate.questions,
                    help="questions asked, a seeded sample of the 1319 of test (default %(default)s)")
-    p.add_argument("--seed", type=non_negative_int, default=accuracy.GateConfig.seed, help="seed of the sample (default %(default)s)")
-    p.add_argument("--shots", type=positive_int, default=accuracy.GateConfig.shots, help="solved examples before each "
+    p.add_argument("--seed", type=non_negative_int, default=gate.seed, help="seed of the sample (default %(default)s)")
+    p.add_argument("--shots", type=positive_int, default=gate.shots, help="solved examples before each "
                    "question (default %(default)s)")
-    p.add_argument("--concurrency", type=positive_int, default=accuracy.GateConfig.concurrency,
+    p.add_argument("--concurrency", type=positive_int, default=gate.concurrency,
                    help="requests at once (default %(default)s)")
-    p.add_argument("--max-tokens", type=positive_int, default=accuracy.GateConfig.max_tokens,
+    p.add_argument("--max-tokens", type=positive_int, default=gate.max_tokens,
                    help="tokens per answer (default %(default)s)")
-    p.add_argument("--timeout", type=positive_float, default=accuracy.GateConfig.timeout_s,
+    p.add_argument("--timeout", type=positive_float, default=gate.timeout_s,
                    help="seconds for each request (default %(default)s)")
-    p.add_argument("--run-timeout", type=positive_float, default=accuracy.GateConfig.run_timeout_s,
+    p.add_argument("--run-timeout", type=positive_float, default=gate.run_timeout_s,
                    help="seconds for the whole run; questions not asked by then count as wrong (default %(default)s)")
     p.add_argument("--data", metavar="DIR", help="a directory holding GSM8K's train.jsonl and test.jsonl (checked "
                    "by sha256) instead of the user cache")

@@ -25,15 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke",
         help="ask fixed prompts at temperature 0 and fail on garbage output",
-        description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail "
-        "(exit 1) on the reference deployment's own failure text (\"NaN happened\", runs of '!': "
-        "verify/failure-text.json) in an answer's text, finish reason or matched_stop, empty/null content, a "
-        "finish reason other than stop/length, degenerate text (long character runs, looping phrases, low "
-        "character diversity, U+FFFD), a connection dropped mid-answer, HTTP/protocol errors, and on answers that "
-        "miss what any working model writes at temperature 0 (Paris, the digits of a count) or that another prompt "
-        "got too. --timeout bounds "
-        "every request, the model listing included; after a request that gets no answer in time, the rest are "
-        "not asked.",
+        description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail (exit 1) on the "
+        "reference deployment's own failure text (\"NaN happened\", runs of '!': verify/failure-text.json) in an "
+        "answer's text, finish reason or matched_stop, empty/null content, a finish reason other than stop/length, "
+        "degenerate text (long character runs, looping phrases, low character diversity, U+FFFD), a connection "
+        "dropped mid-answer, HTTP/protocol errors, and on answers that miss what any working model writes at "
+        "temperature 0 (Paris, the digits of a count) or that another prompt got too. --timeout bounds every "
+        "request, the model listing included; after a request that gets no answer in time, the rest are not asked.",
     )
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
@@ -73,10 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "directory or Hugging Face name (default: the model name)")
     b.add_argument("--python", default=sys.executable,
                    help="the Python that has sglang: the serving venv's bin/python (default: this one)")
-    b.add_argument(
-        "--baseline",
-        help="baseline JSON to compare with, or 'none' (default: the shipped baseline when the model is the default target's)",
-    )
+    b.add_argument("--baseline", help="baseline JSON to compare with, or 'none' (default: the shipped baseline when the "
+                   "model is the default target's)")
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
@@ -121,10 +117,8 @@ def _smoke_step(err: TextIO):
 def print_smoke(report: smoke_mod.SmokeReport, out=None) -> None:
     out = out or sys.stdout
     output.heading(f"smoke: {report.model} at {report.url}", out)
-    rows = []
-    for a in report.answers:
-        text = "-" if a.text is None else degeneracy.excerpt(a.text, width=40)
-        rows.append([a.prompt, a.api, a.mode, "ok" if not a.verdicts else "FAIL", a.finish_reason, a.completion_tokens, text])
+    rows = [[a.prompt, a.api, a.mode, "ok" if not a.verdicts else "FAIL", a.finish_reason, a.completion_tokens,
+             "-" if a.text is None else degeneracy.excerpt(a.text, width=40)] for a in report.answers]
     output.table(["prompt", "api", "mode", "result", "finish", "tokens", "text"], rows, out)
     if report.ok:
         print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found, the expected content in each", file=out)
@@ -195,11 +189,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"bench failed: {sum(lv['errors'] for lv in result['levels'])} request(s) got no answer "
               "(the errors above)", file=sys.stderr)
         return int(ExitCode.CHECK_FAILED)
-    if result["answers"]["broken"]:
-        return int(ExitCode.CHECK_FAILED)
-    if args.fail_below_baseline and any(r["status"] == "below" for r in result.get("baseline", {}).get("comparison", [])):
-        return int(ExitCode.CHECK_FAILED)
-    return int(ExitCode.OK)
+    below = any(r["status"] == "below" for r in result.get("baseline", {}).get("comparison", []))
+    failed = result["answers"]["broken"] or (args.fail_below_baseline and below)
+    return int(ExitCode.CHECK_FAILED if failed else ExitCode.OK)
 
 
 def _write_outputs(result: dict, args: argparse.Namespace) -> int | None:
