@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import ssl
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -107,7 +105,7 @@ class _Request:
         except TimeoutError:
             self.close()
             raise self.timed_out() from None
-        except (ConnectionError, socket.gaierror, ssl.SSLError, OSError) as exc:
+        except OSError as exc:  # refused, reset, a name not found, TLS (each an OSError)
             self.close()
             kind = "dropped" if isinstance(exc, http.client.RemoteDisconnected) else "connect"
             raise ServerError(kind, f"cannot connect to {endpoint.host}:{endpoint.port}: {exc}") from None
