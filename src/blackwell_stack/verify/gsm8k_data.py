@@ -23,8 +23,6 @@ from blackwell_stack.data import registry
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.paths import cache_dir
 
-SPLITS = ("train", "test")
-
 
 @dataclass(frozen=True)
 class Example:
@@ -43,8 +41,7 @@ class Threshold:
 @functools.cache
 def pins() -> dict[str, Any]:
     """gsm8k.json, checked."""
-    data: dict[str, Any] = registry.load("gsm8k")
-    return data
+    return registry.load("gsm8k")
 
 
 def threshold(profile: str) -> Threshold:
@@ -94,10 +91,8 @@ def load(split: str, data_dir: str | Path | None = None) -> list[Example]:
     pin = pins()["dataset"]["files"][split]
     path = Path(data_dir) / pin["file"] if data_dir is not None else _cached(split)
     raw = _read_checked(path, split)
-    rows = []
-    for line in raw.decode().splitlines():
-        row = json.loads(line)  # the pinned file is JSON Lines (its hash was checked above)
-        rows.append(Example(str(row["question"]), str(row["answer"])))
+    # The pinned file is JSON Lines (its hash was checked above).
+    rows = [Example(str(row["question"]), str(row["answer"])) for row in map(json.loads, raw.decode().splitlines())]
     if len(rows) != pin["rows"]:
         raise HashMismatch(f"{path}: {len(rows)} rows, the pin says {pin['rows']}", "restore gsm8k.json from the "
                            "repository: its size, hash and row count disagree")
