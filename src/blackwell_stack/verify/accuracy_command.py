@@ -112,20 +112,19 @@ def _progress(err: TextIO, every: int):
     return step
 
 
-def print_result(report: dict, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
-    output.heading(f"accuracy: GSM8K, {report['model']} at {report['url']}", out)
+def print_result(report: dict) -> None:
+    output.heading(f"accuracy: GSM8K, {report['model']} at {report['url']}")
     threshold = report["threshold"]
     print(f"accuracy:  {report['accuracy']:.3f} ({report['correct']} of {report['questions']} correct; "
-          f"{report['answered']} answered, {report['invalid']} without a number; {report['seconds']:.1f} s)", file=out)
-    print(f"threshold: {threshold['min_accuracy']:g} for {threshold['profile']} ({threshold['kind']})", file=out)
-    output.paragraph(f"source:    {threshold['source']}", out)
+          f"{report['answered']} answered, {report['invalid']} without a number; {report['seconds']:.1f} s)")
+    print(f"threshold: {threshold['min_accuracy']:g} for {threshold['profile']} ({threshold['kind']})")
+    output.paragraph(f"source:    {threshold['source']}")
     for sample in report["wrong_samples"][:3]:
         got = sample["error"] or f"got {sample['got']}: {sample['excerpt']}"
-        print(f"  wrong: test row {sample['index']}, expected {sample['expected']}, {got}", file=out)
+        print(f"  wrong: test row {sample['index']}, expected {sample['expected']}, {got}")
     if report["ok"]:
-        print("\naccuracy passed", file=out)
+        print("\naccuracy passed")
         return
     for reason in report["reasons"]:
-        print(f"FAIL {reason}", file=out)
-    print("\naccuracy failed", file=out)
+        print(f"FAIL {reason}")
+    print("\naccuracy failed")

@@ -114,23 +114,22 @@ def _smoke_step(err: TextIO):
     return step
 
 
-def print_smoke(report: smoke_mod.SmokeReport, out=None) -> None:
-    out = out or sys.stdout
-    output.heading(f"smoke: {report.model} at {report.url}", out)
+def print_smoke(report: smoke_mod.SmokeReport) -> None:
+    output.heading(f"smoke: {report.model} at {report.url}")
     rows = [[a.prompt, a.api, a.mode, "ok" if not a.verdicts else "FAIL", a.finish_reason, a.completion_tokens,
              "-" if a.text is None else degeneracy.excerpt(a.text, width=40)] for a in report.answers]
-    output.table(["prompt", "api", "mode", "result", "finish", "tokens", "text"], rows, out)
+    output.table(["prompt", "api", "mode", "result", "finish", "tokens", "text"], rows)
     if report.ok:
-        print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found, the expected content in each", file=out)
+        print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found, the expected content in each")
         return
-    output.heading("verdicts", out)
+    output.heading("verdicts")
     not_asked = [v for v in report.verdicts if v.check == "not-asked"]
     for v in report.verdicts:
         if v.check != "not-asked":
-            print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}", file=out)
+            print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}")
     if not_asked:
-        print(f"FAIL {len(not_asked)} answer(s) {not_asked[0].detail}", file=out)
-    print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of {len(report.answers)} answers", file=out)
+        print(f"FAIL {len(not_asked)} answer(s) {not_asked[0].detail}")
+    print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of {len(report.answers)} answers")
 
 
 # ---------------------------------------------------------------- bench
@@ -255,20 +254,20 @@ def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
     }
 
 
-def _print_answers(answers: dict, out: TextIO) -> None:
+def _print_answers(answers: dict) -> None:
     print(f"answers: {answers['judged']} judged; output tokens: {answers['output_tokens']} re-tokenized of "
-          f"{answers['output_tokens_asked']} asked", file=out)
+          f"{answers['output_tokens_asked']} asked")
     if answers["short"]:
         note = (" although ignore_eos was sent: the server ignored it" if answers["ignore_eos"]
                 else "; pass --ignore-eos for answers of full length")
         print("warning: the answers were shorter than asked: decode tok/s counts the asked length, and the "
-              f"figures are for shorter answers{note}", file=out)
+              f"figures are for shorter answers{note}")
     if answers["broken"]:
         found = ", ".join(f"{name} {n}" for name, n in sorted(answers["findings"].items()))
         print(f"FAIL: {answers['broken']} broken answer(s) ({found}); the figures are not those of a working "
-              f"server (`blackwell-stack smoke` shows the garbage)", file=out)
+              f"server (`blackwell-stack smoke` shows the garbage)")
         for sample in answers["samples"]:
-            print(f"  {sample}", file=out)
+            print(f"  {sample}")
 
 
 def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
@@ -279,27 +278,25 @@ def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
 LATENCIES = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p95"), ("itl_s", "p99"))
 
 
-def print_bench(result: dict, out=None) -> None:
-    out = out or sys.stdout
+def print_bench(result: dict) -> None:
     cfg = result["config"]
     output.heading(f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
-                   f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)", out)
+                   f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)")
     rows = [[lv["concurrency"], f"{lv['ok']}/{lv['requests']}", lv["errors"], lv["broken"], _num(lv["output_tok_s"]),
              _num(lv["decode_tok_s"]["p50"]), *(_num(lv[metric].get(at), scale=1000) for metric, at in LATENCIES)]
             for lv in result["levels"]]
     output.table(["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms",
-                  "p95", "p99"], rows, out)
-    _print_answers(result["answers"], out)
+                  "p95", "p99"], rows)
+    _print_answers(result["answers"])
     for lv in result["levels"]:
         for sample in lv["error_samples"]:
-            print(f"error at c={lv['concurrency']}: {sample}", file=out)
+            print(f"error at c={lv['concurrency']}: {sample}")
     base = result.get("baseline")
     if base:
-        output.heading(f"baseline: {base['target']} ({base['file']})", out)
+        output.heading(f"baseline: {base['target']} ({base['file']})")
         output.table(
             ["expectation", "metric", "where", "baseline", "measured", "ratio", "status"],
             [[r["name"], r["metric"], r["where"], f"{r['relation']} {r['baseline']:g}", _num(r["measured"]),
               _num(r["ratio"], ".2f"), r["status"]] for r in base["comparison"]],
-            out,
         )
-        print(f"source: {base['source']}", file=out)
+        print(f"source: {base['source']}")
