@@ -93,27 +93,11 @@ def _text(value: object) -> str | None:
     raise ServerError("protocol", f"answer text is not a string: {str(value)[:120]}")
 
 
-def _read_choice(answer: Answer, choice: object, chat: bool, part_name: str, pieces: dict[str, list[str]]) -> None:
-    """One choice of an answer (`message`) or of a stream event (`delta`; `text` for completions)."""
-    if not isinstance(choice, dict):
-        raise ServerError("protocol", f"a choice is not an object: {str(choice)[:120]}")
-    part = choice.get(part_name) if chat else choice
-    if not isinstance(part, dict):
-        raise ServerError("protocol", f"choice has no {part_name} object: {str(choice)[:120]}")
-    content = _text(part.get("content") if chat else part.get("text"))
-    reasoning = _text(part.get("reasoning_content") or part.get("reasoning")) if chat else None
-    if content is not None:
-        pieces["content"].append(content)
-    if reasoning:
-        pieces["reasoning"].append(reasoning)
-    if choice.get("finish_reason") is not None:
-        answer.finish_reason = choice["finish_reason"]
-    if choice.get("matched_stop") is not None:
-        answer.matched_stop = choice["matched_stop"]
-
-
 def _read_events(answer: Answer, events: list[dict], chat: bool, part_name: str) -> None:
-    pieces: dict[str, list[str]] = {"content": [], "reasoning": []}
+    """The answer's text, finish reason, matched_stop and tokens from its events: the first choice of each, its
+    `message` (an answer) or `delta` (a stream event), or the choice itself for completions (`text`)."""
+    content: list[str] = []
+    reasoning: list[str] = []
     for event in events:
         if "error" in event:
             raise ServerError("protocol", f"error event in the answer: {str(event['error'])[:200]}")
@@ -121,14 +105,27 @@ def _read_events(answer: Answer, events: list[dict], chat: bool, part_name: str)
         if not isinstance(choices, list):
             raise ServerError("protocol", f"choices is not a list: {str(event)[:120]}")
         for choice in choices[:1]:
-            _read_choice(answer, choice, chat, part_name, pieces)
+            if not isinstance(choice, dict):
+                raise ServerError("protocol", f"a choice is not an object: {str(choice)[:120]}")
+            part = choice.get(part_name) if chat else choice
+            if not isinstance(part, dict):
+                raise ServerError("protocol", f"choice has no {part_name} object: {str(choice)[:120]}")
+            text = _text(part.get("content") if chat else part.get("text"))
+            thought = _text(part.get("reasoning_content") or part.get("reasoning")) if chat else None
+            if text is not None:
+                content.append(text)
+            if thought:
+                reasoning.append(thought)
+            if choice.get("finish_reason") is not None:
+                answer.finish_reason = choice["finish_reason"]
+            if choice.get("matched_stop") is not None:
+                answer.matched_stop = choice["matched_stop"]
         usage = event.get("usage")
         tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
         if isinstance(tokens, int):
             answer.completion_tokens = tokens
-    content = "".join(pieces["content"]) if pieces["content"] else None
-    reasoning = "".join(pieces["reasoning"]) or None
-    answer.text = None if content is None and reasoning is None else (reasoning or "") + (content or "")
+    if content or reasoning:
+        answer.text = "".join(reasoning) + "".join(content)
 
 
 def _ask(endpoint: Endpoint, model: str, prompt: Prompt, mode: str, max_tokens: int, timeout: float) -> Answer:
