@@ -66,9 +66,7 @@ def _build(data: dict, path: Path) -> Baseline:
     for item in data["expectations"]:
         if ("concurrency" in item) == ("min_concurrency" in item):
             raise DataError(path, f"expectations.{item['name']}", None, "needs exactly one of concurrency and min_concurrency")
-        expectations.append(Expectation(name=item["name"], metric=item["metric"], value=float(item["value"]),
-                                        relation=item["relation"], concurrency=item.get("concurrency"),
-                                        min_concurrency=item.get("min_concurrency")))
+        expectations.append(Expectation(**{**item, "value": float(item["value"])}))  # the schema's keys alone
     return Baseline(path, data["target"], data["model"], data["source"], float(data.get("tolerance", 0.1)),
                     tuple(expectations))
 
