@@ -191,7 +191,7 @@ class _Asker:
 
 def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Example], config: GateConfig,
              threshold: Threshold, dataset: dict,
-             on_answer: Callable[[Graded, int, int], None] | None = None) -> GateResult:
+             on_answer: Callable[[Graded, int, int], None]) -> GateResult:
     """Ask the sampled questions, `concurrency` at a time; on_answer(graded, done, total) after each.
 
     A server that cannot be reached at all is a CheckFailed; any other failure is an unanswered question.
@@ -200,7 +200,6 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
     prefix = few_shot_prefix(train, config.shots)
     rows = pick(len(test), config.questions, config.seed)
     asker = _Asker(endpoint, model, config, started + config.run_timeout_s)
-    result = GateResult(endpoint.base_url, model, config, threshold, dataset)
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in rows:
         todo.put(i)
@@ -232,12 +231,11 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
             if isinstance(answer, BaseException):
                 raise answer
             by_row[answer.index] = answer
-            if on_answer:
-                on_answer(answer, len(by_row), len(rows))
+            on_answer(answer, len(by_row), len(rows))
     finally:
         asker.stopped = asker.stopped or "the run was stopped"  # the workers ask nothing more
-    result.graded = [by_row[i] for i in rows]
-    result.seconds = time.monotonic() - started
+    result = GateResult(endpoint.base_url, model, config, threshold, dataset, [by_row[i] for i in rows],
+                        time.monotonic() - started)
     if asker.unreachable is not None and not any(g.error is None for g in result.graded):
         raise CheckFailed(f"{asker.unreachable}", f"check that the server is up at {endpoint.root}, and the URL "
                           "and port")
