@@ -191,7 +191,7 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
         if state.server is not None:
             state.server.stop()
         try:
-            versions = report_mod.installed_versions(args.python, stack.kernel["package"], run.run_bounded)
+            versions = report_mod.installed_versions(args.python, stack.kernel["package"])
             report = report_mod.build(
                 steps=state.steps, ident=report_mod.identity(stack, profile), versions=versions,
                 locked=stack.versions() if stack.locked else None, host=socket.gethostname(),
