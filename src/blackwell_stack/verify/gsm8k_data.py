@@ -11,6 +11,7 @@ in the same file, with its source.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -76,11 +77,9 @@ def _cached(split: str) -> Path:
     pin = dataset["files"][split]
     path = cache_dir("gsm8k", dataset["commit"][:12]) / pin["file"]
     if path.is_file() and path.stat().st_size == pin["size"]:
-        try:
+        with contextlib.suppress(HashMismatch):  # a damaged copy: downloaded again below, replacing it whole
             _read_checked(path, split)
             return path
-        except HashMismatch:
-            pass  # a damaged copy: downloaded again below, replacing it whole
     download.download(pin["url"], path, expected_sha256=pin["sha256"], expected_size=pin["size"],
                       label=f"GSM8K {pin['file']}")
     return path

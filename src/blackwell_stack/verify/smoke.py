@@ -154,10 +154,8 @@ def _ask(endpoint: Endpoint, model: str, prompt: Prompt, mode: str, max_tokens: 
         return answer
     finally:
         answer.seconds = round(time.monotonic() - started, 3)
-    findings = failure_text.find(answer.text, answer.finish_reason, answer.matched_stop)
     reason = degeneracy.finish_reason(answer.finish_reason)
-    if reason:
-        findings.append(reason)
+    findings = failure_text.find(answer.text, answer.finish_reason, answer.matched_stop) + ([reason] if reason else [])
     findings += degeneracy.inspect_text(answer.text)
     answer.verdicts.extend(Verdict(prompt.name, mode, f.check, f.detail, f.excerpt) for f in findings)
     if not answer.verdicts and prompt.expect and not re.search(prompt.expect, answer.text or "", re.IGNORECASE):
