@@ -275,8 +275,8 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[in
     compare = ["--baseline", args.baseline] + (["--fail-below-baseline"] if args.baseline.lower() != "none" else [])
     level_s = bounds["bench"] / len(levels)
     step = run.command_step(
-        "bench", run.cli("bench", url, *py, "--concurrency", ",".join(map(str, levels)), "--ignore-eos", "--input-len", "256",
-                         "--output-len", "256", "--timeout", f"{level_s:g}", *compare, *plot, *ask),
+        "bench", run.cli("bench", url, *py, "--concurrency", ",".join(map(str, levels)), "--ignore-eos", "--input-len",
+                         "256", "--output-len", "256", "--timeout", f"{level_s:g}", *compare, *plot, *ask),
         bounds["bench"], work, "bench.json", _bench)
     if step.data and "baseline" in step.data:
         step.extra["comparison"] = step.data["baseline"]["comparison"]

@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke",
         help="ask fixed prompts at temperature 0 and fail on garbage output",
-        description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail (exit 1) on the "
-        "reference deployment's own failure text (\"NaN happened\", runs of '!': verify/failure-text.json) in an "
+        description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail (exit 1) on "
+        "the reference deployment's own failure text (\"NaN happened\", runs of '!': verify/failure-text.json) in an "
         "answer's text, finish reason or matched_stop, empty/null content, a finish reason other than stop/length, "
         "degenerate text (long character runs, looping phrases, low character diversity, U+FFFD), a connection "
         "dropped mid-answer, HTTP/protocol errors, and on answers that miss what any working model writes at "
@@ -71,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "directory or Hugging Face name (default: the model name)")
     b.add_argument("--python", default=sys.executable,
                    help="the Python that has sglang: the serving venv's bin/python (default: this one)")
-    b.add_argument("--baseline", help="baseline JSON to compare with, or 'none' (default: the shipped baseline when the "
-                   "model is the default target's)")
+    b.add_argument("--baseline", help="baseline JSON to compare with, or 'none' (default: the shipped baseline when "
+                   "the model is the default target's)")
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
@@ -129,7 +129,8 @@ def print_smoke(report: smoke_mod.SmokeReport) -> None:
             print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}")
     if not_asked:
         print(f"FAIL {len(not_asked)} answer(s) {not_asked[0].detail}")
-    print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of {len(report.answers)} answers")
+    print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of "
+          f"{len(report.answers)} answers")
 
 
 # ---------------------------------------------------------------- bench

@@ -25,8 +25,8 @@ def _accuracy_item() -> PlanItem:
         return PlanItem("accuracy gate", "unknown", None, verified=False, note=exc.message)
     return PlanItem(
         "accuracy gate",
-        f"few-shot GSM8K, {accuracy.GateConfig.questions} questions (seed {accuracy.GateConfig.seed}) at temperature 0; "
-        f"fails below {threshold.min_accuracy:g}, {THRESHOLD_WORDS[threshold.kind]}",
+        f"few-shot GSM8K, {accuracy.GateConfig.questions} questions (seed {accuracy.GateConfig.seed}) at "
+        f"temperature 0; fails below {threshold.min_accuracy:g}, {THRESHOLD_WORDS[threshold.kind]}",
         "src/blackwell_stack/verify/gsm8k.json",
         note=None if threshold.kind == "bf16-kv-run" else "a floor or a published figure misses a loss of a few "
         "points: set the threshold from the same server's bf16-KV run (docs/accuracy-gate.md#the-threshold)",
@@ -65,7 +65,8 @@ def plan_section() -> PlanSection:
     ]
     for exp in base.expectations:
         where = f"c={exp.concurrency}" if exp.concurrency else f"c>={exp.min_concurrency}"
-        value = f"{exp.metric} {exp.relation.replace('_', ' ')} {exp.value:g} at {where} (tolerance {base.tolerance:.0%})"
+        value = (f"{exp.metric} {exp.relation.replace('_', ' ')} {exp.value:g} at {where} "
+                 f"(tolerance {base.tolerance:.0%})")
         items.append(PlanItem(f"baseline: {exp.name}", value, f"src/blackwell_stack/verify/baselines/{base.path.name} "
                               "(docs/reference-deployment.md#results)", needs=GPU_HOST,
                               checked_by=not_checked_here("reported figures; needs the GPU host")))
