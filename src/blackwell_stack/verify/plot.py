@@ -25,10 +25,8 @@ def require_matplotlib() -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot
     except ImportError:
-        raise StackError(
-            "the bench plot needs matplotlib",
-            "pip install 'blackwell-stack[plot]' (or matplotlib), or drop --plot",
-        ) from None
+        raise StackError("the bench plot needs matplotlib",
+                         "pip install 'blackwell-stack[plot]' (or matplotlib), or drop --plot") from None
 
 
 def write_plot(path: str | Path, result: dict) -> None:
