@@ -102,16 +102,6 @@ def _bounds(given: list[str]) -> dict[str, float]:
     return bounds
 
 
-def _levels(text: str) -> list[str]:
-    try:
-        levels = [str(positive_int(x.strip())) for x in text.split(",") if x.strip()]
-    except argparse.ArgumentTypeError:
-        levels = []
-    if not levels:
-        raise StackError(f"bad --bench-levels {text!r}", "give comma-separated positive integers, e.g. 1,8,32")
-    return levels
-
-
 def _server_url(service) -> str:
     argv = service.rendered.argv
     host = argv[argv.index("--host") + 1] if "--host" in argv else "127.0.0.1"
@@ -174,7 +164,7 @@ def _bench(data: dict) -> str:
 def cmd_acceptance(args: argparse.Namespace) -> int:
     # Everything that can be refused is, before any step runs.
     bounds = _bounds(args.bound)
-    levels = _levels(args.bench_levels)
+    levels = bench.parse_levels(args.bench_levels, "--bench-levels")
     stack = stack_data.load(args.stack)
     profile = args.profile or stack.profiles[0]
     service = configure(profile, stack=stack, settings=args.settings)
@@ -201,7 +191,7 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
         if state.server is not None:
             state.server.stop()
         try:
-            versions = report_mod.installed_versions(args.python, stack.kernel["package"], run.run_bounded)
+            versions = report_mod.installed_versions(args.python, stack.kernel["package"])
             report = report_mod.build(
                 steps=state.steps, ident=report_mod.identity(stack, profile), versions=versions,
                 locked=stack.versions() if stack.locked else None, host=socket.gethostname(),
@@ -231,7 +221,7 @@ class _State:
     model: str | None = None
 
 
-def _steps(args, stack, profile: str, bounds: dict[str, float], levels: list[str], key: str | None,
+def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[int, ...], key: str | None,
            work: Path, state: _State) -> None:
     """Every step in order, each appended to state.steps as it ends."""
     steps, url = state.steps, state.url
@@ -285,8 +275,8 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: list[str
     compare = ["--baseline", args.baseline] + (["--fail-below-baseline"] if args.baseline.lower() != "none" else [])
     level_s = bounds["bench"] / len(levels)
     step = run.command_step(
-        "bench", run.cli("bench", url, *py, "--concurrency", ",".join(levels), "--ignore-eos", "--input-len", "256",
-                         "--output-len", "256", "--timeout", f"{level_s:g}", *compare, *plot, *ask),
+        "bench", run.cli("bench", url, *py, "--concurrency", ",".join(map(str, levels)), "--ignore-eos", "--input-len",
+                         "256", "--output-len", "256", "--timeout", f"{level_s:g}", *compare, *plot, *ask),
         bounds["bench"], work, "bench.json", _bench)
     if step.data and "baseline" in step.data:
         step.extra["comparison"] = step.data["baseline"]["comparison"]

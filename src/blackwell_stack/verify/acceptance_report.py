@@ -30,7 +30,7 @@ from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.fileio import current_umask, write_error
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.verify.acceptance import FAILED, PASSED, SKIPPED, Step
+from blackwell_stack.verify.acceptance import FAILED, PASSED, SKIPPED, Step, run_bounded
 
 SCHEMA = "blackwell-stack-acceptance"
 SCHEMA_VERSION = 1
@@ -82,10 +82,10 @@ def identity(stack: Stack, profile: str) -> dict:
             "kernel": {"package": stack.kernel["package"], "version": kernel_version(stack)}}
 
 
-def installed_versions(python: str, kernel_package: str, run) -> dict:
-    """The versions --python's environment holds (run: acceptance.run_bounded)."""
+def installed_versions(python: str, kernel_package: str) -> dict:
+    """The versions --python's environment holds."""
     names = ["sglang", "torch", "flashinfer-python", "flashinfer-cubin", kernel_package]
-    code, out, tail = run([python, "-c", VERSIONS_PROBE, *names], 120.0, "versions")
+    code, out, tail = run_bounded([python, "-c", VERSIONS_PROBE, *names], 120.0, "versions")
     try:
         found = json.loads(out) if code == 0 else None
     except ValueError:

@@ -31,27 +31,22 @@ from blackwell_stack.verify import degeneracy
 from blackwell_stack.verify.client import Endpoint, ServerError, get_json
 from blackwell_stack.verify.gsm8k_data import Example, Threshold
 
-# As sglang.test.few_shot_gsm8k asks: 5 shots, 512 new tokens, these stop strings.
-SHOTS = 5
-MAX_TOKENS = 512
+# As sglang.test.few_shot_gsm8k asks: 5 shots (GateConfig), 512 new tokens, these stop strings.
 STOP = ("Question", "Assistant:", "<|separator|>")
-DEFAULT_QUESTIONS = 200
-DEFAULT_SEED = 0
-DEFAULT_CONCURRENCY = 32
-DEFAULT_TIMEOUT_S = 300.0
-DEFAULT_RUN_TIMEOUT_S = 1800.0
 NOT_ASKED = "not asked"
 
 
 @dataclass(frozen=True)
 class GateConfig:
-    questions: int = DEFAULT_QUESTIONS
-    seed: int = DEFAULT_SEED
-    shots: int = SHOTS
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_tokens: int = MAX_TOKENS
-    timeout_s: float = DEFAULT_TIMEOUT_S  # each request
-    run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S  # the whole run
+    """The gate's settings; the defaults are the command's."""
+
+    questions: int = 200
+    seed: int = 0
+    shots: int = 5
+    concurrency: int = 32
+    max_tokens: int = 512
+    timeout_s: float = 300.0  # each request
+    run_timeout_s: float = 1800.0  # the whole run
 
 
 @dataclass
@@ -105,24 +100,15 @@ class GateResult:
         return not self.reasons
 
     def to_json(self) -> dict:
-        invalid = sum(1 for g in self.graded if g.error is None and g.got is None)
+        graded = self.graded
         return {
-            "check": "gsm8k",
-            "url": self.url,
-            "model": self.model,
-            "ok": self.ok,
-            "accuracy": round(self.accuracy, 4),
-            "correct": self.correct,
-            "questions": len(self.graded),
-            "answered": len(self.graded) - len(self.unanswered),
-            "invalid": invalid,
-            "not_asked": sum(1 for g in self.graded if (g.error or "").startswith(NOT_ASKED)),
-            "threshold": asdict(self.threshold),
-            "reasons": self.reasons,
-            "seconds": round(self.seconds, 3),
-            "config": asdict(self.config),
-            "dataset": self.dataset,
-            "wrong_samples": [asdict(g) for g in self.graded if not g.correct][:5],
+            "check": "gsm8k", "url": self.url, "model": self.model, "ok": self.ok, "accuracy": round(self.accuracy, 4),
+            "correct": self.correct, "questions": len(graded), "answered": len(graded) - len(self.unanswered),
+            "invalid": sum(1 for g in graded if g.error is None and g.got is None),
+            "not_asked": sum(1 for g in graded if (g.error or "").startswith(NOT_ASKED)),
+            "threshold": asdict(self.threshold), "reasons": self.reasons, "seconds": round(self.seconds, 3),
+            "config": asdict(self.config), "dataset": self.dataset,
+            "wrong_samples": [asdict(g) for g in graded if not g.correct][:5],
         }
 
 
@@ -205,7 +191,7 @@ class _Asker:
 
 def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Example], config: GateConfig,
              threshold: Threshold, dataset: dict,
-             on_answer: Callable[[Graded, int, int], None] | None = None) -> GateResult:
+             on_answer: Callable[[Graded, int, int], None]) -> GateResult:
     """Ask the sampled questions, `concurrency` at a time; on_answer(graded, done, total) after each.
 
     A server that cannot be reached at all is a CheckFailed; any other failure is an unanswered question.
@@ -214,7 +200,6 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
     prefix = few_shot_prefix(train, config.shots)
     rows = pick(len(test), config.questions, config.seed)
     asker = _Asker(endpoint, model, config, started + config.run_timeout_s)
-    result = GateResult(endpoint.base_url, model, config, threshold, dataset)
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in rows:
         todo.put(i)
@@ -246,12 +231,11 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
             if isinstance(answer, BaseException):
                 raise answer
             by_row[answer.index] = answer
-            if on_answer:
-                on_answer(answer, len(by_row), len(rows))
+            on_answer(answer, len(by_row), len(rows))
     finally:
         asker.stopped = asker.stopped or "the run was stopped"  # the workers ask nothing more
-    result.graded = [by_row[i] for i in rows]
-    result.seconds = time.monotonic() - started
+    result = GateResult(endpoint.base_url, model, config, threshold, dataset, [by_row[i] for i in rows],
+                        time.monotonic() - started)
     if asker.unreachable is not None and not any(g.error is None for g in result.graded):
         raise CheckFailed(f"{asker.unreachable}", f"check that the server is up at {endpoint.root}, and the URL "
                           "and port")

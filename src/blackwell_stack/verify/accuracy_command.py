@@ -14,16 +14,15 @@ from blackwell_stack.fileio import atomic_write_json, check_output_path
 from blackwell_stack.verify import accuracy, api_key, client, gsm8k_data
 
 DEFAULT_PROGRESS_EVERY = 25
-# The model listing is one small answer: not the minutes a question may take.
-LISTING_TIMEOUT_S = 60.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    gate = accuracy.GateConfig  # whose defaults are the options'
     p = sub.add_parser(
         "accuracy",
         help="few-shot GSM8K against a server, and fail below the profile's accuracy threshold",
         description="Ask a fixed, seeded sample of GSM8K's test questions, few-shot as SGLang's own benchmark does "
-        f"({accuracy.SHOTS} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
+        f"({gate.shots} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
         "/v1/completions, and grade the last number of each answer against the number after `####`. Fails (exit "
         "1) when the accuracy is below the profile's threshold (verify/gsm8k.json: each says where it comes from: "
         "a published figure, the same server's bf16-KV run, or a floor meant to catch garbage) or when a "
@@ -33,22 +32,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
-    p.add_argument("--profile", default=DEFAULT_PROFILE, help="the profile whose threshold applies "
-                   "(default %(default)s)")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help="the profile whose threshold applies (default %(default)s)")
     p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
                    "fraction between 0 and 1, e.g. the same server's bf16-KV score minus its noise)")
-    p.add_argument("--questions", type=positive_int, default=accuracy.DEFAULT_QUESTIONS,
+    p.add_argument("--questions", type=positive_int, default=gate.questions,
                    help="questions asked, a seeded sample of the 1319 of test (default %(default)s)")
-    p.add_argument("--seed", type=non_negative_int, default=accuracy.DEFAULT_SEED, help="seed of the sample (default %(default)s)")
-    p.add_argument("--shots", type=positive_int, default=accuracy.SHOTS, help="solved examples before each "
+    p.add_argument("--seed", type=non_negative_int, default=gate.seed, help="seed of the sample (default %(default)s)")
+    p.add_argument("--shots", type=positive_int, default=gate.shots, help="solved examples before each "
                    "question (default %(default)s)")
-    p.add_argument("--concurrency", type=positive_int, default=accuracy.DEFAULT_CONCURRENCY,
+    p.add_argument("--concurrency", type=positive_int, default=gate.concurrency,
                    help="requests at once (default %(default)s)")
-    p.add_argument("--max-tokens", type=positive_int, default=accuracy.MAX_TOKENS,
+    p.add_argument("--max-tokens", type=positive_int, default=gate.max_tokens,
                    help="tokens per answer (default %(default)s)")
-    p.add_argument("--timeout", type=positive_float, default=accuracy.DEFAULT_TIMEOUT_S,
+    p.add_argument("--timeout", type=positive_float, default=gate.timeout_s,
                    help="seconds for each request (default %(default)s)")
-    p.add_argument("--run-timeout", type=positive_float, default=accuracy.DEFAULT_RUN_TIMEOUT_S,
+    p.add_argument("--run-timeout", type=positive_float, default=gate.run_timeout_s,
                    help="seconds for the whole run; questions not asked by then count as wrong (default %(default)s)")
     p.add_argument("--data", metavar="DIR", help="a directory holding GSM8K's train.jsonl and test.jsonl (checked "
                    "by sha256) instead of the user cache")
@@ -78,7 +77,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         check_output_path(args.out, "--out")
     train = gsm8k_data.load("train", args.data)
     test = gsm8k_data.load("test", args.data)
-    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, LISTING_TIMEOUT_S))
+    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, client.LISTING_TIMEOUT_S))
     config = accuracy.GateConfig(questions=args.questions, seed=args.seed, shots=args.shots,
                                  concurrency=args.concurrency, max_tokens=args.max_tokens, timeout_s=args.timeout,
                                  run_timeout_s=args.run_timeout)
@@ -113,20 +112,19 @@ def _progress(err: TextIO, every: int):
     return step
 
 
-def print_result(report: dict, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
-    output.heading(f"accuracy: GSM8K, {report['model']} at {report['url']}", out)
+def print_result(report: dict) -> None:
+    output.heading(f"accuracy: GSM8K, {report['model']} at {report['url']}")
     threshold = report["threshold"]
     print(f"accuracy:  {report['accuracy']:.3f} ({report['correct']} of {report['questions']} correct; "
-          f"{report['answered']} answered, {report['invalid']} without a number; {report['seconds']:.1f} s)", file=out)
-    print(f"threshold: {threshold['min_accuracy']:g} for {threshold['profile']} ({threshold['kind']})", file=out)
-    output.paragraph(f"source:    {threshold['source']}", out)
+          f"{report['answered']} answered, {report['invalid']} without a number; {report['seconds']:.1f} s)")
+    print(f"threshold: {threshold['min_accuracy']:g} for {threshold['profile']} ({threshold['kind']})")
+    output.paragraph(f"source:    {threshold['source']}")
     for sample in report["wrong_samples"][:3]:
         got = sample["error"] or f"got {sample['got']}: {sample['excerpt']}"
-        print(f"  wrong: test row {sample['index']}, expected {sample['expected']}, {got}", file=out)
+        print(f"  wrong: test row {sample['index']}, expected {sample['expected']}, {got}")
     if report["ok"]:
-        print("\naccuracy passed", file=out)
+        print("\naccuracy passed")
         return
     for reason in report["reasons"]:
-        print(f"FAIL {reason}", file=out)
-    print("\naccuracy failed", file=out)
+        print(f"FAIL {reason}")
+    print("\naccuracy failed")

@@ -53,38 +53,33 @@ def load(path: str | Path) -> Baseline:
                          missing=DataError(path, None, None, "no such baseline file",
                                            "pass --baseline an existing file, or --baseline none"),
                          check=_check)
-    return _build(path, data)
+    return _build(data, path)
 
 
 def _check(data: dict, file: Path) -> None:
-    _build(file, data)  # inside the registry's load, which knows whose file it is (exit 2 for a user's)
+    _build(data, file)  # inside the registry's load, which knows whose file it is (exit 2 for a user's)
 
 
-def _build(path: Path, data: dict) -> Baseline:
+def _build(data: dict, path: Path) -> Baseline:
     """The baseline of data (its shape is the registry's: data/schemas.py BASELINE)."""
     expectations = []
     for item in data["expectations"]:
         if ("concurrency" in item) == ("min_concurrency" in item):
             raise DataError(path, f"expectations.{item['name']}", None, "needs exactly one of concurrency and min_concurrency")
-        expectations.append(Expectation(name=item["name"], metric=item["metric"], value=float(item["value"]),
-                                        relation=item["relation"], concurrency=item.get("concurrency"),
-                                        min_concurrency=item.get("min_concurrency")))
+        expectations.append(Expectation(**{**item, "value": float(item["value"])}))  # the schema's keys alone
     return Baseline(path, data["target"], data["model"], data["source"], float(data.get("tolerance", 0.1)),
                     tuple(expectations))
 
 
-def _number(value: object) -> bool:
-    """A finite JSON number (NaN compares as neither below nor above, so it would always pass; true is not 1)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _metric(level: dict, metric: str) -> float | None:
+    """level's value at the dotted path `metric`: a finite JSON number (NaN compares as neither below nor above, so
+    it would always pass; true is not 1), else None."""
     value: object = level
     for part in metric.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return float(value) if isinstance(value, (int, float)) and _number(value) else None
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def compare(baseline: Baseline, levels: list[dict]) -> list[dict]:
@@ -98,22 +93,12 @@ def compare(baseline: Baseline, levels: list[dict]) -> list[dict]:
             chosen = [lv for lv in levels if lv["concurrency"] >= (exp.min_concurrency or 1)]
             where = f"best of c>={exp.min_concurrency}"
         values = [(v, lv["concurrency"]) for lv in chosen if (v := _metric(lv, exp.metric)) is not None]
-        row = {
-            "name": exp.name,
-            "metric": exp.metric,
-            "where": where,
-            "baseline": exp.value,
-            "relation": exp.relation,
-            "measured": None,
-            "at_concurrency": None,
-            "ratio": None,
-            "status": "not measured",
-        }
+        row = {"name": exp.name, "metric": exp.metric, "where": where, "baseline": exp.value, "relation": exp.relation,
+               "measured": None, "at_concurrency": None, "ratio": None, "status": "not measured"}
         if values:
             measured, conc = max(values)
             ratio = measured / exp.value
-            low = 1 - baseline.tolerance
-            if ratio < low:
+            if ratio < 1 - baseline.tolerance:
                 status = "below"
             elif exp.relation == "about" and ratio > 1 + baseline.tolerance:
                 status = "above"

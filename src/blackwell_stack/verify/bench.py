@@ -11,8 +11,10 @@ a request (`AIOHTTP_TIMEOUT` in sglang/bench_serving.py), so each run is
 bounded here, and its whole process group is ended when the bound passes.
 
 What this adds to it: the sweep, the figures the seed's baseline names
-(baseline.py), and the garbage check of every answer (answers.py), read
-from the run's `--output-details` file after the level. bench_serving
+(baseline.py), and the garbage check of every answer, read from the run's
+`--output-details` file after the level, outside the measured time: a
+throughput figure means nothing if the answers were garbage (the seed
+deployment streamed runs of `!` at full speed). bench_serving
 counts an answer as its full requested length unless the server streams
 usage, which it is not asked for (bench_serving 0.5.9 fails on a stream
 event without choices), so tokens are its re-tokenized count.
@@ -20,6 +22,7 @@ event without choices), so tokens are its re-tokenized count.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import json
 import os
@@ -31,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack import inputfiles, proc
+from blackwell_stack.argtypes import positive_int
 from blackwell_stack.errors import CheckFailed, StackError
-from blackwell_stack.verify import answers
+from blackwell_stack.verify import degeneracy, failure_text
 from blackwell_stack.verify.client import Endpoint
 
 DEFAULT_CONCURRENCY = (1, 8, 32, 64, 128)
@@ -40,6 +44,9 @@ DEFAULT_CONCURRENCY = (1, 8, 32, 64, 128)
 LOG_TAIL_LINES = 30
 # An answer that has fewer re-tokenized tokens than this share of what was asked makes a warning.
 SHORT_ANSWERS_WARNING = 0.9
+# Smoke's checks of an answer's text but `repeated-unit`: greedy decoding past the end of text (`--ignore-eos`) loops
+# on a phrase even on a healthy model, and bench prompts are random tokens. bench_serving keeps no finish reason.
+ANSWER_DETECTORS = tuple(d for d in degeneracy.TEXT_DETECTORS if d is not degeneracy.repeated_unit)
 
 
 @dataclass
@@ -61,11 +68,15 @@ class BenchConfig:
         return self.requests_per_level or max(8, 4 * concurrency)
 
 
-def validate(config: BenchConfig) -> None:
-    if not config.concurrencies or any(c < 1 for c in config.concurrencies):
-        raise StackError(f"bad concurrency levels {config.concurrencies}", "give positive integers: --concurrency 1,8,32")
-    if not 0 <= config.range_ratio < 1:
-        raise StackError("--range-ratio must be in [0, 1)", "for example --range-ratio 0.5")
+def parse_levels(text: str, option: str) -> tuple[int, ...]:
+    """Comma-separated concurrency levels, each a positive integer."""
+    try:
+        levels = tuple(positive_int(x) for x in text.split(",") if x.strip())
+    except argparse.ArgumentTypeError:
+        levels = ()
+    if not levels:
+        raise StackError(f"bad {option} {text!r}", "give comma-separated positive integers, e.g. 1,8,32,64,128")
+    return levels
 
 
 def _lengths(mean: int, config: BenchConfig) -> tuple[int, float]:
@@ -149,32 +160,28 @@ def _run_bounded(argv: list[str], env: dict[str, str], timeout: float) -> tuple[
     return code, list(tail)
 
 
-def _summary(data: dict, scale: float, **fields: str) -> dict:
-    """{name: data[key] * scale} for each field given as name=key, None where bench_serving gave none."""
-    out = {}
-    for name, key in fields.items():
-        value = data.get(key)
-        out[name] = value * scale if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    return out
+def _summary(data: dict, **fields: str) -> dict:
+    """{name: data[key] in seconds} for each field given as name=key (in ms), None where bench_serving gave none."""
+    return {name: data[key] * 1e-3 if _number(data.get(key)) else None for name, key in fields.items()}
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def level_result(data: dict, concurrency: int, config: BenchConfig) -> dict:
     """A level's figures from bench_serving's result (times in seconds), and its answers judged."""
     requests = config.requests_for(concurrency)
-    texts = data.get("generated_texts") or []
     errors = data.get("errors") or []
     ok = int(data.get("completed") or 0)
     wall = float(data.get("duration") or 0) or 1e-9
     tokens = int(data.get("total_output_tokens_retokenized") or 0)
     tpot = data.get("median_tpot_ms")
     judged = []
-    for index, (text, error) in enumerate(zip(texts, errors)):
+    for index, (text, error) in enumerate(zip(data.get("generated_texts") or [], errors)):
         if not error:
-            judged.append((index, answers.judge(text if isinstance(text, str) else None)))
-    findings: dict[str, int] = {}
-    for _, findings_of in judged:
-        for finding in findings_of:
-            findings[finding.check] = findings.get(finding.check, 0) + 1
+            text = text if isinstance(text, str) else None
+            judged.append((index, failure_text.find(text) + degeneracy.inspect_text(text, ANSWER_DETECTORS)))
     return {
         "concurrency": concurrency,
         "requests": requests,
@@ -185,21 +192,14 @@ def level_result(data: dict, concurrency: int, config: BenchConfig) -> dict:
         "output_tokens_asked": int(data.get("total_output_tokens") or 0),
         "output_tok_s": tokens / wall,
         "requests_per_s": ok / wall,
-        "ttft_s": _summary(data, 1e-3, mean="mean_ttft_ms", p50="median_ttft_ms", p99="p99_ttft_ms"),
-        "itl_s": _summary(data, 1e-3, mean="mean_itl_ms", p50="median_itl_ms", p95="p95_itl_ms", p99="p99_itl_ms"),
-        "e2e_s": _summary(data, 1e-3, mean="mean_e2e_latency_ms", p50="median_e2e_latency_ms",
+        "ttft_s": _summary(data, mean="mean_ttft_ms", p50="median_ttft_ms", p99="p99_ttft_ms"),
+        "itl_s": _summary(data, mean="mean_itl_ms", p50="median_itl_ms", p95="p95_itl_ms", p99="p99_itl_ms"),
+        "e2e_s": _summary(data, mean="mean_e2e_latency_ms", p50="median_e2e_latency_ms",
                           p90="p90_e2e_latency_ms", p99="p99_e2e_latency_ms"),
         # One token per TPOT, as bench_serving counts them (the asked length: see the module's docstring).
         "decode_tok_s": {"p50": 1000 / tpot if isinstance(tpot, (int, float)) and tpot > 0 else None},
         "error_samples": sorted({str(e).strip().splitlines()[-1][:300] for e in errors if e})[:5],
         "broken": sum(1 for _, f in judged if f),
-        "findings": findings,
+        "findings": dict(collections.Counter(f.check for _, found in judged for f in found)),
         "broken_samples": [f"request {i}: {f[0].check}: {f[0].detail}: {f[0].excerpt}" for i, f in judged if f][:5],
     }
-
-
-def short_answers(levels: list[dict]) -> tuple[int, int] | None:
-    """(tokens re-tokenized, tokens asked) over the sweep when the answers were clearly shorter than asked."""
-    made = sum(lv["output_tokens"] for lv in levels)
-    asked = sum(lv["output_tokens_asked"] for lv in levels)
-    return (made, asked) if asked and made < asked * SHORT_ANSWERS_WARNING else None

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import ssl
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -23,6 +21,8 @@ from blackwell_stack.errors import CheckFailed, StackError
 
 # An error page is kept up to this size (it is only shown).
 ERROR_BODY_LIMIT = 64 << 10
+# The model listing is one small answer: not the minutes a bench level or a question may take.
+LISTING_TIMEOUT_S = 60.0
 
 
 def answer_limit(body: dict | None) -> int:
@@ -53,21 +53,17 @@ class Endpoint:
     @classmethod
     def parse(cls, url: str, api_key: str | None = None) -> Endpoint:
         """http://host:port, http://host:port/v1 or https://host/prefix/v1 -> Endpoint."""
-        raw = url if "://" in url else f"http://{url}"
+        hint = "give the server's base URL, e.g. http://127.0.0.1:30000 or http://[::1]:30000 (/v1 is optional)"
         try:
-            parts = urlsplit(raw)
+            parts = urlsplit(url if "://" in url else f"http://{url}")
         except ValueError as exc:  # an unclosed [ of an IPv6 address: "Invalid IPv6 URL"
-            raise StackError(f"not a server URL: {url!r} ({exc})",
-                             "give the server's base URL, for example http://127.0.0.1:30000 or http://[::1]:30000") from None
+            raise StackError(f"not a server URL: {url!r} ({exc})", hint) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise StackError(
-                f"not a server URL: {url!r}",
-                "give the server's base URL, for example http://127.0.0.1:30000 (the /v1 prefix is optional)",
-            )
+            raise StackError(f"not a server URL: {url!r}", hint)
         problem = argtypes.host_name_problem(parts.hostname)
         if problem:
             raise StackError(f"not a server URL: {url!r}: the host name {parts.hostname!r} is not valid ({problem})",
-                             "give the server's base URL, for example http://127.0.0.1:30000")
+                             hint)
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as exc:
@@ -109,7 +105,7 @@ class _Request:
         except TimeoutError:
             self.close()
             raise self.timed_out() from None
-        except (ConnectionError, socket.gaierror, ssl.SSLError, OSError) as exc:
+        except OSError as exc:  # refused, reset, a name not found, TLS (each an OSError)
             self.close()
             kind = "dropped" if isinstance(exc, http.client.RemoteDisconnected) else "connect"
             raise ServerError(kind, f"cannot connect to {endpoint.host}:{endpoint.port}: {exc}") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from dataclasses import asdict
 from typing import TextIO
 
@@ -24,15 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke",
         help="ask fixed prompts at temperature 0 and fail on garbage output",
-        description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail "
-        "(exit 1) on the reference deployment's own failure text (\"NaN happened\", runs of '!': "
-        "verify/failure-text.json) in an answer's text, finish reason or matched_stop, empty/null content, a "
-        "finish reason other than stop/length, degenerate text (long character runs, looping phrases, low "
-        "character diversity, U+FFFD), a connection dropped mid-answer, HTTP/protocol errors, and on answers that "
-        "miss what any working model writes at temperature 0 (Paris, the digits of a count) or that another prompt "
-        "got too. --timeout bounds "
-        "every request, the model listing included; after a request that gets no answer in time, the rest are "
-        "not asked.",
+        description="Ask fixed chat and completion prompts at temperature 0, streamed and not, and fail (exit 1) on "
+        "the reference deployment's own failure text (\"NaN happened\", runs of '!': verify/failure-text.json) in an "
+        "answer's text, finish reason or matched_stop, empty/null content, a finish reason other than stop/length, "
+        "degenerate text (long character runs, looping phrases, low character diversity, U+FFFD), a connection "
+        "dropped mid-answer, HTTP/protocol errors, and on answers that miss what any working model writes at "
+        "temperature 0 (Paris, the digits of a count) or that another prompt got too. --timeout bounds every "
+        "request, the model listing included; after a request that gets no answer in time, the rest are not asked.",
     )
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
@@ -72,10 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "directory or Hugging Face name (default: the model name)")
     b.add_argument("--python", default=sys.executable,
                    help="the Python that has sglang: the serving venv's bin/python (default: this one)")
-    b.add_argument(
-        "--baseline",
-        help="baseline JSON to compare with, or 'none' (default: the shipped baseline when the model is the default target's)",
-    )
+    b.add_argument("--baseline", help="baseline JSON to compare with, or 'none' (default: the shipped baseline when "
+                   "the model is the default target's)")
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
@@ -117,92 +114,64 @@ def _smoke_step(err: TextIO):
     return step
 
 
-def print_smoke(report: smoke_mod.SmokeReport, out=None) -> None:
-    out = out or sys.stdout
-    output.heading(f"smoke: {report.model} at {report.url}", out)
-    rows = []
-    for a in report.answers:
-        text = "-" if a.text is None else degeneracy.excerpt(a.text, width=40)
-        rows.append([a.prompt, a.api, a.mode, "ok" if not a.verdicts else "FAIL", a.finish_reason, a.completion_tokens, text])
-    output.table(["prompt", "api", "mode", "result", "finish", "tokens", "text"], rows, out)
+def print_smoke(report: smoke_mod.SmokeReport) -> None:
+    output.heading(f"smoke: {report.model} at {report.url}")
+    rows = [[a.prompt, a.api, a.mode, "ok" if not a.verdicts else "FAIL", a.finish_reason, a.completion_tokens,
+             "-" if a.text is None else degeneracy.excerpt(a.text, width=40)] for a in report.answers]
+    output.table(["prompt", "api", "mode", "result", "finish", "tokens", "text"], rows)
     if report.ok:
-        print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found, the expected content in each", file=out)
+        print(f"\nsmoke passed: {len(report.answers)} answers, no garbage found, the expected content in each")
         return
-    output.heading("verdicts", out)
+    output.heading("verdicts")
     not_asked = [v for v in report.verdicts if v.check == "not-asked"]
     for v in report.verdicts:
         if v.check != "not-asked":
-            print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}", file=out)
+            print(f"FAIL {v.prompt} ({v.mode}) {v.check}: {v.detail}\n     text: {v.excerpt}")
     if not_asked:
-        print(f"FAIL {len(not_asked)} answer(s) {not_asked[0].detail}", file=out)
-    print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of {len(report.answers)} answers", file=out)
+        print(f"FAIL {len(not_asked)} answer(s) {not_asked[0].detail}")
+    print(f"\nsmoke failed: {len(report.verdicts)} verdict(s) on {sum(1 for a in report.answers if a.verdicts)} of "
+          f"{len(report.answers)} answers")
 
 
 # ---------------------------------------------------------------- bench
 
 
-def _levels(text: str) -> tuple[int, ...]:
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise StackError(f"bad --concurrency {text!r}", "give comma-separated integers, e.g. 1,8,32,64,128") from None
-    return levels
-
-
-def _baseline_for(arg: str | None, model: str) -> baseline_mod.Baseline | None:
-    if arg and arg.lower() == "none":
-        return None
-    if arg:
-        return baseline_mod.load(arg)
-    default = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
-    return default if default.matches_model(model) else None
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
+    levels = bench_mod.parse_levels(args.concurrency, "--concurrency")
+    if not 0 <= args.range_ratio < 1:
+        raise StackError("--range-ratio must be in [0, 1)", "for example --range-ratio 0.5")
     config = bench_mod.BenchConfig(
-        concurrencies=_levels(args.concurrency),
-        requests_per_level=args.requests,
-        input_len=args.input_len,
-        output_len=args.output_len,
-        len_dist=args.len_dist,
-        range_ratio=args.range_ratio,
-        api=args.api,
-        ignore_eos=args.ignore_eos,
-        seed=args.seed,
-        timeout_s=args.timeout,
-        warmup=args.warmup,
+        concurrencies=levels, requests_per_level=args.requests, input_len=args.input_len,
+        output_len=args.output_len, len_dist=args.len_dist, range_ratio=args.range_ratio, api=args.api,
+        ignore_eos=args.ignore_eos, seed=args.seed, timeout_s=args.timeout, warmup=args.warmup,
         tokenizer=args.tokenizer,
     )
-    bench_mod.validate(config)
     endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     # Everything that could fail after the sweep is checked before it: the baseline, the output paths, matplotlib.
-    if args.baseline and args.baseline.lower() != "none":
-        baseline_mod.load(args.baseline)
+    given = None if (args.baseline or "none").lower() == "none" else baseline_mod.load(args.baseline)
     if args.out:
         check_output_path(args.out, "--out")
     if args.plot:
         check_output_path(args.plot, "--plot")
         require_matplotlib()
     check_sglang(args.python, None, "sglang.bench_serving")
-    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, LISTING_TIMEOUT_S))
+    model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, client.LISTING_TIMEOUT_S))
     result, failure = _sweep(args.python, endpoint, model, config)
-    # Nothing measured is lost to an error after it (a level that failed, a broken shipped baseline, a file changed
-    # meanwhile): the sweep's results are printed and written first, and the error comes after them.
+    # Nothing measured is lost to an error after it (a level that failed, a broken shipped baseline, a file that
+    # cannot be written): the sweep's results are printed and written first, and the error comes after them.
     errors = [failure] if failure else []
     try:
-        base = _baseline_for(args.baseline, model)
+        base = given
+        if not args.baseline:  # the shipped baseline, when the model is the default target's
+            base = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
+            base = base if base.matches_model(model) else None
         if base is not None:
-            result["baseline"] = {
-                "file": str(base.path),
-                "target": base.target,
-                "source": base.source,
-                "tolerance": base.tolerance,
-                "comparison": baseline_mod.compare(base, result["levels"]),
-            }
+            result["baseline"] = {"file": str(base.path), "target": base.target, "source": base.source,
+                                  "tolerance": base.tolerance,
+                                  "comparison": baseline_mod.compare(base, result["levels"])}
     except StackError as exc:
         errors.append(exc)
         result["baseline_error"] = exc.message
-    # The results are printed first: a file that cannot be written after all loses nothing.
     if args.json:
         output.dump_json(result)
     else:
@@ -220,28 +189,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"bench failed: {sum(lv['errors'] for lv in result['levels'])} request(s) got no answer "
               "(the errors above)", file=sys.stderr)
         return int(ExitCode.CHECK_FAILED)
-    if result["answers"]["broken"]:
-        return int(ExitCode.CHECK_FAILED)
-    if args.fail_below_baseline and any(r["status"] == "below" for r in result.get("baseline", {}).get("comparison", [])):
-        return int(ExitCode.CHECK_FAILED)
-    return int(ExitCode.OK)
-
-
-# The model listing is one small answer: not the minutes a level may take.
-LISTING_TIMEOUT_S = 60.0
+    below = any(r["status"] == "below" for r in result.get("baseline", {}).get("comparison", []))
+    failed = result["answers"]["broken"] or (args.fail_below_baseline and below)
+    return int(ExitCode.CHECK_FAILED if failed else ExitCode.OK)
 
 
 def _write_outputs(result: dict, args: argparse.Namespace) -> int | None:
     """Write --out and --plot; on failure say so on stderr and return the exit code (None when all went well)."""
     failed = None
-    for path, write, label in (
-        (args.out, lambda p: atomic_write_json(p, result), "JSON"),
-        (args.plot, lambda p: write_plot(result, p), "plot"),
-    ):
+    for path, write, label in ((args.out, atomic_write_json, "JSON"), (args.plot, write_plot, "plot")):
         if not path:
             continue
         try:
-            write(path)
+            write(path, result)
         except StackError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = int(exc.code)
@@ -269,14 +229,8 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
         print(f"bench: {label}: {level['ok']}/{level['requests']} ok{broken}, {level['output_tok_s']:.1f} output "
               f"tok/s, {level['wall_s']:.1f} s", file=sys.stderr, flush=True)
         levels.append(level)
-    result = {
-        "url": endpoint.base_url,
-        "model": model,
-        "client": "sglang.bench_serving",
-        "config": asdict(config),
-        "answers": _answers_summary(levels, config),
-        "levels": levels,
-    }
+    result = {"url": endpoint.base_url, "model": model, "client": "sglang.bench_serving", "config": asdict(config),
+              "answers": _answers_summary(levels, config), "levels": levels}
     if failure is not None:
         result["error"] = failure.message
     return result, failure
@@ -284,91 +238,66 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
 
 def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
     """Answers judged over the whole sweep: broken ones (exit 1), and answers shorter than asked."""
-    findings: dict[str, int] = {}
+    findings: Counter[str] = Counter()
     for lv in levels:
-        for name, n in lv["findings"].items():
-            findings[name] = findings.get(name, 0) + n
-    short = bench_mod.short_answers(levels)
+        findings.update(lv["findings"])
+    made = sum(lv["output_tokens"] for lv in levels)
+    asked = sum(lv["output_tokens_asked"] for lv in levels)
     return {
         "judged": sum(lv["ok"] for lv in levels),
         "broken": sum(lv["broken"] for lv in levels),
-        "findings": findings,
-        "output_tokens": sum(lv["output_tokens"] for lv in levels),
-        "output_tokens_asked": sum(lv["output_tokens_asked"] for lv in levels),
-        "short": short is not None,
+        "findings": dict(findings),
+        "output_tokens": made,
+        "output_tokens_asked": asked,
+        "short": bool(asked) and made < asked * bench_mod.SHORT_ANSWERS_WARNING,
         "ignore_eos": config.ignore_eos,
         "samples": [s for lv in levels for s in lv["broken_samples"]][:5],
     }
 
 
-def _print_answers(answers: dict, out: TextIO) -> None:
+def _print_answers(answers: dict) -> None:
     print(f"answers: {answers['judged']} judged; output tokens: {answers['output_tokens']} re-tokenized of "
-          f"{answers['output_tokens_asked']} asked", file=out)
+          f"{answers['output_tokens_asked']} asked")
     if answers["short"]:
         note = (" although ignore_eos was sent: the server ignored it" if answers["ignore_eos"]
                 else "; pass --ignore-eos for answers of full length")
         print("warning: the answers were shorter than asked: decode tok/s counts the asked length, and the "
-              f"figures are for shorter answers{note}", file=out)
+              f"figures are for shorter answers{note}")
     if answers["broken"]:
         found = ", ".join(f"{name} {n}" for name, n in sorted(answers["findings"].items()))
         print(f"FAIL: {answers['broken']} broken answer(s) ({found}); the figures are not those of a working "
-              f"server (`blackwell-stack smoke` shows the garbage)", file=out)
+              f"server (`blackwell-stack smoke` shows the garbage)")
         for sample in answers["samples"]:
-            print(f"  {sample}", file=out)
+            print(f"  {sample}")
 
 
-def _ms(summary: dict, field: str) -> str:
-    value = summary.get(field)
-    return "-" if value is None else f"{value * 1000:.1f}"
+def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
+    return "-" if value is None else format(value * scale, fmt)
 
 
-def _num(value, fmt: str = ".1f") -> str:
-    return "-" if value is None else format(value, fmt)
+# The latency columns of the table, in milliseconds.
+LATENCIES = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p95"), ("itl_s", "p99"))
 
 
-def print_bench(result: dict, out=None) -> None:
-    out = out or sys.stdout
+def print_bench(result: dict) -> None:
     cfg = result["config"]
-    output.heading(
-        f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
-        f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)",
-        out,
-    )
-    rows = []
-    for lv in result["levels"]:
-        rows.append(
-            [
-                lv["concurrency"],
-                f"{lv['ok']}/{lv['requests']}",
-                lv["errors"],
-                lv["broken"],
-                _num(lv["output_tok_s"]),
-                _num(lv["decode_tok_s"]["p50"]),
-                _ms(lv["ttft_s"], "p50"),
-                _ms(lv["ttft_s"], "p99"),
-                _ms(lv["itl_s"], "p50"),
-                _ms(lv["itl_s"], "p95"),
-                _ms(lv["itl_s"], "p99"),
-            ]
-        )
-    output.table(
-        ["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms", "p95", "p99"],
-        rows,
-        out,
-    )
-    _print_answers(result["answers"], out)
+    output.heading(f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
+                   f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)")
+    rows = [[lv["concurrency"], f"{lv['ok']}/{lv['requests']}", lv["errors"], lv["broken"], _num(lv["output_tok_s"]),
+             _num(lv["decode_tok_s"]["p50"]), *(_num(lv[metric].get(at), scale=1000) for metric, at in LATENCIES)]
+            for lv in result["levels"]]
+    output.table(["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms",
+                  "p95", "p99"], rows)
+    _print_answers(result["answers"])
     for lv in result["levels"]:
         for sample in lv["error_samples"]:
-            print(f"error at c={lv['concurrency']}: {sample}", file=out)
+            print(f"error at c={lv['concurrency']}: {sample}")
     base = result.get("baseline")
     if base:
-        output.heading(f"baseline: {base['target']} ({base['file']})", out)
+        output.heading(f"baseline: {base['target']} ({base['file']})")
         output.table(
             ["expectation", "metric", "where", "baseline", "measured", "ratio", "status"],
-            [
-                [r["name"], r["metric"], r["where"], f"{r['relation']} {r['baseline']:g}", _num(r["measured"]), _num(r["ratio"], ".2f"), r["status"]]
-                for r in base["comparison"]
-            ],
-            out,
+            [[r["name"], r["metric"], r["where"], f"{r['relation']} {r['baseline']:g}", _num(r["measured"]),
+              _num(r["ratio"], ".2f"), r["status"]] for r in base["comparison"]],
         )
-        print(f"source: {base['source']}", file=out)
+        print(f"source: {base['source']}")

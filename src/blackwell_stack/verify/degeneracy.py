@@ -44,13 +44,9 @@ def excerpt(text: str, start: int = 0, end: int | None = None, width: int = 60) 
     """repr() of text[start:end], cut to about `width` characters, with the cuts marked."""
     end = len(text) if end is None else end
     piece = text[start:end]
-    cut = len(piece) > width
-    if cut:
-        piece = piece[:width]
-    shown = repr(piece)
     prefix = "..." if start > 0 else ""
-    suffix = "..." if cut or end < len(text) else ""
-    return f"{prefix}{shown}{suffix}"
+    suffix = "..." if len(piece) > width or end < len(text) else ""
+    return f"{prefix}{piece[:width]!r}{suffix}"
 
 
 def empty_content(text: str | None) -> Finding | None:
@@ -66,49 +62,34 @@ def replacement_chars(text: str) -> Finding | None:
     if not count:
         return None
     at = text.index("\ufffd")
-    return Finding(
-        "replacement-char",
-        f"{count} U+FFFD replacement character(s): the decoded tokens were not valid UTF-8",
-        excerpt(text, max(0, at - 20), at + 40),
-    )
+    return Finding("replacement-char", f"{count} U+FFFD replacement character(s): the decoded tokens were not "
+                   "valid UTF-8", excerpt(text, max(0, at - 20), at + 40))
 
 
 def control_chars(text: str) -> Finding | None:
     bad = [i for i, ch in enumerate(text) if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc"]
     if not bad:
         return None
-    return Finding(
-        "control-char",
-        f"{len(bad)} control character(s) such as {text[bad[0]]!r}",
-        excerpt(text, max(0, bad[0] - 20), bad[0] + 40),
-    )
+    return Finding("control-char", f"{len(bad)} control character(s) such as {text[bad[0]]!r}",
+                   excerpt(text, max(0, bad[0] - 20), bad[0] + 40))
 
 
 def char_run(text: str) -> Finding | None:
     match = _CHAR_RUN.search(text)
     if not match:
         return None
-    length = match.end() - match.start()
-    return Finding(
-        "char-run",
-        f"{match.group(1)!r} repeated {length} times in a row",
-        excerpt(text, match.start(), match.end()),
-    )
+    return Finding("char-run", f"{match.group(1)!r} repeated {match.end() - match.start()} times in a row",
+                   excerpt(text, match.start(), match.end()))
 
 
 def repeated_unit(text: str) -> Finding | None:
     for match in _UNIT_REPEAT.finditer(text):
         span = match.end() - match.start()
         unit = match.group(1)
-        if span < MIN_UNIT_SPAN or not unit.strip():
+        if span < MIN_UNIT_SPAN or not unit.strip() or len(set(unit)) == 1:  # one character: char-run's finding
             continue
-        if len(set(unit)) == 1:
-            continue  # a single repeated character is char-run's finding
-        return Finding(
-            "repeated-unit",
-            f"{unit!r} repeated {span // len(unit)} times back to back",
-            excerpt(text, match.start(), match.end()),
-        )
+        return Finding("repeated-unit", f"{unit!r} repeated {span // len(unit)} times back to back",
+                       excerpt(text, match.start(), match.end()))
     return None
 
 
@@ -118,18 +99,11 @@ def low_diversity(text: str) -> Finding | None:
         return None
     counts = Counter(body)
     if len(counts) < MIN_DISTINCT_CHARS:
-        return Finding(
-            "low-diversity",
-            f"only {len(counts)} distinct characters in {len(body)}: {''.join(sorted(counts))!r}",
-            excerpt(text),
-        )
+        return Finding("low-diversity", f"only {len(counts)} distinct characters in {len(body)}: "
+                       f"{''.join(sorted(counts))!r}", excerpt(text))
     entropy = -sum(c / len(body) * math.log2(c / len(body)) for c in counts.values())
     if entropy < MIN_ENTROPY_BITS:
-        return Finding(
-            "low-diversity",
-            f"character entropy {entropy:.2f} bits (prose has about 4)",
-            excerpt(text),
-        )
+        return Finding("low-diversity", f"character entropy {entropy:.2f} bits (prose has about 4)", excerpt(text))
     return None
 
 
@@ -137,8 +111,8 @@ def low_diversity(text: str) -> Finding | None:
 TEXT_DETECTORS = (replacement_chars, control_chars, char_run, repeated_unit, low_diversity)
 
 
-def inspect_text(text: str | None) -> list[Finding]:
-    """Every finding on one model output; empty content stops the other checks."""
+def inspect_text(text: str | None, detectors=TEXT_DETECTORS) -> list[Finding]:
+    """Every finding of `detectors` on one model output; empty content stops the other checks."""
     empty = empty_content(text)
     if empty or text is None:
         return [empty] if empty else []

@@ -11,6 +11,7 @@ in the same file, with its source.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -22,8 +23,6 @@ from blackwell_stack import download, inputfiles
 from blackwell_stack.data import registry
 from blackwell_stack.errors import HashMismatch, StackError
 from blackwell_stack.paths import cache_dir
-
-SPLITS = ("train", "test")
 
 
 @dataclass(frozen=True)
@@ -43,8 +42,7 @@ class Threshold:
 @functools.cache
 def pins() -> dict[str, Any]:
     """gsm8k.json, checked."""
-    data: dict[str, Any] = registry.load("gsm8k")
-    return data
+    return registry.load("gsm8k")
 
 
 def threshold(profile: str) -> Threshold:
@@ -79,11 +77,9 @@ def _cached(split: str) -> Path:
     pin = dataset["files"][split]
     path = cache_dir("gsm8k", dataset["commit"][:12]) / pin["file"]
     if path.is_file() and path.stat().st_size == pin["size"]:
-        try:
+        with contextlib.suppress(HashMismatch):  # a damaged copy: downloaded again below, replacing it whole
             _read_checked(path, split)
             return path
-        except HashMismatch:
-            pass  # a damaged copy: downloaded again below, replacing it whole
     download.download(pin["url"], path, expected_sha256=pin["sha256"], expected_size=pin["size"],
                       label=f"GSM8K {pin['file']}")
     return path
@@ -94,10 +90,8 @@ def load(split: str, data_dir: str | Path | None = None) -> list[Example]:
     pin = pins()["dataset"]["files"][split]
     path = Path(data_dir) / pin["file"] if data_dir is not None else _cached(split)
     raw = _read_checked(path, split)
-    rows = []
-    for line in raw.decode().splitlines():
-        row = json.loads(line)  # the pinned file is JSON Lines (its hash was checked above)
-        rows.append(Example(str(row["question"]), str(row["answer"])))
+    # The pinned file is JSON Lines (its hash was checked above).
+    rows = [Example(str(row["question"]), str(row["answer"])) for row in map(json.loads, raw.decode().splitlines())]
     if len(rows) != pin["rows"]:
         raise HashMismatch(f"{path}: {len(rows)} rows, the pin says {pin['rows']}", "restore gsm8k.json from the "
                            "repository: its size, hash and row count disagree")

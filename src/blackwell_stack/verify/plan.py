@@ -9,17 +9,6 @@ from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.verify import accuracy, baseline, gsm8k_data
 
-
-def _target() -> tuple[str, str, int, str]:
-    """(model id, host, port, where they came from) from the serving profile, read by its validated loader."""
-    profile = load_profile()
-    service = profile.data["service"]
-    host = str(service["host"])
-    if host in ("0.0.0.0", "::"):
-        host = "127.0.0.1"
-    return str(profile.data["model"]["id"]), host, int(service["port"]), f"modules/profiles/{profile.path.name}"
-
-
 # What each kind of threshold is (gsm8k.json says its source in full).
 THRESHOLD_WORDS = {
     "floor": "a floor meant to catch garbage (no published figure is known for this model on this card)",
@@ -36,8 +25,8 @@ def _accuracy_item() -> PlanItem:
         return PlanItem("accuracy gate", "unknown", None, verified=False, note=exc.message)
     return PlanItem(
         "accuracy gate",
-        f"few-shot GSM8K, {accuracy.DEFAULT_QUESTIONS} questions (seed {accuracy.DEFAULT_SEED}) at temperature 0; "
-        f"fails below {threshold.min_accuracy:g}, {THRESHOLD_WORDS[threshold.kind]}",
+        f"few-shot GSM8K, {accuracy.GateConfig.questions} questions (seed {accuracy.GateConfig.seed}) at "
+        f"temperature 0; fails below {threshold.min_accuracy:g}, {THRESHOLD_WORDS[threshold.kind]}",
         "src/blackwell_stack/verify/gsm8k.json",
         note=None if threshold.kind == "bf16-kv-run" else "a floor or a published figure misses a loss of a few "
         "points: set the threshold from the same server's bf16-KV run (docs/accuracy-gate.md#the-threshold)",
@@ -51,9 +40,11 @@ def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
 
 
 def plan_section() -> PlanSection:
-    try:
-        model, host, port, source = _target()
-        url = f"http://{host}:{port}"
+    try:  # the target of the serving profile, read by its validated loader
+        profile = load_profile()
+        service, source = profile.data["service"], f"modules/profiles/{profile.path.name}"
+        host = "127.0.0.1" if service["host"] in ("0.0.0.0", "::") else service["host"]
+        model, url = str(profile.data["model"]["id"]), f"http://{host}:{int(service['port'])}"
         items = [PlanItem("endpoint", url, source), PlanItem("model", model, source)]
     except (StackError, TypeError, ValueError) as exc:  # a profile the serve section reports in full
         model, url = "MODEL", "http://HOST:PORT"
@@ -74,22 +65,14 @@ def plan_section() -> PlanSection:
     ]
     for exp in base.expectations:
         where = f"c={exp.concurrency}" if exp.concurrency else f"c>={exp.min_concurrency}"
-        items.append(
-            PlanItem(
-                f"baseline: {exp.name}",
-                f"{exp.metric} {exp.relation.replace('_', ' ')} {exp.value:g} at {where} (tolerance {base.tolerance:.0%})",
-                f"src/blackwell_stack/verify/baselines/{base.path.name} (docs/reference-deployment.md#results)",
-                checked_by=not_checked_here("reported figures; needs the GPU host"), needs=GPU_HOST,
-            )
-        )
-    return PlanSection(
-        key="verify",
-        title="Serving verification",
-        items=items,
-        commands=[
-            f"blackwell-stack smoke {url} --model {model}",
-            f"blackwell-stack accuracy {url} --model {model} --out accuracy.json",
-            f"blackwell-stack bench {url} --model {model} --ignore-eos --concurrency 1,8,32,64,128 "
-            f"--input-len 256 --output-len 256 --out bench.json --plot bench.png",
-        ],
-    )
+        value = (f"{exp.metric} {exp.relation.replace('_', ' ')} {exp.value:g} at {where} "
+                 f"(tolerance {base.tolerance:.0%})")
+        items.append(PlanItem(f"baseline: {exp.name}", value, f"src/blackwell_stack/verify/baselines/{base.path.name} "
+                              "(docs/reference-deployment.md#results)", needs=GPU_HOST,
+                              checked_by=not_checked_here("reported figures; needs the GPU host")))
+    return PlanSection(key="verify", title="Serving verification", items=items, commands=[
+        f"blackwell-stack smoke {url} --model {model}",
+        f"blackwell-stack accuracy {url} --model {model} --out accuracy.json",
+        f"blackwell-stack bench {url} --model {model} --ignore-eos --concurrency 1,8,32,64,128 "
+        f"--input-len 256 --output-len 256 --out bench.json --plot bench.png",
+    ])

@@ -25,13 +25,11 @@ def require_matplotlib() -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot
     except ImportError:
-        raise StackError(
-            "the bench plot needs matplotlib",
-            "pip install 'blackwell-stack[plot]' (or matplotlib), or drop --plot",
-        ) from None
+        raise StackError("the bench plot needs matplotlib",
+                         "pip install 'blackwell-stack[plot]' (or matplotlib), or drop --plot") from None
 
 
-def write_plot(result: dict, path: str | Path) -> Path:
+def write_plot(path: str | Path, result: dict) -> None:
     require_matplotlib()
     import matplotlib.pyplot as plt
 
@@ -44,39 +42,27 @@ def write_plot(result: dict, path: str | Path) -> Path:
     for row in result.get("baseline", {}).get("comparison", []):
         if row["metric"] in ("output_tok_s", "decode_tok_s.p50"):
             ax_tp.axhline(row["baseline"], color="grey", linestyle=":", linewidth=1)
-            ax_tp.annotate(
-                f"baseline {row['name']}: {row['baseline']:g}",
-                (conc[0], row["baseline"]),
-                textcoords="offset points",
-                xytext=(2, 3),
-                fontsize=7,
-                color="grey",
-            )
-    ax_tp.set_xscale("log", base=2)
-    ax_tp.set_xticks(conc, [str(c) for c in conc])
-    ax_tp.set_xlabel("concurrent requests")
-    ax_tp.set_ylabel("tokens / s")
-    ax_tp.set_title("Throughput")
+            ax_tp.annotate(f"baseline {row['name']}: {row['baseline']:g}", (conc[0], row["baseline"]),
+                           textcoords="offset points", xytext=(2, 3), fontsize=7, color="grey")
     ax_tp.grid(True, alpha=0.3)
-    ax_tp.legend(fontsize=8)
 
     for metric, label, marker, color in (("ttft_s", "TTFT", "o", "tab:blue"), ("itl_s", "ITL", "s", "tab:red")):
         for field, dash in (("p50", "-"), ("p99", "--")):
             values = [v * 1000 if v is not None else None for v in _series(levels, metric, field)]
             ax_lat.plot(conc, values, marker + dash, color=color, label=f"{label} {field}")
-    ax_lat.set_xscale("log", base=2)
     ax_lat.set_yscale("log")
-    ax_lat.set_xticks(conc, [str(c) for c in conc])
-    ax_lat.set_xlabel("concurrent requests")
-    ax_lat.set_ylabel("milliseconds")
-    ax_lat.set_title("Latency")
     ax_lat.grid(True, alpha=0.3, which="both")
-    ax_lat.legend(fontsize=8)
+
+    for ax, ylabel, title in ((ax_tp, "tokens / s", "Throughput"), (ax_lat, "milliseconds", "Latency")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(conc, [str(c) for c in conc])
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
 
     fig.suptitle(f"{result['model']} at {result['url']}  ({result['config']['input_len']} in / {result['config']['output_len']} out)", fontsize=9)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)
-    path = Path(path)
     atomic_write_bytes(path, buf.getvalue())
-    return path

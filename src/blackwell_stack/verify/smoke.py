@@ -13,6 +13,7 @@ text is judged too, and an answer is empty only when both fields are.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -82,25 +83,8 @@ class SmokeReport:
         return not self.verdicts
 
     def to_json(self) -> dict:
-        return {
-            "url": self.url,
-            "model": self.model,
-            "ok": self.ok,
-            "answers": [asdict(a) for a in self.answers],
-            "verdicts": [asdict(v) for v in self.verdicts],
-        }
-
-
-def request_body(prompt: Prompt, model: str, max_tokens: int, stream: bool) -> dict:
-    body: dict = {"model": model, "temperature": 0, "max_tokens": max_tokens}
-    if prompt.api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt.text}]
-    else:
-        body["prompt"] = prompt.text
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return body
+        return {"url": self.url, "model": self.model, "ok": self.ok, "answers": [asdict(a) for a in self.answers],
+                "verdicts": [asdict(v) for v in self.verdicts]}
 
 
 def _text(value: object) -> str | None:
@@ -109,27 +93,11 @@ def _text(value: object) -> str | None:
     raise ServerError("protocol", f"answer text is not a string: {str(value)[:120]}")
 
 
-def _read_choice(answer: Answer, choice: object, chat: bool, part_name: str, pieces: dict[str, list[str]]) -> None:
-    """One choice of an answer (`message`) or of a stream event (`delta`; `text` for completions)."""
-    if not isinstance(choice, dict):
-        raise ServerError("protocol", f"a choice is not an object: {str(choice)[:120]}")
-    part = choice.get(part_name) if chat else choice
-    if not isinstance(part, dict):
-        raise ServerError("protocol", f"choice has no {part_name} object: {str(choice)[:120]}")
-    content = _text(part.get("content") if chat else part.get("text"))
-    reasoning = _text(part.get("reasoning_content") or part.get("reasoning")) if chat else None
-    if content is not None:
-        pieces["content"].append(content)
-    if reasoning:
-        pieces["reasoning"].append(reasoning)
-    if choice.get("finish_reason") is not None:
-        answer.finish_reason = choice["finish_reason"]
-    if choice.get("matched_stop") is not None:
-        answer.matched_stop = choice["matched_stop"]
-
-
 def _read_events(answer: Answer, events: list[dict], chat: bool, part_name: str) -> None:
-    pieces: dict[str, list[str]] = {"content": [], "reasoning": []}
+    """The answer's text, finish reason, matched_stop and tokens from its events: the first choice of each, its
+    `message` (an answer) or `delta` (a stream event), or the choice itself for completions (`text`)."""
+    content: list[str] = []
+    reasoning: list[str] = []
     for event in events:
         if "error" in event:
             raise ServerError("protocol", f"error event in the answer: {str(event['error'])[:200]}")
@@ -137,26 +105,40 @@ def _read_events(answer: Answer, events: list[dict], chat: bool, part_name: str)
         if not isinstance(choices, list):
             raise ServerError("protocol", f"choices is not a list: {str(event)[:120]}")
         for choice in choices[:1]:
-            _read_choice(answer, choice, chat, part_name, pieces)
+            if not isinstance(choice, dict):
+                raise ServerError("protocol", f"a choice is not an object: {str(choice)[:120]}")
+            part = choice.get(part_name) if chat else choice
+            if not isinstance(part, dict):
+                raise ServerError("protocol", f"choice has no {part_name} object: {str(choice)[:120]}")
+            text = _text(part.get("content") if chat else part.get("text"))
+            thought = _text(part.get("reasoning_content") or part.get("reasoning")) if chat else None
+            if text is not None:
+                content.append(text)
+            if thought:
+                reasoning.append(thought)
+            if choice.get("finish_reason") is not None:
+                answer.finish_reason = choice["finish_reason"]
+            if choice.get("matched_stop") is not None:
+                answer.matched_stop = choice["matched_stop"]
         usage = event.get("usage")
         tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
         if isinstance(tokens, int):
             answer.completion_tokens = tokens
-    content = "".join(pieces["content"]) if pieces["content"] else None
-    reasoning = "".join(pieces["reasoning"]) or None
-    answer.text = None if content is None and reasoning is None else (reasoning or "") + (content or "")
+    if content or reasoning:
+        answer.text = "".join(reasoning) + "".join(content)
 
 
-def _ask(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool, max_tokens: int, timeout: float) -> Answer:
-    mode = "stream" if stream else "no-stream"
+def _ask(endpoint: Endpoint, model: str, prompt: Prompt, mode: str, max_tokens: int, timeout: float) -> Answer:
     answer = Answer(prompt=prompt.name, api=prompt.api, mode=mode)
-    body = request_body(prompt, model, max_tokens, stream)
-    path = "/chat/completions" if prompt.api == "chat" else "/completions"
     chat = prompt.api == "chat"
+    body: dict = {"model": model, "temperature": 0, "max_tokens": max_tokens}
+    body.update({"messages": [{"role": "user", "content": prompt.text}]} if chat else {"prompt": prompt.text})
+    path = "/chat/completions" if chat else "/completions"
     started = time.monotonic()
     events: list[dict] = []
     try:
-        if stream:
+        if mode == "stream":
+            body.update(stream=True, stream_options={"include_usage": True})
             stream_events(endpoint, path, body, timeout=timeout, into=events)
             _read_events(answer, events, chat, "delta")
         else:
@@ -172,10 +154,8 @@ def _ask(endpoint: Endpoint, model: str, prompt: Prompt, stream: bool, max_token
         return answer
     finally:
         answer.seconds = round(time.monotonic() - started, 3)
-    findings = failure_text.find(answer.text, answer.finish_reason, answer.matched_stop)
     reason = degeneracy.finish_reason(answer.finish_reason)
-    if reason:
-        findings.append(reason)
+    findings = failure_text.find(answer.text, answer.finish_reason, answer.matched_stop) + ([reason] if reason else [])
     findings += degeneracy.inspect_text(answer.text)
     answer.verdicts.extend(Verdict(prompt.name, mode, f.check, f.detail, f.excerpt) for f in findings)
     if not answer.verdicts and prompt.expect and not re.search(prompt.expect, answer.text or "", re.IGNORECASE):
@@ -189,10 +169,8 @@ def _failed(prompt: Prompt, mode: str, exc: ServerError, events: list[dict], cha
         return Verdict(prompt.name, mode, "http", NO_ANSWER, str(exc))
     if exc.kind == "dropped":
         so_far = Answer(prompt.name, prompt.api, mode)
-        try:
+        with contextlib.suppress(ServerError):
             _read_events(so_far, events, chat, "delta")
-        except ServerError:
-            pass
         shown = degeneracy.excerpt(so_far.text, width=60) if so_far.text else "-"
         return Verdict(prompt.name, mode, "dropped", f"the server closed the connection before the answer "
                        f"ended: {exc}", f"text so far: {shown}")
@@ -216,15 +194,8 @@ def _same_answers(answers: list[Answer]) -> None:
                                           "answer", degeneracy.excerpt(a.text or "")))
 
 
-def run_smoke(
-    endpoint: Endpoint,
-    model: str,
-    *,
-    prompts: tuple[Prompt, ...] = PROMPTS,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    on_step: Callable[[str, Answer | None], None] | None = None,
-) -> SmokeReport:
+def run_smoke(endpoint: Endpoint, model: str, *, max_tokens: int, timeout: float,
+              on_step: Callable[[str, Answer | None], None]) -> SmokeReport:
     """Ask every prompt not streamed and streamed, one request at a time (a smoke test, not a load).
 
     A request that gets no answer within `timeout` ends the asking: the rest
@@ -235,27 +206,18 @@ def run_smoke(
     """
     answers: list[Answer] = []
     silent: Answer | None = None
-    for prompt in prompts:
-        for stream in (False, True):
+    for prompt in PROMPTS:
+        for mode in ("no-stream", "stream"):
             if silent is not None:
-                answers.append(_not_asked(prompt, stream, silent, timeout))
+                why = f"not asked: the server gave no answer to {silent.prompt} ({silent.mode}) within --timeout"
+                not_asked = Verdict(prompt.name, mode, "not-asked", f"{why} {timeout:g} s", "-")
+                answers.append(Answer(prompt.name, prompt.api, mode, verdicts=[not_asked]))
                 continue
-            label = f"{prompt.name} ({'stream' if stream else 'no-stream'})"
-            if on_step:
-                on_step(label, None)
-            answer = _ask(endpoint, model, prompt, stream, max_tokens, timeout)
-            if on_step:
-                on_step(label, answer)
+            on_step(f"{prompt.name} ({mode})", None)
+            answer = _ask(endpoint, model, prompt, mode, max_tokens, timeout)
+            on_step(f"{prompt.name} ({mode})", answer)
             answers.append(answer)
             if any(v.detail == NO_ANSWER for v in answer.verdicts):
                 silent = answer
     _same_answers(answers)
     return SmokeReport(url=endpoint.base_url, model=model, answers=answers)
-
-
-def _not_asked(prompt: Prompt, stream: bool, silent: Answer, timeout: float) -> Answer:
-    mode = "stream" if stream else "no-stream"
-    answer = Answer(prompt=prompt.name, api=prompt.api, mode=mode)
-    answer.verdicts.append(Verdict(prompt.name, mode, "not-asked", f"not asked: the server gave no answer to "
-                                   f"{silent.prompt} ({silent.mode}) within --timeout {timeout:g} s", "-"))
-    return answer
