@@ -252,7 +252,7 @@ def open_member_elf(kind: str, root: str | Path, name: str) -> Iterator[elf.ElfF
                 info = zf.getinfo(name)
             except KeyError:
                 raise StackError(f"{root} has no member {name}") from None
-            with _materialize(zf, info, root) as buf:
+            with materialize(zf, info, root) as buf:
                 yield elf.parse(buf, f"{root.name}:{name}")
         return
     path = root / name if kind == "directory" else root
@@ -261,7 +261,7 @@ def open_member_elf(kind: str, root: str | Path, name: str) -> Iterator[elf.ElfF
 
 
 @contextlib.contextmanager
-def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> Iterator[bytes | mmap.mmap]:
+def materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: str | Path) -> Iterator[bytes | mmap.mmap]:
     """One member's bytes: in memory when small, else a memory-mapped temp file removed afterwards."""
     try:
         if info.file_size <= IN_MEMORY_LIMIT:
