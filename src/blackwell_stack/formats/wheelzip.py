@@ -190,10 +190,7 @@ class FileSource(_Source):
         with open(self.path, "rb") as fh:
             head = fh.read(4)
         if not elf.is_elf(head):
-            raise elf.NotElfError(
-                f"{self.path} is not an ELF file (it starts with {head!r})",
-                "pass a shared library (.so), a wheel, or a directory of installed packages",
-            )
+            raise elf.NotElfError(f"{self.path} is not an ELF file (it starts with {head!r})", elf.NOT_ELF_HINT)
         self.elf_members = [Member(self.path.name, self.path.stat().st_size)]
 
 
