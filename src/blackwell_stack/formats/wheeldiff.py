@@ -36,11 +36,14 @@ _PATHLIKE = re.compile(rb"^[\x20-\x7e]*/[\x20-\x7e]*$")
 
 def member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> str:
     """sha256 of one member, read in blocks; a clear error for a member that cannot be read."""
+    h = hashlib.sha256()
     try:
         with zf.open(info) as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+            while block := fh.read(1 << 20):
+                h.update(block)
     except wheelzip.READ_ERRORS as exc:
         raise wheelzip.member_error(archive, info.filename, exc) from None
+    return h.hexdigest()
 
 
 def _metadata_differences(a: zipfile.ZipInfo, b: zipfile.ZipInfo) -> list[str]:
