@@ -52,10 +52,6 @@ class Lock:
     def excludes(self) -> list[str]:
         return list(self.data.get("manifest", {}).get("excludes", []))
 
-    @property
-    def overrides(self) -> dict[str, str]:
-        return {o["name"]: o.get("specifier", "") for o in self.data.get("manifest", {}).get("overrides", [])}
-
 
 def load_lock(path: Path) -> Lock:
     """Parse a uv.lock (read once: its sha256 is of the same bytes); DataError naming the file for anything uv

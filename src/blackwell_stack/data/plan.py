@@ -4,19 +4,16 @@ Every area (pins, kernel, serve, doctor, verify) has a `plan_section()`
 returning a PlanSection; `plan` prints them in order and lists every
 unverified item at the end.
 
-Two things are said about each value, and kept apart. `verified`: the value
-is filled in and vouched for by its source (an unverified pin names the
-command that fills it). `checked_by`: what checked it on this project's own
-machines (a hash computed here, PyPI's own sha256, a test on the real
-artifact), or `NOT_CHECKED_HERE` with the reason, for what only its source
-vouches for or what needs the GPU host; None makes no claim beyond the
-source (a setting the project chose).
+Two things are said about each value, and kept apart. `verified`: its
+source vouches for it (an unverified pin names the command that fills it).
+`checked_by`: what checked it on this project's own machines (a hash
+computed here, PyPI's sha256, a test on the real artifact), or
+`NOT_CHECKED_HERE` with the reason; None claims nothing beyond the source.
 
-One vocabulary, used by `plan`, `pins show` and `stack doctor`: a value is
-"checked here", "not checked here" (its source alone vouches for it),
-"waits for the GPU host", or "unverified" (nothing vouches for it yet: a pin
-to fill, a setting to confirm). An unverified item outside the service's
-settings stops the build; the rest is pending, not broken.
+`plan`, `pins show` and `stack doctor` share one vocabulary (STANDINGS): a
+value is checked here, not checked here, waits for the GPU host, or is
+unverified. An unverified item outside the service's settings stops the
+build; the rest is pending, not broken.
 """
 
 from __future__ import annotations

@@ -82,6 +82,8 @@ class CxxRuntime:
     defined_count: int
     used_count: int  # C++ runtime symbols it refers to or defines
 
+    fix = _FIX
+
     @property
     def ok(self) -> bool:
         return self.verdict in (SHARED, NONE)
@@ -98,10 +100,6 @@ class CxxRuntime:
             return (f"{name} refers to C++ runtime symbols but links no C++ runtime (no libstdc++.so.6 in DT_NEEDED): "
                     "they resolve to whichever runtime the process loaded first")
         return f"{name}: C++ runtime {self.verdict}" + (f" ({self.runtime_library})" if self.runtime_library else "")
-
-    @property
-    def fix(self) -> str:
-        return _FIX
 
     def to_json(self) -> dict:
         return {"verdict": self.verdict, "ok": self.ok, "runtime_library": self.runtime_library,

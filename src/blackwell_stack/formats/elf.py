@@ -31,6 +31,8 @@ DT_NULL, DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 14, 15, 29
 STB_LOCAL, STB_WEAK = 0, 2
 STT_FUNC, STT_GNU_IFUNC = 2, 10
 NT_GNU_BUILD_ID = 3
+NOT_ELF_HINT = "pass a shared library (.so), a wheel, or a directory of installed packages"
+TRUNCATED_HINT = "the file is truncated; download or extract it again"
 
 
 class NotElfError(StackError):
@@ -89,9 +91,6 @@ class ElfFile:
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
 
-    def _first_of_type(self, sh_type: int) -> Section | None:
-        return next((s for s in self.sections if s.type == sh_type), None)
-
     def section_bytes(self, sec: Section):
         """The section's contents (a view into the file; empty for NOBITS)."""
         if sec.type == SHT_NOBITS or sec.size == 0:
@@ -106,7 +105,7 @@ class ElfFile:
 
     def _dynamic_strings(self, tag: int) -> list[str]:
         """The strings the dynamic section's entries of `tag` name, up to its DT_NULL."""
-        sec = self._first_of_type(SHT_DYNAMIC)
+        sec = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
         if sec is None:
             return []
         strtab = self._linked(sec)
@@ -133,7 +132,7 @@ class ElfFile:
         return self._dynamic_strings(DT_RUNPATH) + self._dynamic_strings(DT_RPATH)
 
     def dynamic_symbols(self) -> list[Symbol]:
-        sec = self._first_of_type(SHT_DYNSYM)
+        sec = next((s for s in self.sections if s.type == SHT_DYNSYM), None)
         if sec is None:
             return []
         strtab = self._linked(sec)
@@ -175,12 +174,8 @@ def _align4(n: int) -> int:
 
 
 def _cstring(table, offset: int) -> str:
-    if offset >= len(table):
-        return ""
     end = table.find(b"\0", offset)
-    if end < 0:
-        end = len(table)
-    return bytes(table[offset:end]).decode("utf-8", errors="replace")
+    return bytes(table[offset:end if end >= 0 else len(table)]).decode("utf-8", errors="replace")
 
 
 def is_elf(head: bytes) -> bool:
@@ -190,10 +185,7 @@ def is_elf(head: bytes) -> bool:
 def parse(data, label: str = "<buffer>") -> ElfFile:
     """Parse the ELF header and section table of data (bytes or mmap)."""
     if len(data) < 16 or not is_elf(data[:4]):
-        raise NotElfError(
-            f"{label} is not an ELF file (it starts with {bytes(data[:4])!r})",
-            "pass a shared library (.so), a wheel, or a directory of installed packages",
-        )
+        raise NotElfError(f"{label} is not an ELF file (it starts with {bytes(data[:4])!r})", NOT_ELF_HINT)
     ei_class, ei_data = data[4], data[5]
     if ei_class not in (1, 2) or ei_data not in (1, 2):
         raise BadElfError(f"{label}: unknown ELF class {ei_class} or byte order {ei_data}", "the file is corrupt")
@@ -204,9 +196,7 @@ def parse(data, label: str = "<buffer>") -> ElfFile:
         (_type, elf.machine, _v, _entry, _phoff, e_shoff, _flags, _ehsize, _phentsize, _phnum, e_shentsize,
          e_shnum, e_shstrndx) = struct.unpack_from(elf._end + header, data, 16)
     except struct.error:
-        raise BadElfError(
-            f"{label}: the ELF header is truncated", "the file is incomplete; download it again"
-        ) from None
+        raise BadElfError(f"{label}: the ELF header is truncated", "the file is incomplete; download it again") from None
     if e_shoff == 0:
         return elf  # no section table (stripped to program headers only)
     sh_size = struct.calcsize(sh_fmt)
@@ -221,16 +211,12 @@ def parse(data, label: str = "<buffer>") -> ElfFile:
             raise struct.error
         raw_headers = [struct.unpack_from(sh_fmt, data, e_shoff + i * sh_size) for i in range(count)]
     except struct.error:
-        raise BadElfError(
-            f"{label}: the section table (offset {e_shoff}) lies beyond the end of the file ({len(data)} bytes)",
-            "the file is truncated; download or extract it again",
-        ) from None
+        raise BadElfError(f"{label}: the section table (offset {e_shoff}) lies beyond the end of the file "
+                          f"({len(data)} bytes)", TRUNCATED_HINT) from None
     for i, (_name_off, sh_type, flags, _addr, offset, size, link, _info, _align, _entsize) in enumerate(raw_headers):
         if sh_type != SHT_NOBITS and size and offset + size > len(data):
-            raise BadElfError(
-                f"{label}: section {i} ends at byte {offset + size}, beyond the end of the file ({len(data)} bytes)",
-                "the file is truncated; download or extract it again",
-            )
+            raise BadElfError(f"{label}: section {i} ends at byte {offset + size}, beyond the end of the file "
+                              f"({len(data)} bytes)", TRUNCATED_HINT)
         elf.sections.append(Section("", sh_type, flags, offset, size, link))
     if 0 < e_shstrndx < len(elf.sections):
         names = elf.section_bytes(elf.sections[e_shstrndx])

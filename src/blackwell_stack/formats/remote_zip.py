@@ -55,7 +55,6 @@ class HttpRangeFile(io.RawIOBase):
         self._pos = 0
         self._resp = None
         self._resp_pos = -1
-        self.requests = 0
 
     def readable(self) -> bool:
         return True
@@ -87,14 +86,11 @@ class HttpRangeFile(io.RawIOBase):
     def _open(self) -> None:
         if self._resp is not None:
             self._resp.close()
-        self.requests += 1
         resp = open_url(self.url, headers={"Range": f"bytes={self._pos}-"})
         if resp.status != 206:
             resp.close()
-            raise NetworkError(
-                f"{self.url} does not serve byte ranges (HTTP {resp.status})",
-                "download the whole wheel and pass its path instead",
-            )
+            raise NetworkError(f"{self.url} does not serve byte ranges (HTTP {resp.status})",
+                               "download the whole wheel and pass its path instead")
         self._resp = resp
         self._resp_pos = self._pos
 
@@ -129,15 +125,12 @@ class RemoteWheel:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def cached_path(self, name: str) -> Path:
-        return cache_dir("remote-zip", self.remote.sha256).joinpath(*name.split("/"))
-
     def fetch_member(self, name: str) -> Path:
         """The member's path in the cache, fetched by range requests if not there yet."""
         info = self.infos.get(name)
         if info is None:
             raise StackError(f"{self.label} has no member {name}")
-        dest = self.cached_path(name)
+        dest = cache_dir("remote-zip", self.remote.sha256).joinpath(*name.split("/"))
         if dest.is_file() and dest.stat().st_size == info.file_size:
             return dest
         try:

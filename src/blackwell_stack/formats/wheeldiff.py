@@ -69,16 +69,10 @@ def _record_differences(text_a: str, text_b: str) -> str:
     rows_a = {ln.split(",")[0]: ln for ln in text_a.splitlines() if ln}
     rows_b = {ln.split(",")[0]: ln for ln in text_b.splitlines() if ln}
     changed = sorted(k for k in rows_a.keys() & rows_b.keys() if rows_a[k] != rows_b[k])
-    added = sorted(rows_b.keys() - rows_a.keys())
-    removed = sorted(rows_a.keys() - rows_b.keys())
-    parts = []
-    if changed:
-        parts.append(f"{len(changed)} entries changed ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})")
-    if added:
-        parts.append(f"{len(added)} added")
-    if removed:
-        parts.append(f"{len(removed)} removed")
-    return "; ".join(parts) or "line order only"
+    added, removed = len(rows_b.keys() - rows_a.keys()), len(rows_a.keys() - rows_b.keys())
+    parts = [f"{len(changed)} entries changed ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
+             if changed else "", f"{added} added" if added else "", f"{removed} removed" if removed else ""]
+    return "; ".join(filter(None, parts)) or "line order only"
 
 
 def classify_elf(ea: elf.ElfFile, eb: elf.ElfFile) -> tuple[str, str]:

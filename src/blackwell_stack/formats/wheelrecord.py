@@ -50,14 +50,6 @@ class RecordReport:
                 "missing": self.missing, "unlisted": self.unlisted}
 
 
-def dist_info_dir(zf: zipfile.ZipFile) -> str | None:
-    """The wheel's `<name>-<version>.dist-info` directory (the one holding WHEEL)."""
-    for name in zf.namelist():
-        if name.endswith(".dist-info/WHEEL") and name.count("/") == 1:
-            return name.split("/", 1)[0]
-    return None
-
-
 def check(path: str | Path, *, known: dict[str, str] | None = None,
           progress: Callable[[int], None] | None = None) -> RecordReport:
     """Compare every member of the wheel at `path` with its RECORD entry.
@@ -69,8 +61,9 @@ def check(path: str | Path, *, known: dict[str, str] | None = None,
     known = known or {}
     path = Path(path)
     with wheelzip.open_zip(path) as zf:
-        info = dist_info_dir(zf)
-        record_name = f"{info}/RECORD"
+        # open_zip has checked that there is a <name>-<version>.dist-info/WHEEL: RECORD is beside it
+        info = next(n for n in zf.namelist() if n.endswith(".dist-info/WHEEL") and n.count("/") == 1)
+        record_name = f"{info.split('/')[0]}/RECORD"
         try:
             text = wheelzip.read_member(zf, record_name, path).decode("utf-8", errors="replace")
         except KeyError:

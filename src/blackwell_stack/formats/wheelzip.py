@@ -1,16 +1,12 @@
 """ELF files inside a wheel, a directory or a single file, one at a time.
 
-A wheel is never unpacked as a whole: each ELF member is streamed out of the
-zip into memory (small ones) or a temporary file that is memory-mapped (big
-ones; sgl-kernel's flash_ops.abi3.so is 850 MB) and dropped after use.
-Broken zips, truncated members and non-wheels become StackErrors that say
-what is wrong with which file.
-
-A member read whole (`read_member`) is read within a bound: what it says it
-holds is checked first, and what it really inflates to is read only to one
-byte past the bound (a 3 MB wheel can inflate to 3 GiB). An encrypted member,
-an unknown compression method, a bad CRC and a truncated stream all say which
-archive and member, and what to do.
+A wheel is never unpacked as a whole: each ELF member is streamed into
+memory (small ones) or a memory-mapped temporary file (sgl-kernel's
+flash_ops.abi3.so is 850 MB) and dropped after use. A member read whole
+(`read_member`) is read within a bound, checked against what it says it holds
+and read to one byte past the bound (a 3 MB wheel can inflate to 3 GiB).
+Broken zips, non-wheels, encrypted members, unknown compression, bad CRCs and
+truncated streams are StackErrors naming the archive, the member and what to do.
 """
 
 from __future__ import annotations
@@ -72,12 +68,9 @@ def open_zip(path: str | Path, *, require_wheel: bool = True) -> zipfile.ZipFile
     try:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
-        size = path.stat().st_size
-        raise NotAWheelError(
-            f"{path} is not a readable zip archive ({exc}; {size} bytes)",
-            "a wheel is a zip file: if the download was interrupted the end of the file (its "
-            "central directory) is missing; download it again",
-        ) from None
+        raise NotAWheelError(f"{path} is not a readable zip archive ({exc}; {path.stat().st_size} bytes)",
+                             "a wheel is a zip file: if the download was interrupted the end of the file (its "
+                             "central directory) is missing; download it again") from None
     except OSError as exc:
         raise StackError(f"cannot read {path}: {exc.strerror or exc}") from None
     climbing = next((n for n in zf.namelist() if climbs(n)), None)
@@ -85,14 +78,10 @@ def open_zip(path: str | Path, *, require_wheel: bool = True) -> zipfile.ZipFile
         zf.close()
         raise NotAWheelError(f"{path}: member {climbing!r} climbs out of the archive: an installer would write it "
                              "outside the directory it installs into", "this is not a wheel to use: check where it came from")
-    if require_wheel and not any(
-        n.endswith(".dist-info/WHEEL") and n.count("/") == 1 for n in zf.namelist()
-    ):
+    if require_wheel and not any(n.endswith(".dist-info/WHEEL") and n.count("/") == 1 for n in zf.namelist()):
         zf.close()
-        raise NotAWheelError(
-            f"{path} is a zip archive but not a wheel (no <name>.dist-info/WHEEL inside)",
-            "pass a .whl built by pip/poetry/scikit-build, or a directory of installed packages",
-        )
+        raise NotAWheelError(f"{path} is a zip archive but not a wheel (no <name>.dist-info/WHEEL inside)",
+                             "pass a .whl built by pip/poetry/scikit-build, or a directory of installed packages")
     return zf
 
 
@@ -190,10 +179,7 @@ class FileSource(_Source):
         with open(self.path, "rb") as fh:
             head = fh.read(4)
         if not elf.is_elf(head):
-            raise elf.NotElfError(
-                f"{self.path} is not an ELF file (it starts with {head!r})",
-                "pass a shared library (.so), a wheel, or a directory of installed packages",
-            )
+            raise elf.NotElfError(f"{self.path} is not an ELF file (it starts with {head!r})", elf.NOT_ELF_HINT)
         self.elf_members = [Member(self.path.name, self.path.stat().st_size)]
 
 
@@ -252,7 +238,7 @@ def open_member_elf(kind: str, root: str | Path, name: str) -> Iterator[elf.ElfF
                 info = zf.getinfo(name)
             except KeyError:
                 raise StackError(f"{root} has no member {name}") from None
-            with _materialize(zf, info, root) as buf:
+            with materialize(zf, info, root) as buf:
                 yield elf.parse(buf, f"{root.name}:{name}")
         return
     path = root / name if kind == "directory" else root
@@ -261,7 +247,7 @@ def open_member_elf(kind: str, root: str | Path, name: str) -> Iterator[elf.ElfF
 
 
 @contextlib.contextmanager
-def _materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> Iterator[bytes | mmap.mmap]:
+def materialize(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: str | Path) -> Iterator[bytes | mmap.mmap]:
     """One member's bytes: in memory when small, else a memory-mapped temp file removed afterwards."""
     try:
         if info.file_size <= IN_MEMORY_LIMIT:

@@ -1,26 +1,20 @@
 """`stack doctor NAME --python PY`: every installed distribution that differs from the stack's lock.
 
-What is compared, and what can be:
+What is compared:
 - name and version: the venv's installed metadata against the lock;
 - which file: the tags the installer recorded (.dist-info/WHEEL) against the
-  lock's file names, so an install from a wheel the lock does not list shows;
-- its files: a lock pins each wheel by the sha256 of the whole archive, and an
-  installation has no archive to hash, so the two cannot be compared directly.
-  What can: the wheel's own RECORD (the sha256 of every file in it, read from
-  the very file the lock names, by HTTP range requests; the zip's CRC checks
-  that member, the archive's sha256 is not recomputed) against the RECORD the
-  installer wrote (the sha256 of every file it installed). An installer
-  copies files unchanged, so every path of the locked wheel must be there
-  with the same sha256; scripts the installer rewrote (.data/scripts) are not
-  compared. `--verify-files` also hashes the files on disk against the
-  installed RECORD (a Nix environment fails that for every ELF file, which
-  autoPatchelf rewrote after installing).
-- the source-built kernel (not in the lock): installed, at the stack's version,
-  and not the PyPI wheel (whose WHEEL tags say manylinux: auditwheel's
-  repair; a local scikit-build-core build says linux_x86_64).
-- distributions the lock does not have: listed too, but for the tools the
-  README installs beside the lock (the CLI itself, and pip for the kernel
-  build), which `uv sync --inexact` keeps and which are no difference.
+  lock's file names;
+- its files: an installation has no archive to hash against the lock's
+  sha256, so the locked wheel's own RECORD (read by HTTP range requests from
+  the very file the lock names, the member checked by its zip CRC) is compared
+  with the RECORD the installer wrote: installers copy files unchanged, so
+  every path must be there with the same sha256 (.data/scripts, which they
+  rewrite, excepted). `--verify-files` also hashes the files on disk (a Nix
+  environment fails that for every ELF file autoPatchelf rewrote);
+- the source-built kernel (not in the lock): installed, at the stack's
+  version, and not the PyPI wheel (manylinux tags: auditwheel's repair);
+- distributions the lock does not have, but for the tools the README
+  installs beside it (the CLI, pip), which `uv sync --inexact` keeps.
 
 Each difference comes with the one command that repairs it. A venv without
 the stack's SGLang is no serving venv at all: that is said in three lines,

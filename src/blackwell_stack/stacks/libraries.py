@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import mmap
 import re
-import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -172,28 +170,23 @@ def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdi
     return dest, f"downloaded from its URL in uv.lock and hashed on {today}"
 
 
-def _read_elf(zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, torch_package: bool) -> tuple[ElfInfo, list[str]] | None:
+def _read_elf(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: str, *,
+              torch_package: bool) -> tuple[ElfInfo, list[str]] | None:
     """The member's ELF facts (and, for torch's own libraries, the torch symbols they define)."""
-    with tempfile.TemporaryFile(prefix="bws-elf-") as tmp:
-        with zf.open(info) as src:
-            head = src.read(4)
-            if not elf.is_elf(head):
-                return None
-            tmp.write(head)
-            shutil.copyfileobj(src, tmp, 8 << 20)
-        tmp.flush()
-        with mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            e = elf.parse(mm, info.filename)
-            info_ = ElfInfo(e.needed, e.runpath, e.section(".interp") is not None, e.section(".note.dlopen") is not None,
-                            sorted(lib for lib in DRIVER_LIBRARIES if mm.find(lib.encode() + b"\0") >= 0))
-            defined: list[str] = []
-            base = info.filename.rsplit("/", 1)[-1]
-            if torch_package and base in linkage.TORCH_LIBRARIES:
-                defined = [s.name for s in e.dynamic_symbols() if s.defined and is_torch_symbol(s.name)]
-            elif linkage.torch_libraries(info_.needed):
-                info_.torch_undefined = sorted({s.name for s in e.dynamic_symbols()
-                                                if not s.defined and not s.weak and is_torch_symbol(s.name)})
-            return info_, defined
+    with wheelzip.materialize(zf, info, archive) as buf:
+        if not elf.is_elf(buf[:4]):
+            return None
+        e = elf.parse(buf, info.filename)
+        info_ = ElfInfo(e.needed, e.runpath, e.section(".interp") is not None, e.section(".note.dlopen") is not None,
+                        sorted(lib for lib in DRIVER_LIBRARIES if buf.find(lib.encode() + b"\0") >= 0))
+        defined: list[str] = []
+        base = info.filename.rsplit("/", 1)[-1]
+        if torch_package and base in linkage.TORCH_LIBRARIES:
+            defined = [s.name for s in e.dynamic_symbols() if s.defined and is_torch_symbol(s.name)]
+        elif linkage.torch_libraries(info_.needed):
+            info_.torch_undefined = sorted({s.name for s in e.dynamic_symbols()
+                                            if not s.defined and not s.weak and is_torch_symbol(s.name)})
+        return info_, defined
 
 
 def _requires(zf: zipfile.ZipFile, path: Path) -> list[str]:
@@ -216,11 +209,7 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
         return known
     with tempfile.TemporaryDirectory(prefix="bws-wheel-") as tmp:
         path, checked = _open(stack, package, wheel, digest, Path(tmp))
-        try:
-            zf = zipfile.ZipFile(path)
-        except zipfile.BadZipFile as exc:
-            raise StackError(f"{path.name}: not a wheel ({exc})", "the file is corrupt; lock or download it again") from None
-        with zf:
+        with wheelzip.open_zip(path) as zf:
             contents = WheelContents(package.name, wheels.filename(wheel), digest, checked,
                                      {i.filename: (i.CRC, i.file_size) for i in zf.infolist() if not i.is_dir()},
                                      _requires(zf, path))
@@ -232,11 +221,7 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
                     continue
                 if size < 64 or not _maybe_elf(name):
                     continue
-                try:
-                    found = _read_elf(zf, zf.getinfo(name), torch_package=package.name == "torch")
-                except wheelzip.READ_ERRORS as exc:
-                    raise StackError(f"{contents.filename}: member {name} cannot be read ({exc})",
-                                     "the file is corrupt; download it again") from None
+                found = _read_elf(zf, zf.getinfo(name), contents.filename, torch_package=package.name == "torch")
                 if found is not None:
                     contents.elf[name] = found[0]
                     contents.torch_defined += found[1]

@@ -26,6 +26,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from blackwell_stack import inputfiles, proc
+from blackwell_stack.data import lock as lockfile
 from blackwell_stack.data import registry
 from blackwell_stack.data.stack import Lock, Stack, load_lock
 from blackwell_stack.errors import BuildError, CheckFailed, StackError, ToolchainError
@@ -130,7 +131,7 @@ def validate(stack: Stack, lock: Lock) -> None:
         if pkg.source.get("virtual"):
             continue
         for artifact in pkg.artifacts():
-            if not re.fullmatch(r"sha256:[0-9a-f]{64}", artifact.get("hash") or ""):
+            if lockfile.sha256_of(artifact) is None:
                 ref = artifact.get("url") or artifact.get("path") or "?"
                 problems.append(f"{pkg.name} {pkg.version}: {ref} has no sha256")
         if not pkg.wheels:
@@ -197,7 +198,6 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
 
 def _restore(stack: Stack, before: bytes | None) -> None:
     if before is None:
-        if stack.lock_path.exists():
-            stack.lock_path.unlink()
+        stack.lock_path.unlink(missing_ok=True)
     elif not stack.lock_path.exists() or stack.lock_path.read_bytes() != before:
         atomic_write_bytes(stack.lock_path, before)

@@ -73,9 +73,8 @@ def summary_row(stack: Stack) -> PinRow:
                       stack.missing_lock_message(), f"{stack.relpath}/uv.lock", stack.lock_command)
     rows = list(locked_files(stack).values())
     bad = [r for r in rows if not r.verified]
-    versions = stack.versions()
     return PinRow(
-        f"stack {stack.name} (uv.lock)", ", ".join(f"{k} {v}" for k, v in versions.items()), None,
+        f"stack {stack.name} (uv.lock)", ", ".join(f"{k} {v}" for k, v in stack.versions().items()), None,
         f"{len(rows)} files", f"every file's sha256 is in uv.lock; {len(rows) - len(bad)} checked by `stack audit`",
         "registry", not bad, f"{len(bad)} file(s) not checked: {bad[0].reason}" if bad else None,
         f"{stack.relpath}/uv.lock", f"blackwell-stack stack audit {stack.name} --write",
