@@ -138,3 +138,20 @@ def test_an_unknown_stack_and_a_broken_python_are_errors_with_hints(tmp_path, ca
     assert main(["stack", "doctor", "stable", "--python", str(tmp_path / "no-python")]) == 2
     err = capsys.readouterr().err
     assert "cannot run" in err and "hint:" in err and "Traceback" not in err
+
+
+def test_without_pypi_and_an_empty_cache_it_says_where_the_records_come_from(tmp_path, monkeypatch, capsys):
+    """The acceptance run's stack doctor step on an offline GPU host met this: each locked wheel's RECORD comes from
+    PyPI once, then from the user cache."""
+    from support.verify_server import free_port
+
+    refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, refused)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.setenv("BLACKWELL_STACK_CACHE", str(tmp_path / "cache"))
+    assert main(["stack", "doctor", "stable", "--python", sys.executable]) == 4
+    err = capsys.readouterr().err
+    assert "cannot reach https://files.pythonhosted.org/" in err and "Traceback" not in err
+    assert f"hint: stack doctor reads each locked wheel's RECORD once, into {tmp_path / 'cache' / 'wheel-records'}" in err
