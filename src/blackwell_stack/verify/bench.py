@@ -26,10 +26,7 @@ import argparse
 import collections
 import json
 import os
-import signal
-import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +113,8 @@ def run_level(python: str, endpoint: Endpoint, model: str, config: BenchConfig, 
     with tempfile.TemporaryDirectory(prefix="bench-") as work:
         output_file = Path(work) / "result.jsonl"
         argv = bench_serving_argv(python, endpoint, model, config, concurrency, output_file)
-        code, tail = _run_bounded(argv, env, config.timeout_s)
+        tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+        code, _ = proc.run_group(argv, config.timeout_s, tail.append, env=env)
         where = f"bench_serving at c={concurrency}"
         shown = "\n".join(f"  | {line}" for line in tail)
         if code is None:
@@ -134,30 +132,6 @@ def run_level(python: str, endpoint: Endpoint, model: str, config: BenchConfig, 
     except (ValueError, IndexError):
         raise CheckFailed(f"{where} wrote no result", "run it by hand with -v to see why") from None
     return level_result(data, concurrency, config)
-
-
-def _run_bounded(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, list[str]]:
-    """Run argv in a session of its own; its exit code (None: ended after `timeout`) and its last lines."""
-    child = proc.start(argv, env=env, new_session=True)
-    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-
-    def read() -> None:
-        assert child.stdout is not None
-        while line := child.stdout.readline(4096):
-            tail.append(line.rstrip("\n"))
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        code: int | None = child.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        if child.poll() is None:  # timed out or interrupted: bench_serving and whatever it started
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-        reader.join(timeout=30)
-    return code, list(tail)
 
 
 def _summary(data: dict, **fields: str) -> dict:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -23,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_stack import proc
-from blackwell_stack.errors import ToolchainError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.kernel.test import pytest_outcomes
 from blackwell_stack.kernel.test.selection import Item
@@ -111,42 +108,12 @@ def read_outcomes(path: Path) -> Outcomes:
     return Outcomes(tests, collect_errors, collect_skips, running, status)
 
 
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _run_process(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
-    """Run argv in its own process group with its output in log; (exit code or None on timeout, seconds)."""
+    """Run argv in its own process group with its output in log; (exit code or None on timeout, seconds). What the
+    test left running (spawned workers) ends with it (proc.wait_group)."""
     start = time.monotonic()
-    proc.echo(argv, cwd)
     with open(log, "wb") as out:
-        try:
-            child = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as exc:
-            raise ToolchainError(f"cannot start {argv[0]}: {exc.strerror or exc}", "pass --python with a working interpreter") from None
-        try:
-            code: int | None = child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        except BaseException:  # Ctrl-C: take the whole group down before going
-            _kill_group(child.pid)
-            child.wait()
-            raise
-        finally:
-            _kill_group(child.pid)  # what the test left running (spawned workers) goes too
-        if code is None:
-            child.wait()
+        code = proc.wait_group(proc.start(argv, cwd=cwd, env=env, new_session=True, stdout=out), timeout)
     return code, time.monotonic() - start
 
 
@@ -154,7 +121,7 @@ def _killed(code: int | None, timeout: float, running: str = "") -> tuple[str, s
     """(status, note) of a process that ran past its time limit or died of a signal; None for an exit."""
     if code is None:
         return TIMED_OUT, f"killed after {timeout:g} s{running}"
-    return (CRASHED, f"killed by {_signal_name(code)}{running}") if code < 0 else None
+    return (CRASHED, f"killed by {proc.signal_name(-code)}{running}") if code < 0 else None
 
 
 def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: Path, plugin_dir: Path,
