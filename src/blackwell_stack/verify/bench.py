@@ -33,7 +33,7 @@ from pathlib import Path
 from blackwell_stack import inputfiles, proc
 from blackwell_stack.argtypes import positive_int
 from blackwell_stack.errors import CheckFailed, StackError
-from blackwell_stack.verify import degeneracy, failure_text
+from blackwell_stack.verify import degeneracy
 from blackwell_stack.verify.client import Endpoint
 
 DEFAULT_CONCURRENCY = (1, 8, 32, 64, 128)
@@ -155,7 +155,7 @@ def level_result(data: dict, concurrency: int, config: BenchConfig) -> dict:
     for index, (text, error) in enumerate(zip(data.get("generated_texts") or [], errors)):
         if not error:
             text = text if isinstance(text, str) else None
-            judged.append((index, failure_text.find(text) + degeneracy.inspect_text(text, ANSWER_DETECTORS)))
+            judged.append((index, degeneracy.failure_text(text) + degeneracy.inspect_text(text, ANSWER_DETECTORS)))
     return {
         "concurrency": concurrency,
         "requests": requests,
