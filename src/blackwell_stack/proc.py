@@ -199,6 +199,13 @@ def _each_line(stream, on_line: Callable[[str], None]) -> None:
         on_line(line.rstrip("\n"))
 
 
+def log_tail(path: str | Path, lines: int, limit: int = 64 << 10) -> list[str]:
+    """The last `lines` lines of a program's log, read from its last `limit` bytes only."""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - limit))
+        return fh.read().decode(errors="replace").splitlines()[-lines:]
+
+
 def signal_name(number: int) -> str:
     """SIGSEGV (signal 11), for a process that died of signal `number`."""
     try:

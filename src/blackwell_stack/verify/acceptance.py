@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -167,9 +166,7 @@ def wait_ready(server: Server, bound_s: float) -> Step:
 
 def _last_line(log: Path) -> str:
     """The server log's last error line, else its last line."""
-    with open(log, "rb") as fh:
-        fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
-        lines = fh.read().decode(errors="replace").strip().splitlines()
+    lines = [line for line in proc.log_tail(log, 4096, limit=4096) if line.strip()]
     errors = [line for line in lines if line.lower().startswith("error")]
     return (errors or lines or ["(it printed nothing)"])[-1][:300]
 

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from blackwell_stack import output
@@ -77,7 +78,7 @@ def _tests_dir(args: argparse.Namespace) -> Path:
 
 def _test_report(target: selection.Target, tests_dir: Path, wheel: str | None, results: list[runner.FileResult]) -> dict:
     return {"target": target.to_json(), "tests_dir": str(tests_dir), "wheel": wheel,
-            "ok": all(r.ok for r in results), "totals": runner.totals(results), "files": [r.to_json() for r in results]}
+            "ok": all(r.ok for r in results), "totals": runner.totals(results), "files": [asdict(r) for r in results]}
 
 
 def cmd_test(args: argparse.Namespace) -> int:

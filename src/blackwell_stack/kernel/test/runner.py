@@ -11,14 +11,14 @@ scripts: their exit code is their verdict.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from blackwell_stack import proc
 from blackwell_stack.fileio import atomic_write_json
@@ -52,9 +52,6 @@ class FileResult:
     def ok(self) -> bool:
         return self.status in (PASSED, SKIPPED, NO_TESTS)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class Outcomes:
@@ -68,44 +65,30 @@ class Outcomes:
 
 
 def read_outcomes(path: Path) -> Outcomes:
-    phases: dict[str, list[tuple[str, str]]] = {}
-    collect_errors: list[str] = []
-    collect_skips: list[str] = []
-    started: list[str] = []
-    ended: set[str] = set()
-    status = None
-    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
-    for line in lines:
-        try:
+    events: dict[str, list[dict]] = {}
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a crash
             event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a crash
-        kind = event.get("event")
-        if kind == "start":
-            started.append(event["id"])
-        elif kind == "report":
-            phases.setdefault(event["id"], []).append((event["when"], event["outcome"]))
-        elif kind == "end":
-            ended.add(event["id"])
-        elif kind == "collect_error":
-            collect_errors.append(event["id"])
-        elif kind == "collect_skip":
-            collect_skips.append(event["id"])
-        elif kind == "finish":
-            status = event["status"]
-    tests = {}
-    for nodeid, reports in phases.items():
-        outcomes = {outcome for _when, outcome in reports}
-        if "failed" in outcomes:
-            tests[nodeid] = FAILED if ("call", "failed") in reports else ERROR
-        elif "skipped" in outcomes:
-            tests[nodeid] = SKIPPED
-        else:
-            tests[nodeid] = PASSED
-    running = next((n for n in reversed(started) if n not in ended), None)
+            events.setdefault(event.get("event"), []).append(event)
+    reports: dict[str, set[tuple[str, str]]] = {}
+    for event in events.get("report", []):
+        reports.setdefault(event["id"], set()).add((event["when"], event["outcome"]))
+    tests = {nodeid: _verdict(got) for nodeid, got in reports.items()}
+    ended = {e["id"] for e in events.get("end", [])}
+    running = next((e["id"] for e in reversed(events.get("start", [])) if e["id"] not in ended), None)
     if running is not None:  # it took the process down, or ran past the time limit: a failure
         tests[running] = FAILED
-    return Outcomes(tests, collect_errors, collect_skips, running, status)
+    finish = events.get("finish")
+    return Outcomes(tests, [e["id"] for e in events.get("collect_error", [])],
+                    [e["id"] for e in events.get("collect_skip", [])], running, finish[-1]["status"] if finish else None)
+
+
+def _verdict(reports: set[tuple[str, str]]) -> str:
+    """A test's verdict from its phases' (when, outcome): a failure outside its call is an error."""
+    outcomes = {outcome for _when, outcome in reports}
+    if "failed" in outcomes:
+        return FAILED if ("call", "failed") in reports else ERROR
+    return SKIPPED if "skipped" in outcomes else PASSED
 
 
 def _run_process(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
@@ -210,11 +193,6 @@ def totals(results: Iterable[FileResult]) -> dict[str, int]:
     return out
 
 
-def failure_tail(result: FileResult, lines: int = _FAILURE_TAIL, limit: int = 64 * 1024) -> list[str]:
-    """The last lines of a file's log (read from its last `limit` bytes only)."""
-    if not result.log or not Path(result.log).is_file():
-        return []
-    with open(result.log, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        fh.seek(max(0, fh.tell() - limit))
-        return fh.read().decode(errors="replace").splitlines()[-lines:]
+def failure_tail(result: FileResult) -> list[str]:
+    """The last lines of a file's log."""
+    return proc.log_tail(result.log, _FAILURE_TAIL) if result.log and Path(result.log).is_file() else []
