@@ -1,23 +1,21 @@
 """`bench`: a concurrency sweep run by SGLang's own client, `python -m sglang.bench_serving`.
 
-Each level is one bench_serving run in a child process, with the
-interpreter where SGLang is installed (the serving venv): random token ids
-as prompts (`random-ids`: nothing downloaded), a fixed request count, as
-many requests in flight as the level's concurrency, warmed up first at
-that concurrency (a server's first batch of a new size, a first batched
-prefill or a kernel compiled just in time, lands there, not in the
-figures: benchmarks/sglang-gpu/). bench_serving waits up to six hours for
-a request (`AIOHTTP_TIMEOUT` in sglang/bench_serving.py), so each run is
-bounded here, and its whole process group is ended when the bound passes.
+Each level is one bench_serving run with the serving venv's interpreter:
+random token ids as prompts (`random-ids`: nothing downloaded), a fixed
+request count, the level's concurrency, warmed up first at that concurrency
+(a first batch of a new size, or a kernel compiled just in time, lands there,
+not in the figures: benchmarks/sglang-gpu/). bench_serving waits up to six
+hours for a request (`AIOHTTP_TIMEOUT` in sglang/bench_serving.py), so each
+run is bounded here, its whole process group ended when the bound passes.
 
-What this adds to it: the sweep, the figures the seed's baseline names
+What this adds: the sweep, the figures the seed's baseline names
 (baseline.py), and the garbage check of every answer, read from the run's
-`--output-details` file after the level, outside the measured time: a
-throughput figure means nothing if the answers were garbage (the seed
-deployment streamed runs of `!` at full speed). bench_serving
-counts an answer as its full requested length unless the server streams
-usage, which it is not asked for (bench_serving 0.5.9 fails on a stream
-event without choices), so tokens are its re-tokenized count.
+`--output-details` file after the level: a throughput figure means nothing
+if the answers were garbage (the seed deployment streamed runs of `!` at
+full speed). bench_serving counts an answer as its full requested length
+unless the server streams usage, which it is not asked for (bench_serving
+0.5.9 fails on a stream event without choices), so tokens are its
+re-tokenized count.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""`blackwell-stack kernel test`: upstream's kernel tests on this host's GPU, its arguments, run and report.
-
-What runs and why the rest is skipped is kernel/selection.py; running each file
-in its own process and counting what happened is kernel/runner.py.
-"""
+"""`blackwell-stack kernel test`: its arguments and report; what runs is selection.py's, how runner.py's."""
 
 from __future__ import annotations
 
