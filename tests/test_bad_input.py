@@ -328,13 +328,13 @@ def test_a_fifo_as_a_data_root_file_is_refused_without_blocking(tmp_path):
 def test_the_failure_text_is_data_with_its_source():
     """Each pattern of verify/failure-text.json names where it was seen; the file is in the data registry."""
     from blackwell_stack.data import registry
-    from blackwell_stack.verify import failure_text
+    from blackwell_stack.verify import degeneracy
 
-    assert registry.entry("failure-text").path() == Path(failure_text.__file__).with_name("failure-text.json")
-    patterns = failure_text.load()
+    assert registry.entry("failure-text").path() == Path(degeneracy.__file__).with_name("failure-text.json")
+    patterns = degeneracy.failure_texts()
     assert {p.name for p in patterns} >= {"nan-happened", "exclamation-run"}
     assert all(p.source and p.what for p in patterns)
     assert "schedule_batch.py" in next(p.source for p in patterns if p.name == "nan-happened")
-    found = failure_text.find("The capital of", "stop", "NaN happened")
+    found = degeneracy.failure_text("The capital of", "stop", "NaN happened")
     assert [f.check for f in found] == ["failure-text"] and "matched_stop" in found[0].detail
-    assert failure_text.find("Paris is the capital of France!", "stop") == []
+    assert degeneracy.failure_text("Paris is the capital of France!", "stop") == []

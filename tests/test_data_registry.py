@@ -29,7 +29,7 @@ from blackwell_stack.kernel.reproducibility import reference
 from blackwell_stack.kernel.test import selection
 from blackwell_stack.serve import flags
 from blackwell_stack.stacks import libraries
-from blackwell_stack.verify import baseline, failure_text
+from blackwell_stack.verify import baseline, degeneracy
 
 # Each kind's loader, as the CLI calls it, given the file.
 LOADERS: dict[str, Callable[[Path], Any]] = {
@@ -52,7 +52,7 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "wheel-libraries": lambda p: registry.load("wheel-libraries", file=p),
     "env-collisions": lambda p: registry.load("env-collisions", file=p),
     "baseline": baseline.load,
-    "failure-text": failure_text.load,
+    "failure-text": degeneracy.failure_texts,
     "startup-imports": lambda p: registry.load("startup-imports", file=p),
     "gsm8k": lambda p: registry.load("gsm8k", file=p),
 }

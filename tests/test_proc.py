@@ -35,3 +35,7 @@ def test_input_reaches_the_program_and_a_timeout_stops_it():
     assert result.stdout.strip() == "HELLO"
     with pytest.raises(BuildError, match="did not finish within 1 s"):
         proc.run([sys.executable, "-c", "import time; time.sleep(600)"], timeout=1)
+
+
+def test_a_signal_is_named_by_its_number_too():
+    assert proc.signal_name(11) == "SIGSEGV (signal 11)" and proc.signal_name(1000) == "signal 1000"

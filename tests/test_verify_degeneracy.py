@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_stack.verify import degeneracy
+from blackwell_stack.verify import bench, degeneracy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify"
 RECORDED = json.loads((FIXTURES / "recorded_garbage.json").read_text())
@@ -76,6 +76,7 @@ def test_repeated_unit_on_looping_random_models(seed, unit):
 def test_repeated_unit_on_a_looping_phrase_without_other_symptoms():
     text = "The capital of France is Paris. " + "Paris is Paris. " * 8
     assert [f.check for f in degeneracy.inspect_text(text)] == ["repeated-unit"]
+    assert degeneracy.inspect_text(text, bench.ANSWER_DETECTORS) == []  # bench leaves it out (--ignore-eos loops)
 
 
 def test_empty_content_on_the_silent_model():

@@ -9,12 +9,14 @@ it runs, so a user can repeat it by hand.
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from blackwell_stack.errors import BuildError, ToolchainError
@@ -135,13 +137,78 @@ def probe(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Map
 
 
 def start(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
-          new_session: bool = False) -> subprocess.Popen[str]:
-    """Start argv with stdout and stderr merged into one text pipe, read line by line; with `new_session`, in a
-    session (and process group) of its own, so that all it starts can be ended with it."""
+          new_session: bool = False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) -> subprocess.Popen[str]:
+    """Start argv; its output in text (undecodable bytes replaced), by default stdout and stderr merged into one
+    pipe, read line by line. With `new_session`, without stdin in a session (and process group) of its own, so that
+    all it starts ends with it (stop_group)."""
     args = [str(a) for a in argv]
     echo(args, cwd)
     try:
-        return subprocess.Popen(args, cwd=cwd, env=dict(env) if env is not None else None, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=new_session)
+        return subprocess.Popen(args, cwd=cwd, env=dict(env) if env is not None else None, stdout=stdout,
+                                stderr=stderr, stdin=subprocess.DEVNULL if new_session else None, text=True,
+                                errors="replace", bufsize=1, start_new_session=new_session)
     except OSError as exc:
         raise ToolchainError(f"cannot start {args[0]}: {exc.strerror or exc}", f"install {Path(args[0]).name}, or pass its path") from None
+
+
+def stop_group(child: subprocess.Popen, grace: float = 0.0) -> None:
+    """End `child` and every process of its group: SIGTERM first when it has `grace` seconds to exit, then SIGKILL.
+    What the leader left running in its group goes too."""
+    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)) if grace else ((signal.SIGKILL, 30.0),):
+        if child.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signum)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=wait)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+
+
+def wait_group(child: subprocess.Popen, timeout: float, grace: float = 0.0) -> int | None:
+    """The exit code of `child` (started with new_session), None when it runs past `timeout`; whatever happens
+    (an interrupt too), its group is ended after it (stop_group)."""
+    try:
+        return child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        stop_group(child, grace)
+
+
+def run_group(argv: Sequence[str | Path], timeout: float, on_line: Callable[[str], None], *,
+              env: Mapping[str, str] | None = None, grace: float = 0.0, stdout: bool = False) -> tuple[int | None, str]:
+    """Run argv in a session of its own for at most `timeout` seconds (wait_group): its exit code and, with
+    `stdout`, its stdout apart (at most OUTPUT_LIMIT); each line of its other output goes to on_line as it comes."""
+    child = start(argv, env=env, new_session=True, stderr=subprocess.PIPE if stdout else subprocess.STDOUT)
+    pipe, out = child.stdout, []
+    assert pipe is not None
+    readers = [threading.Thread(target=_each_line, args=(child.stderr if stdout else pipe, on_line), daemon=True)]
+    if stdout:
+        readers.append(threading.Thread(target=lambda: out.append(pipe.read(OUTPUT_LIMIT)), daemon=True))
+    for reader in readers:
+        reader.start()
+    code = wait_group(child, timeout, grace)
+    for reader in readers:
+        reader.join(timeout=30)  # a grandchild in a session of its own may hold the pipe: the reader is a daemon
+    return code, "".join(out)
+
+
+def _each_line(stream, on_line: Callable[[str], None]) -> None:
+    while line := stream.readline(4096):
+        on_line(line.rstrip("\n"))
+
+
+def log_tail(path: str | Path, lines: int, limit: int = 64 << 10) -> list[str]:
+    """The last `lines` lines of a program's log, read from its last `limit` bytes only."""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - limit))
+        return fh.read().decode(errors="replace").splitlines()[-lines:]
+
+
+def signal_name(number: int) -> str:
+    """SIGSEGV (signal 11), for a process that died of signal `number`."""
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"

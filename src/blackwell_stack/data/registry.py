@@ -112,7 +112,7 @@ FILES: tuple[DataFile, ...] = (
              "(doctor/startup.py)", ("cli",), schemas.STARTUP_IMPORTS, in_package=True,
              hint="restore it from the repository"),
     DataFile("failure-text", "verify/failure-text.json", "the reference deployment's failure text, which smoke "
-             "and bench look for in every answer (verify/failure_text.py)", ("cli",), schemas.FAILURE_TEXT,
+             "and bench look for in every answer (verify/degeneracy.py)", ("cli",), schemas.FAILURE_TEXT,
              in_package=True, hint="restore it from the repository"),
     DataFile("gsm8k", "verify/gsm8k.json", "the GSM8K files the accuracy gate reads, by URL and sha256, and its "
              "pass mark per profile with its source (verify/gsm8k_data.py)", ("cli",), schemas.GSM8K,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +94,9 @@ def import_in_child(python: str, module: str, env: dict[str, str], timeout: floa
     except ToolchainError as exc:
         return Outcome(module, ERROR, exc.message)
     if result.returncode < 0:
-        name = _signal_name(-result.returncode)
         frames = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("File ")]
         where = f"; last frames: {' <- '.join(frames[:3])}" if frames else ""
-        return Outcome(module, CRASHED, f"the process died of {name}{where}")
+        return Outcome(module, CRASHED, f"the process died of {proc.signal_name(-result.returncode)}{where}")
     try:
         said = json.loads((result.stdout.strip().splitlines() or ["{}"])[-1])
     except ValueError:
@@ -109,13 +107,6 @@ def import_in_child(python: str, module: str, env: dict[str, str], timeout: floa
     if said["outcome"] == MISSING:
         return Outcome(module, MISSING, f"no module named {said.get('module') or module!r} ({said.get('detail', '')})")
     return Outcome(module, str(said["outcome"]), str(said.get("detail", "")))
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return f"{signal.Signals(number).name} (signal {number})"
-    except ValueError:
-        return f"signal {number}"
 
 
 def checks(python: str, sglang: str, *, architecture: str | None, gpu_cc: str | None,

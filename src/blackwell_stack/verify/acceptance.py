@@ -15,20 +15,18 @@ acceptance_report.py writes what was found.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from blackwell_stack import proc
-from blackwell_stack.errors import StackError
+from blackwell_stack.errors import StackError, ToolchainError
 from blackwell_stack.serve.readiness import answers_200
 from blackwell_stack.verify import client
 
@@ -69,55 +67,22 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "blackwell_stack", *args]
 
 
-def _relay(stream, keep: list[str], prefix: str) -> None:
-    """Each line of a step's stderr on ours, indented under its progress line; the last TAIL_LINES kept."""
-    with stream:
-        for line in iter(stream.readline, ""):
-            shown = line.rstrip() if line.startswith(prefix) else prefix + line.rstrip()
-            print(f"  {shown}", file=sys.stderr, flush=True)
-            keep.append(line.rstrip())
-            del keep[:-TAIL_LINES]
-
-
-def stop_group(child: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
-    """End `child` and every process of its group: SIGTERM, then SIGKILL after `grace` seconds."""
-    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
-        if child.poll() is not None:
-            break
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.pid, signum)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=wait)
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # what the leader left behind in its group
-        os.killpg(child.pid, signal.SIGKILL)
-
-
 def run_bounded(argv: list[str], bound_s: float, label: str) -> tuple[int | None, str, list[str]]:
-    """Run argv in a process group of its own for at most bound_s seconds: (exit code, or None past the bound;
-    its stdout, at most proc.OUTPUT_LIMIT; the last lines of its stderr, which is relayed as it comes)."""
-    proc.echo(argv)
+    """Run argv in a process group of its own for at most bound_s seconds (proc.run_group): (exit code, or None
+    past the bound, 127 when it cannot start; its stdout; the last TAIL_LINES of its stderr, which is relayed as it
+    comes, indented under the step's progress line)."""
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    prefix = f"{label}: "
+
+    def relay(line: str) -> None:
+        print(f"  {'' if line.startswith(prefix) else prefix}{line.rstrip()}", file=sys.stderr, flush=True)
+        tail.append(line.rstrip())
+
     try:
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                 text=True, errors="replace", start_new_session=True)
-    except OSError as exc:
-        return 127, "", [f"cannot run {argv[0]}: {exc.strerror or exc}"]
-    tail: list[str] = []
-    out: list[str] = []
-    relay = threading.Thread(target=_relay, args=(child.stderr, tail, f"{label}: "), daemon=True)
-    stdout = child.stdout
-    assert stdout is not None
-    reader = threading.Thread(target=lambda: out.append(stdout.read(proc.OUTPUT_LIMIT)), daemon=True)
-    relay.start()
-    reader.start()
-    try:
-        code: int | None = child.wait(timeout=bound_s)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:  # past its bound, or interrupted: nothing of it outlives the step
-        stop_group(child, grace=5.0)
-    relay.join(timeout=10)
-    reader.join(timeout=10)
-    return code, "".join(out), tail
+        code, out = proc.run_group(argv, bound_s, relay, grace=5.0, stdout=True)
+    except ToolchainError as exc:
+        return 127, "", [exc.message]
+    return code, out, list(tail)
 
 
 def command_step(name: str, argv: list[str], bound_s: float, workdir: Path, file: str,
@@ -166,19 +131,13 @@ class Server:
     def stop(self) -> None:
         if self.child is not None and self.child.poll() is None:
             say(f"stopping the server it started (process group {self.child.pid}) ...")
-            stop_group(self.child)
+            proc.stop_group(self.child, STOP_GRACE_S)
 
 
 def launch(argv: list[str], url: str, log: Path) -> Server:
     """`serve run` in a process group of its own, its output in `log`."""
-    proc.echo(argv)
     with open(log, "wb") as out:
-        try:
-            child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        except OSError as exc:
-            raise StackError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-    return Server(url, child, log)
+        return Server(url, proc.start(argv, new_session=True, stdout=out), log)
 
 
 def wait_ready(server: Server, bound_s: float) -> Step:
@@ -207,9 +166,7 @@ def wait_ready(server: Server, bound_s: float) -> Step:
 
 def _last_line(log: Path) -> str:
     """The server log's last error line, else its last line."""
-    with open(log, "rb") as fh:
-        fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
-        lines = fh.read().decode(errors="replace").strip().splitlines()
+    lines = [line for line in proc.log_tail(log, 4096, limit=4096) if line.strip()]
     errors = [line for line in lines if line.lower().startswith("error")]
     return (errors or lines or ["(it printed nothing)"])[-1][:300]
 

@@ -1,23 +1,21 @@
 """`bench`: a concurrency sweep run by SGLang's own client, `python -m sglang.bench_serving`.
 
-Each level is one bench_serving run in a child process, with the
-interpreter where SGLang is installed (the serving venv): random token ids
-as prompts (`random-ids`: nothing downloaded), a fixed request count, as
-many requests in flight as the level's concurrency, warmed up first at
-that concurrency (a server's first batch of a new size, a first batched
-prefill or a kernel compiled just in time, lands there, not in the
-figures: benchmarks/sglang-gpu/). bench_serving waits up to six hours for
-a request (`AIOHTTP_TIMEOUT` in sglang/bench_serving.py), so each run is
-bounded here, and its whole process group is ended when the bound passes.
+Each level is one bench_serving run with the serving venv's interpreter:
+random token ids as prompts (`random-ids`: nothing downloaded), a fixed
+request count, the level's concurrency, warmed up first at that concurrency
+(a first batch of a new size, or a kernel compiled just in time, lands there,
+not in the figures: benchmarks/sglang-gpu/). bench_serving waits up to six
+hours for a request (`AIOHTTP_TIMEOUT` in sglang/bench_serving.py), so each
+run is bounded here, its whole process group ended when the bound passes.
 
-What this adds to it: the sweep, the figures the seed's baseline names
+What this adds: the sweep, the figures the seed's baseline names
 (baseline.py), and the garbage check of every answer, read from the run's
-`--output-details` file after the level, outside the measured time: a
-throughput figure means nothing if the answers were garbage (the seed
-deployment streamed runs of `!` at full speed). bench_serving
-counts an answer as its full requested length unless the server streams
-usage, which it is not asked for (bench_serving 0.5.9 fails on a stream
-event without choices), so tokens are its re-tokenized count.
+`--output-details` file after the level: a throughput figure means nothing
+if the answers were garbage (the seed deployment streamed runs of `!` at
+full speed). bench_serving counts an answer as its full requested length
+unless the server streams usage, which it is not asked for (bench_serving
+0.5.9 fails on a stream event without choices), so tokens are its
+re-tokenized count.
 """
 
 from __future__ import annotations
@@ -26,17 +24,14 @@ import argparse
 import collections
 import json
 import os
-import signal
-import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from blackwell_stack import inputfiles, proc
 from blackwell_stack.argtypes import positive_int
 from blackwell_stack.errors import CheckFailed, StackError
-from blackwell_stack.verify import degeneracy, failure_text
+from blackwell_stack.verify import degeneracy
 from blackwell_stack.verify.client import Endpoint
 
 DEFAULT_CONCURRENCY = (1, 8, 32, 64, 128)
@@ -116,7 +111,8 @@ def run_level(python: str, endpoint: Endpoint, model: str, config: BenchConfig, 
     with tempfile.TemporaryDirectory(prefix="bench-") as work:
         output_file = Path(work) / "result.jsonl"
         argv = bench_serving_argv(python, endpoint, model, config, concurrency, output_file)
-        code, tail = _run_bounded(argv, env, config.timeout_s)
+        tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+        code, _ = proc.run_group(argv, config.timeout_s, tail.append, env=env)
         where = f"bench_serving at c={concurrency}"
         shown = "\n".join(f"  | {line}" for line in tail)
         if code is None:
@@ -134,30 +130,6 @@ def run_level(python: str, endpoint: Endpoint, model: str, config: BenchConfig, 
     except (ValueError, IndexError):
         raise CheckFailed(f"{where} wrote no result", "run it by hand with -v to see why") from None
     return level_result(data, concurrency, config)
-
-
-def _run_bounded(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, list[str]]:
-    """Run argv in a session of its own; its exit code (None: ended after `timeout`) and its last lines."""
-    child = proc.start(argv, env=env, new_session=True)
-    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-
-    def read() -> None:
-        assert child.stdout is not None
-        while line := child.stdout.readline(4096):
-            tail.append(line.rstrip("\n"))
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        code: int | None = child.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        if child.poll() is None:  # timed out or interrupted: bench_serving and whatever it started
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-        reader.join(timeout=30)
-    return code, list(tail)
 
 
 def _summary(data: dict, **fields: str) -> dict:
@@ -181,7 +153,7 @@ def level_result(data: dict, concurrency: int, config: BenchConfig) -> dict:
     for index, (text, error) in enumerate(zip(data.get("generated_texts") or [], errors)):
         if not error:
             text = text if isinstance(text, str) else None
-            judged.append((index, failure_text.find(text) + degeneracy.inspect_text(text, ANSWER_DETECTORS)))
+            judged.append((index, degeneracy.failure_text(text) + degeneracy.inspect_text(text, ANSWER_DETECTORS)))
     return {
         "concurrency": concurrency,
         "requests": requests,

@@ -1,10 +1,10 @@
 """Detectors of garbage model output.
 
 The deployment this project reproduces first answered with runs of `!`,
-null content and the finish reason "NaN happened"
-(docs/reference-deployment.md#failures-and-fixes). Each detector
-here looks at one symptom of broken numerics and returns a Finding that
-names the check and quotes the offending text, or None.
+null content and "NaN happened" (docs/reference-deployment.md#failures-and-fixes).
+Each detector here looks at one symptom of broken numerics and returns a
+Finding that names the check and quotes the offending text, or None. That
+deployment's own failure text is data (failure-text.json beside this file).
 
 Thresholds are chosen for the smoke prompts (short factual answers at
 temperature 0): a healthy model does not write twenty identical
@@ -16,11 +16,17 @@ lone byte tokens).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blackwell_stack.data import registry
+from blackwell_stack.errors import DataError
 
 MIN_CHAR_RUN = 20  # identical non-whitespace characters in a row
 MIN_UNIT_REPEATS = 8  # a short unit (2..24 chars) repeated back to back ...
@@ -116,7 +122,7 @@ def inspect_text(text: str | None, detectors=TEXT_DETECTORS) -> list[Finding]:
     empty = empty_content(text)
     if empty or text is None:
         return [empty] if empty else []
-    return [f for f in (detector(text) for detector in TEXT_DETECTORS) if f]
+    return [f for f in (detector(text) for detector in detectors) if f]
 
 
 def finish_reason(reason: object) -> Finding | None:
@@ -126,3 +132,47 @@ def finish_reason(reason: object) -> Finding | None:
     if reason is None:
         return Finding("finish-reason", "no finish_reason in the answer", "None")
     return Finding("finish-reason", f"finish_reason is {reason!r}, not 'stop' or 'length'", repr(reason)[:80])
+
+
+@dataclass(frozen=True)
+class FailureText:
+    name: str
+    pattern: re.Pattern[str]
+    what: str
+    source: str
+
+
+def _check_patterns(data: Any, path: Path) -> None:
+    for entry in data["failures"]:
+        try:
+            re.compile(entry["pattern"])
+        except re.error as exc:
+            raise DataError(path, entry["name"], "pattern", f"not a regular expression ({exc})",
+                            "write a Python regular expression") from None
+
+
+@functools.cache
+def failure_texts(path: Path | None = None) -> tuple[FailureText, ...]:
+    """The patterns of failure-text.json (or of the file at `path`), checked."""
+    data = registry.load("failure-text", file=path, check=_check_patterns)
+    return tuple(FailureText(e["name"], re.compile(e["pattern"]), e["what"], e["source"]) for e in data["failures"])
+
+
+def failure_text(text: str | None, finish_reason: object = None, matched_stop: object = None) -> list[Finding]:
+    """A Finding for each pattern of failure-text.json in the answer's text, finish_reason or matched_stop.
+
+    SGLang does not put "NaN happened" in the finish reason: it ends such an answer with finish_reason "stop" and
+    writes the text as the choice's `matched_stop` (sglang 0.5.9, schedule_batch.py and serving_chat.py; the data
+    file cites them); a proxy or another server may put it in the text itself. So each place is looked at alike.
+    """
+    given = {"text": text, "finish_reason": finish_reason, "matched_stop": matched_stop}
+    places = [(where, value) for where, value in given.items() if isinstance(value, str)]
+    findings = []
+    for failure in failure_texts():
+        for where, value in places:
+            match = failure.pattern.search(value)
+            if match:
+                findings.append(Finding("failure-text", f"{failure.name} in the {where}: {failure.what}",
+                                        excerpt(value, max(0, match.start() - 20), match.end() + 20)))
+                break  # one finding per pattern: the first place that holds it
+    return findings

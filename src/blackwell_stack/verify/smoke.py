@@ -2,7 +2,7 @@
 
 Every prompt goes to its endpoint twice (stream and no stream). A verdict is
 one failed check on one answer and names the prompt, the mode, the check
-and the offending text. Garbage (degeneracy.py, failure_text.py) is not
+and the offending text. Garbage (degeneracy.py) is not
 enough to pass: a server that gives one sentence to every prompt, or fluent
 wrong answers, is as broken. So the answers must also hold what any working
 model writes at temperature 0 (the capital of France, the digits of a
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from blackwell_stack.errors import CheckFailed
-from blackwell_stack.verify import degeneracy, failure_text
+from blackwell_stack.verify import degeneracy
 from blackwell_stack.verify.client import Endpoint, ServerError, get_json, stream_events
 
 
@@ -155,7 +155,7 @@ def _ask(endpoint: Endpoint, model: str, prompt: Prompt, mode: str, max_tokens: 
     finally:
         answer.seconds = round(time.monotonic() - started, 3)
     reason = degeneracy.finish_reason(answer.finish_reason)
-    findings = failure_text.find(answer.text, answer.finish_reason, answer.matched_stop) + ([reason] if reason else [])
+    findings = degeneracy.failure_text(answer.text, answer.finish_reason, answer.matched_stop) + ([reason] if reason else [])
     findings += degeneracy.inspect_text(answer.text)
     answer.verdicts.extend(Verdict(prompt.name, mode, f.check, f.detail, f.excerpt) for f in findings)
     if not answer.verdicts and prompt.expect and not re.search(prompt.expect, answer.text or "", re.IGNORECASE):

@@ -1,8 +1,4 @@
-"""`blackwell-stack kernel test`: upstream's kernel tests on this host's GPU, its arguments, run and report.
-
-What runs and why the rest is skipped is kernel/selection.py; running each file
-in its own process and counting what happened is kernel/runner.py.
-"""
+"""`blackwell-stack kernel test`: its arguments and report; what runs is selection.py's, how runner.py's."""
 
 from __future__ import annotations
 
@@ -10,6 +6,7 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from blackwell_stack import output
@@ -77,7 +74,7 @@ def _tests_dir(args: argparse.Namespace) -> Path:
 
 def _test_report(target: selection.Target, tests_dir: Path, wheel: str | None, results: list[runner.FileResult]) -> dict:
     return {"target": target.to_json(), "tests_dir": str(tests_dir), "wheel": wheel,
-            "ok": all(r.ok for r in results), "totals": runner.totals(results), "files": [r.to_json() for r in results]}
+            "ok": all(r.ok for r in results), "totals": runner.totals(results), "files": [asdict(r) for r in results]}
 
 
 def cmd_test(args: argparse.Namespace) -> int:

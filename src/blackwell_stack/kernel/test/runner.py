@@ -11,19 +11,16 @@ scripts: their exit code is their verdict.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from blackwell_stack import proc
-from blackwell_stack.errors import ToolchainError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.kernel.test import pytest_outcomes
 from blackwell_stack.kernel.test.selection import Item
@@ -55,9 +52,6 @@ class FileResult:
     def ok(self) -> bool:
         return self.status in (PASSED, SKIPPED, NO_TESTS)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class Outcomes:
@@ -71,82 +65,38 @@ class Outcomes:
 
 
 def read_outcomes(path: Path) -> Outcomes:
-    phases: dict[str, list[tuple[str, str]]] = {}
-    collect_errors: list[str] = []
-    collect_skips: list[str] = []
-    started: list[str] = []
-    ended: set[str] = set()
-    status = None
-    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
-    for line in lines:
-        try:
+    events: dict[str, list[dict]] = {}
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a crash
             event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a crash
-        kind = event.get("event")
-        if kind == "start":
-            started.append(event["id"])
-        elif kind == "report":
-            phases.setdefault(event["id"], []).append((event["when"], event["outcome"]))
-        elif kind == "end":
-            ended.add(event["id"])
-        elif kind == "collect_error":
-            collect_errors.append(event["id"])
-        elif kind == "collect_skip":
-            collect_skips.append(event["id"])
-        elif kind == "finish":
-            status = event["status"]
-    tests = {}
-    for nodeid, reports in phases.items():
-        outcomes = {outcome for _when, outcome in reports}
-        if "failed" in outcomes:
-            tests[nodeid] = FAILED if ("call", "failed") in reports else ERROR
-        elif "skipped" in outcomes:
-            tests[nodeid] = SKIPPED
-        else:
-            tests[nodeid] = PASSED
-    running = next((n for n in reversed(started) if n not in ended), None)
+            events.setdefault(event.get("event"), []).append(event)
+    reports: dict[str, set[tuple[str, str]]] = {}
+    for event in events.get("report", []):
+        reports.setdefault(event["id"], set()).add((event["when"], event["outcome"]))
+    tests = {nodeid: _verdict(got) for nodeid, got in reports.items()}
+    ended = {e["id"] for e in events.get("end", [])}
+    running = next((e["id"] for e in reversed(events.get("start", [])) if e["id"] not in ended), None)
     if running is not None:  # it took the process down, or ran past the time limit: a failure
         tests[running] = FAILED
-    return Outcomes(tests, collect_errors, collect_skips, running, status)
+    finish = events.get("finish")
+    return Outcomes(tests, [e["id"] for e in events.get("collect_error", [])],
+                    [e["id"] for e in events.get("collect_skip", [])], running, finish[-1]["status"] if finish else None)
 
 
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _verdict(reports: set[tuple[str, str]]) -> str:
+    """A test's verdict from its phases' (when, outcome): a failure outside its call is an error."""
+    outcomes = {outcome for _when, outcome in reports}
+    if "failed" in outcomes:
+        return FAILED if ("call", "failed") in reports else ERROR
+    return SKIPPED if "skipped" in outcomes else PASSED
 
 
 def _run_process(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
-    """Run argv in its own process group with its output in log; (exit code or None on timeout, seconds)."""
+    """Run argv in its own process group with its output in log; (exit code or None on timeout, seconds). What the
+    test left running (spawned workers) ends with it (proc.wait_group)."""
     start = time.monotonic()
-    proc.echo(argv, cwd)
     with open(log, "wb") as out:
-        try:
-            child = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as exc:
-            raise ToolchainError(f"cannot start {argv[0]}: {exc.strerror or exc}", "pass --python with a working interpreter") from None
-        try:
-            code: int | None = child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        except BaseException:  # Ctrl-C: take the whole group down before going
-            _kill_group(child.pid)
-            child.wait()
-            raise
-        finally:
-            _kill_group(child.pid)  # what the test left running (spawned workers) goes too
-        if code is None:
-            child.wait()
+        code = proc.wait_group(proc.start(argv, cwd=cwd, env=env, new_session=True, stdout=out), timeout)
     return code, time.monotonic() - start
 
 
@@ -154,7 +104,7 @@ def _killed(code: int | None, timeout: float, running: str = "") -> tuple[str, s
     """(status, note) of a process that ran past its time limit or died of a signal; None for an exit."""
     if code is None:
         return TIMED_OUT, f"killed after {timeout:g} s{running}"
-    return (CRASHED, f"killed by {_signal_name(code)}{running}") if code < 0 else None
+    return (CRASHED, f"killed by {proc.signal_name(-code)}{running}") if code < 0 else None
 
 
 def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: Path, plugin_dir: Path,
@@ -243,11 +193,6 @@ def totals(results: Iterable[FileResult]) -> dict[str, int]:
     return out
 
 
-def failure_tail(result: FileResult, lines: int = _FAILURE_TAIL, limit: int = 64 * 1024) -> list[str]:
-    """The last lines of a file's log (read from its last `limit` bytes only)."""
-    if not result.log or not Path(result.log).is_file():
-        return []
-    with open(result.log, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        fh.seek(max(0, fh.tell() - limit))
-        return fh.read().decode(errors="replace").splitlines()[-lines:]
+def failure_tail(result: FileResult) -> list[str]:
+    """The last lines of a file's log."""
+    return proc.log_tail(result.log, _FAILURE_TAIL) if result.log and Path(result.log).is_file() else []
