@@ -39,7 +39,6 @@ def set_wide(on: bool) -> None:
 
 
 def is_wide() -> bool:
-    """Whether the CLI's --wide is on (rows and lines printed whole)."""
     return _wide
 
 
@@ -48,40 +47,35 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
-def terminal_width(out: TextIO | None = None) -> int | None:
+def terminal_width() -> int | None:
     """Columns to fit tables into: $COLUMNS, else the terminal's width; None for pipes and files."""
     env = os.environ.get("COLUMNS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    stream = out or sys.stdout
     try:
-        if stream.isatty():
+        if sys.stdout.isatty():
             return shutil.get_terminal_size().columns
     except (AttributeError, ValueError, OSError):
         pass
     return None
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None, *,
-          max_width: int | None = None) -> None:
-    """Print rows under headers, columns padded to their widest cell, fitted to the terminal (whole with --wide).
-
-    max_width cuts longer cells with an ellipsis (for one-line summaries).
-    """
-    out = out or sys.stdout
-    cells = [[_cell(c) if max_width is None else clip(_cell(c), max_width, out) for c in row] for row in rows]
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, max_width: int | None = None) -> None:
+    """Print rows under headers, columns padded to their widest cell, fitted to the terminal (whole with --wide);
+    max_width cuts longer cells with an ellipsis (for one-line summaries)."""
+    cells = [[_cell(c) if max_width is None else clip(_cell(c), max_width) for c in row] for row in rows]
     natural = [len(h) for h in headers]
     longest_word = [max((len(w) for w in h.split()), default=0) for h in headers]
     for row in cells:
         for i, c in enumerate(row):
             natural[i] = max(natural[i], max((len(part) for part in c.split("\n")), default=0))
             longest_word[i] = max(longest_word[i], max((len(w) for w in c.split()), default=0))
-    width = None if _wide else terminal_width(out)
+    width = None if _wide else terminal_width()
     widths = fit_widths(natural, width, longest_word) if width else natural
-    _print_row(list(headers), widths, out)
-    print(_SEP.join("-" * w for w in widths), file=out)
+    _print_row(list(headers), widths)
+    print(_SEP.join("-" * w for w in widths))
     for row in cells:
-        _print_row(row, widths, out)
+        _print_row(row, widths)
 
 
 def grouped_rows(members: Iterable[Mapping[str, Any]], most: int = 3) -> list[list[str]]:
@@ -133,12 +127,12 @@ def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] |
     return widths
 
 
-def _print_row(row: Sequence[str], widths: Sequence[int], out: TextIO) -> None:
+def _print_row(row: Sequence[str], widths: Sequence[int]) -> None:
     wrapped = [_wrap(c, w) for c, w in zip(row, widths)]
     height = max((len(lines) for lines in wrapped), default=1)
     for k in range(height):
         parts = [(lines[k] if k < len(lines) else "").ljust(w) for lines, w in zip(wrapped, widths)]
-        print(_SEP.join(parts).rstrip(), file=out)
+        print(_SEP.join(parts).rstrip())
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -149,9 +143,9 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
-def ellipsis(out: TextIO | None = None) -> str:
-    """'…', or '...' where the stream's encoding cannot write it."""
-    encoding = getattr(out or sys.stdout, "encoding", None) or "utf-8"
+def ellipsis() -> str:
+    """'…', or '...' where stdout's encoding cannot write it."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     try:
         "…".encode(encoding)
     except (UnicodeEncodeError, LookupError):
@@ -159,11 +153,11 @@ def ellipsis(out: TextIO | None = None) -> str:
     return "…"
 
 
-def clip(text: str, max_width: int, out: TextIO | None = None) -> str:
+def clip(text: str, max_width: int) -> str:
     """text cut to max_width characters, the cut marked with an ellipsis."""
     if len(text) <= max_width:
         return text
-    mark = ellipsis(out)
+    mark = ellipsis()
     return text[: max(max_width - len(mark), 0)] + mark
 
 
@@ -175,27 +169,23 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def paragraph(text: str, out: TextIO | None = None, *, indent: str = "") -> None:
+def paragraph(text: str, *, indent: str = "") -> None:
     """Prose wrapped to the terminal (continuation lines indented two more spaces); whole with --wide or in a pipe."""
-    out = out or sys.stdout
-    width = None if _wide else terminal_width(out)
+    width = None if _wide else terminal_width()
     if width is None:
-        print(indent + text, file=out)
+        print(indent + text)
         return
     print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                        break_long_words=True, break_on_hyphens=False), file=out)
+                        break_long_words=True, break_on_hyphens=False))
 
 
-def heading(title: str, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
-    print(file=out)
-    paragraph(f"== {title} ==", out)
+def heading(title: str) -> None:
+    print()
+    paragraph(f"== {title} ==")
 
 
-def dump_json(data: Any, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
-    json.dump(data, out, indent=2, sort_keys=False, default=str)
-    out.write("\n")
+def dump_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
 
 
 # Control characters other than newline, tab and carriage return (the progress bar's), written as escapes: a

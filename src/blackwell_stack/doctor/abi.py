@@ -57,7 +57,8 @@ class Side:
     defined: dict[str, str] = field(default_factory=dict)  # symbol -> library that defines it
 
 
-def _pypi_remote(spec: str) -> remote_zip.RemoteFile | None:
+def _pypi_remote(spec: str) -> tuple[str, remote_zip.RemoteFile] | None:
+    """(name, its wheel on PyPI) for a `pypi:NAME==V` spec that is not a path (`env` is none)."""
     m = _PYPI_SPEC.match(spec)
     if not m or Path(spec).exists():
         return None
@@ -66,7 +67,7 @@ def _pypi_remote(spec: str) -> remote_zip.RemoteFile | None:
     last: StackError | None = None
     for pattern in PYPI_WHEEL_PATTERNS:
         try:
-            return remote_zip.pypi_file(name, version, pattern.format(stem=stem, version=version))
+            return name, remote_zip.pypi_file(name, version, pattern.format(stem=stem, version=version))
         except StackError as exc:
             if exc.code != StackError.code:
                 raise  # network trouble: no point trying other patterns
@@ -111,11 +112,9 @@ def _add_torch_libraries(side: Side, names: list[str], open_elf) -> None:
 
 def load_kernel(spec: str, environment=None) -> Side:
     """The kernel side: a wheel, a directory, a .so, `env` (installed sgl-kernel) or `pypi:sgl-kernel==V`."""
-    remote = _pypi_remote(spec) if spec != ENV else None
-    if remote is not None:
-        spec_match = _PYPI_SPEC.match(spec)
-        assert spec_match is not None  # _pypi_remote() matched it
-        dist_name = spec_match.group(1)
+    pypi = _pypi_remote(spec)
+    if pypi is not None:
+        dist_name, remote = pypi
         dest = cache_dir("pypi", dist_name.lower(), remote.filename.split("-")[1]) / remote.filename
         if not (dest.is_file() and dest.stat().st_size == remote.size):  # the whole kernel wheel: every library matters
             download(remote.url, dest, expected_sha256=remote.sha256, expected_size=remote.size)
@@ -146,9 +145,9 @@ def load_kernel(spec: str, environment=None) -> Side:
 
 def load_torch(spec: str, kernel: Side, environment=None) -> Side:
     """The torch side: a wheel, a torch/lib directory, `env`, or `pypi:torch==V` (range-read, cached)."""
-    remote = _pypi_remote(spec) if spec != ENV else None
-    if remote is not None:
-        return _load_remote_torch(remote, kernel)
+    pypi = _pypi_remote(spec)
+    if pypi is not None:
+        return _load_remote_torch(pypi[1], kernel)
     version = None
     if spec == ENV:
         path, version = _installed_dir("torch", "torch/lib", environment)
@@ -159,10 +158,9 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
             source = wheelzip.DirSource(source.path / "torch" / "lib")
         elif source.kind == "directory" and (source.path / "lib").is_dir() and (source.path / "__init__.py").is_file():
             source = wheelzip.DirSource(source.path / "lib")
-    side = Side(label=source.label, version=version)
     if source.kind == "wheel":
-        dist = inspection.distribution_of(source)
-        side.version = dist.get("version") if dist else None
+        version = (inspection.distribution_of(source) or {}).get("version")
+    side = Side(label=source.label, version=version)
     names = [m.name for m in source.elf_members if m.name.rsplit("/", 1)[-1] in linkage.TORCH_LIBRARIES]
     if not names:
         raise StackError(
@@ -248,13 +246,6 @@ def signature_difference(wanted: str, present: str) -> str | None:
         return f"{len(a)} parameters wanted, torch's has {len(b)}"
     diffs = [f"parameter {i + 1}: {x} -> {y}" for i, (x, y) in enumerate(zip(a, b)) if x != y]
     return "; ".join(diffs) or None
-
-
-def check(kernel_spec: str = ENV, torch_spec: str = ENV, *, environment=None) -> dict:
-    """Compare a kernel and a torch; `env` means installed in `environment` (default: this Python)."""
-    kernel = load_kernel(kernel_spec, environment)
-    torch = load_torch(torch_spec, kernel, environment)
-    return compare(kernel, torch)
 
 
 def _problem(check: str, message: str, fix: str) -> dict:

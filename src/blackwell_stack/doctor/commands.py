@@ -180,7 +180,8 @@ def _profile_for(sglang: str) -> Profile:
 
 def run_abi(args: argparse.Namespace) -> int:
     environment = envcheck.Environment(args.python) if args.python else None
-    result = abi.check(args.kernel, args.torch, environment=environment)
+    kernel = abi.load_kernel(args.kernel, environment)
+    result = abi.compare(kernel, abi.load_torch(args.torch, kernel, environment))
     if args.abi_json or args.json:
         output.dump_json(result)
     else:

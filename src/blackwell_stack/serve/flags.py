@@ -28,14 +28,6 @@ class FlagTable:
     path: Path
     data: dict[str, Any]
 
-    @property
-    def flags(self) -> dict[str, dict[str, Any]]:
-        return self.data["flags"]
-
-    @property
-    def options(self) -> dict[str, str]:
-        return self.data["options"]
-
 
 def table_path(version: str) -> Path:
     """Where the flag table of sglang `version` is committed."""

@@ -39,7 +39,7 @@ def plan_section(stack: Stack, *, key: str = "service") -> PlanSection:
         PlanItem("model", f"{model['id']}@{model['revision'] or '(revision not pinned)'}", source="profile model",
                  verified=bool(model.get("revision_verified")),
                  note=None if model.get("revision_verified") else model.get("revision_reason")),
-        PlanItem("flag table", f"sglang {table.data['sglang_version']} ({len(table.flags)} flags)",
+        PlanItem("flag table", f"sglang {table.data['sglang_version']} ({len(table.data['flags'])} flags)",
                  source=f"{table.data['wheel']['filename']} sha256 {table.data['wheel']['sha256']}"),
         PlanItem("runtime", f"sglang {runtime.sglang}, flashinfer {runtime.flashinfer}",
                  source=runtime.source + (f"; {extra_source}" if extra_source else "")),

@@ -188,7 +188,6 @@ class Rendered:
     settings: dict[str, Any]
     context: dict[str, Any]
     parsed: ParsedArgs
-    extra_args: list[str]
 
 
 def render(
@@ -207,8 +206,7 @@ def render(
     env = {**profile.env_values(), **(env_overrides or {})}
     return Rendered(profile.name, render_argv(settings, extra_args, table.data),
                     {k: v for k, v in sorted(env.items()) if v is not None}, settings,
-                    context_of(profile, settings, parsed, rules, table.data, runtime or profile.runtime()),
-                    parsed, extra_args)
+                    context_of(profile, settings, parsed, rules, table.data, runtime or profile.runtime()), parsed)
 
 
 def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:
@@ -220,7 +218,7 @@ def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:
             raise StackError(f"--set {item!r}: expected key=value", "for example --set attention-backend=triton")
         key = normalize_key(key.strip())
         primary, _ = canonical(key, table.data)
-        entry = table.flags.get(primary) if primary else None
+        entry = table.data["flags"].get(primary) if primary else None
         value: Any = raw
         if raw == "null":
             value = None

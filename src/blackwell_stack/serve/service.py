@@ -37,7 +37,6 @@ class Service:
     profile: Profile
     runtime: Runtime
     table: FlagTable
-    rules: dict[str, Any]
     rendered: Rendered
     verdicts: list[Verdict]
 
@@ -96,7 +95,7 @@ def configure(
     chosen = {**parse_set(settings or [], table), **(overrides or {})}  # overrides: values as Nix gives them
     rendered = render(prof, table, rules, chosen, extra_args, env_overrides, runtime=rt)
     verdicts = [*evaluate(rendered, rules, table.data), secrets.verdict(rendered, table.data)]
-    return Service(prof, rt, table, rules, rendered, verdicts)
+    return Service(prof, rt, table, rendered, verdicts)
 
 
 def command_line(rendered: Rendered, python: str = "python") -> str:
