@@ -1,16 +1,12 @@
 """Tables a person can read, JSON for machines, and a stdout that survives a closed pipe or a narrow encoding.
 
-A table fits the terminal: when its rows are wider than the terminal, the
-widest columns get narrower and their cells wrap onto continuation lines at
-spaces, so nothing is cut and no word (a hash, a path) is split while every
-column can hold its longest word. `--wide` (or output that goes to a pipe or a
-file, where no terminal width applies) prints every row whole on one line;
-`--json` has every value whole too.
+A table fits the terminal: when its rows are wider than the terminal, the widest columns get narrower and their
+cells wrap at spaces, so nothing is cut and no word (a hash, a path) is split while every column can hold its
+longest word. `--wide` (or a pipe or a file, where no terminal width applies) prints every row whole on one line.
 
-The CLI's output streams never end it with a traceback: a reader that has
-gone (EPIPE), a stdout that was closed before the CLI started (`>&-`), and
-text the terminal's encoding cannot show (`PYTHONIOENCODING=ascii`: written
-as `\u2026` escapes) are all handled in `pipe_safe_output`.
+The CLI's output streams never end it with a traceback: a reader that has gone (EPIPE), a stdout closed before
+the CLI started (`>&-`), and text the terminal's encoding cannot show (`PYTHONIOENCODING=ascii`: written as
+`\u2026` escapes) are all handled in `pipe_safe_output`.
 """
 
 from __future__ import annotations
@@ -94,11 +90,8 @@ def grouped_rows(members: Iterable[Mapping[str, Any]], most: int = 3) -> list[li
 
 
 def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] | None = None) -> list[int]:
-    """Column widths that fit `total` characters: narrow columns keep their width, wide ones share the rest.
-
-    No column gets narrower than its longest word (`longest_word`) while all of them fit, so cells wrap at
-    spaces and never inside a hash or a path; otherwise no narrower than MIN_COLUMN (longer words are then split).
-    """
+    """Column widths that fit `total` characters: narrow columns keep their width, wide ones share the rest; none
+    narrower than its longest word while all fit (cells wrap at spaces), else than MIN_COLUMN (words split)."""
     n = len(natural)
     room = total - len(_SEP) * (n - 1)
     if sum(natural) <= room:
@@ -196,23 +189,23 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) 
 class _PipeGuard(io.TextIOBase):
     """A text stream that never ends the CLI with a traceback.
 
-    Once its reader has gone (EPIPE) it drops what is written instead of
-    raising: the command then runs to its end and exits with its own code (a
-    failing check piped into `head` still fails), and the broken descriptor is
-    pointed at /dev/null so that the interpreter's final flush does not fail
-    either. On a non-blocking descriptor it writes bytes itself and waits where a
-    write would block (EAGAIN) until all is written. Any other write error (a full disk, EIO)
-    loses output the reader is still waiting for: it is kept
-    in `failure`, and the CLI then fails with it. A stream that was closed
-    before the CLI started (None) is broken from the start. Characters its
-    encoding cannot write, and control characters (ESC, BEL, ...), are written as backslash escapes.
+    Once its reader has gone (EPIPE) it drops what is written instead of raising: the command then runs to its
+    end and exits with its own code (a failing check piped into `head` still fails), and the broken descriptor
+    is pointed at /dev/null so that the interpreter's final flush does not fail either. Any other write error (a
+    full disk, EIO) loses output the reader is still waiting for: it is kept in `failure`, and the CLI then fails
+    with it. A stream closed before the CLI started (None) is broken from the start. Characters its encoding
+    cannot write, and control characters (ESC, BEL, ...), are written as backslash escapes.
     """
 
     def __init__(self, stream: TextIO | None):
         self._stream = stream
         self.broken = stream is None
         self.failure: OSError | None = None
-        self._nonblocking_fd = _nonblocking_fd(stream)
+        try:  # the descriptor under stream when it is non-blocking (O_NONBLOCK, shared with whoever opened it)
+            fd = stream.fileno() if stream is not None else None
+            self._nonblocking_fd = fd if fd is not None and not os.get_blocking(fd) else None
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            self._nonblocking_fd = None
 
     def write(self, text: str) -> int:
         self._guarded(lambda stream: self._write(stream, text.translate(_CONTROLS)))
@@ -230,34 +223,27 @@ class _PipeGuard(io.TextIOBase):
         except BrokenPipeError:
             self._break()
         except OSError as exc:
-            self._fail(exc)
+            self.failure = self.failure or exc
+            self._break()
         except ValueError:  # a descriptor closed under us: nothing more can be written there
             self.broken = True
 
     def _write(self, stream: TextIO, text: str) -> None:
-        if self._nonblocking_fd is not None:
-            self._write_all(text.encode(self.encoding, "backslashreplace"))
+        if self._nonblocking_fd is None:
+            try:
+                stream.write(text)
+            except UnicodeEncodeError:
+                stream.write(text.encode(self.encoding, "backslashreplace").decode(self.encoding))
             return
-        try:
-            stream.write(text)
-        except UnicodeEncodeError:
-            stream.write(text.encode(self.encoding, "backslashreplace").decode(self.encoding))
-
-    def _write_all(self, data: bytes) -> None:
-        """All of data to a non-blocking descriptor: where it would block (EAGAIN), wait until the reader has
-        read (a text stream over it would drop the rest, or write it twice after a partial write)."""
-        assert self._stream is not None and self._nonblocking_fd is not None
-        self._stream.flush()
-        view = memoryview(data)
+        # Bytes written here, waiting where a write would block (EAGAIN) until the reader has read: a text stream
+        # over a non-blocking descriptor would drop the rest, or write it twice after a partial write.
+        stream.flush()
+        view = memoryview(text.encode(self.encoding, "backslashreplace"))
         while view:
             try:
                 view = view[os.write(self._nonblocking_fd, view):]
             except BlockingIOError:
                 select.select([], [self._nonblocking_fd], [])
-
-    def _fail(self, exc: OSError) -> None:
-        self.failure = self.failure or exc
-        self._break()
 
     def _break(self) -> None:
         self.broken = True
@@ -285,21 +271,9 @@ class _PipeGuard(io.TextIOBase):
         return getattr(self._stream, "encoding", None) or "utf-8"
 
 
-def _nonblocking_fd(stream: TextIO | None) -> int | None:
-    """The descriptor under stream when it is set non-blocking (O_NONBLOCK, shared with whoever opened it)."""
-    try:
-        fd = stream.fileno() if stream is not None else None
-        return fd if fd is not None and not os.get_blocking(fd) else None
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return None
-
-
 def ensure_standard_descriptors() -> None:
-    """Point a standard descriptor (0, 1, 2) that was closed when the CLI started (`>&-`) at /dev/null.
-
-    Otherwise the next file the CLI opens takes its number, and what is printed, or what a child process
-    prints, lands in that file.
-    """
+    """Point a standard descriptor (0, 1, 2) closed when the CLI started (`>&-`) at /dev/null: otherwise the next
+    file the CLI opens takes its number, and what is printed (or a child prints) lands in that file."""
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)

@@ -1,12 +1,10 @@
 """`doctor abi`: can this kernel package load into this torch?
 
-The kernel's libraries leave torch's C++ symbols undefined (c10::, at::,
-torch::, caffe2::); the dynamic loader must find each in one of torch's
-libraries or the import fails with "undefined symbol". This compares the
-two sets directly from the dynamic symbol tables, names every missing
-symbol in C++ (c++filt), shows the torch symbol with the same name and
-another signature (the usual cause: built against another torch), and
-compares the CUDA runtime majors of both sides.
+The kernel's libraries leave torch's C++ symbols undefined (c10::, at::, torch::, caffe2::); the dynamic loader
+must find each in one of torch's libraries or the import fails with "undefined symbol". This compares the two
+sets from the dynamic symbol tables, names every missing symbol in C++ (c++filt), shows the torch symbol with
+the same name and another signature (the usual cause: built against another torch), and compares the CUDA
+runtime majors of both sides.
 
 Known case (docs/reference-deployment.md#kernel-abi): sgl-kernel 0.3.21 from PyPI needs
 c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool);
@@ -128,8 +126,7 @@ def load_kernel(spec: str, environment=None) -> Side:
     side = Side(label=report["path"], version=version or (report["distribution"] or {}).get("version"))
     files = [f for f in report["files"] if not f["error"]]
     if report["errors"]:
-        first = report["errors"][0]
-        raise StackError(f"cannot read {first['name']}: {first['error']}")
+        raise StackError("cannot read {name}: {error}".format(**report["errors"][0]))
     if not files:
         raise StackError(f"{report['path']} holds no ELF libraries", "pass the kernel package (wheel or directory)")
     side.cxx_runtime_problems = inspection.cxx_runtime_problems(files)
@@ -174,9 +171,8 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
 def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
     side = Side(label=remote.filename, version=remote.filename.split("-")[1])
     with remote_zip.RemoteWheel(remote) as wheel:
-        wanted = (kernel.needed_libraries & set(linkage.TORCH_LIBRARIES)) | {
-            "libc10.so", "libc10_cuda.so", "libtorch_python.so"
-        }
+        wanted = (kernel.needed_libraries & set(linkage.TORCH_LIBRARIES)) | {"libc10.so", "libc10_cuda.so",
+                                                                              "libtorch_python.so"}
         names = sorted(n for n in wheel.names if n.startswith("torch/lib/") and n.rsplit("/", 1)[-1] in wanted)
         if not names:
             raise StackError(f"{remote.filename} has no torch/lib libraries", "is this a torch wheel?")
