@@ -68,10 +68,7 @@ class StackError(Exception):
 
 
 class DataError(StackError):
-    """A data file (pins, profile, recipe, rules) is malformed.
-
-    The message names the file, the entry and the field.
-    """
+    """A data file (pins, profile, recipe, rules) is malformed: the message names the file, the entry and the field."""
 
     code = ExitCode.BAD_DATA
 
@@ -83,7 +80,6 @@ class DataError(StackError):
             where += f", field {field!r}"
         super().__init__(f"{where}: {problem}", hint)
         self.path = path
-        self.entry = entry
         self.field = field
 
 

@@ -60,10 +60,6 @@ def regular_file(path: str | Path, what: str | None = None, hint: str | None = N
     return Path(path)
 
 
-def _human(size: int) -> str:
-    return f"{size / MIB:.1f} MiB" if size >= MIB else f"{size} bytes" if size < KIB else f"{size / KIB:.0f} KiB"
-
-
 def read_bytes(path: str | Path, *, limit: int, what: str | None = None, hint: str | None = None) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; a StackError for anything else.
 
@@ -85,7 +81,9 @@ def read_bytes(path: str | Path, *, limit: int, what: str | None = None, hint: s
             raise IsADirectoryError(21, "Is a directory", str(path))
         if not stat.S_ISREG(info.st_mode):
             raise _refuse_kind(path, info.st_mode, what, hint)
-        too_big = StackError(f"{_label(what, path)} is larger than {_human(limit)}, more than it can hold",
+        most = (f"{limit / MIB:.1f} MiB" if limit >= MIB
+                else f"{limit / KIB:.0f} KiB" if limit >= KIB else f"{limit} bytes")
+        too_big = StackError(f"{_label(what, path)} is larger than {most}, more than it can hold",
                              hint or "check that this is the file you meant")
         if info.st_size > limit:
             raise too_big

@@ -17,8 +17,7 @@ import signal
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from blackwell_stack import __version__, output, proc
 from blackwell_stack.cli import areas, boundary, plan
@@ -97,7 +96,11 @@ def _terminated(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     output.ensure_standard_descriptors()
-    saved = _install(_terminated)
+    # SIGTERM and SIGHUP reach only the main thread. One ignored when the CLI started stays ignored, as Python
+    # leaves an ignored SIGINT: under `nohup blackwell-stack kernel build … &` a hang-up must not end the build.
+    saved = {} if threading.current_thread() is not threading.main_thread() else {
+        signum: signal.signal(signum, _terminated) for signum in (signal.SIGTERM, signal.SIGHUP)
+        if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         with output.pipe_safe_output():
             return _main(argv)
@@ -108,17 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
-
-
-def _install(handler: Callable[[int, object], None]) -> dict[int, Any]:
-    """handler for SIGTERM and SIGHUP (signals reach only the main thread); the handlers it replaced.
-
-    A signal that was ignored when the CLI started stays ignored, as Python leaves an ignored SIGINT: under
-    `nohup blackwell-stack kernel build … &` the hang-up of the terminal must not end the build."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)
-            if signal.getsignal(signum) is not signal.SIG_IGN}
 
 
 def _main(argv: list[str] | None) -> int:

@@ -188,6 +188,7 @@ def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
 
 
 _NESTED = re.compile(r"^_Z(?:T[VIST])?(N[KVrRO]*)?")
+_DIGITS = re.compile(r"\d+")
 
 
 def name_prefix(symbol: str) -> str | None:
@@ -197,11 +198,8 @@ def name_prefix(symbol: str) -> str | None:
         return None
     i = m.end()
     nested = m.group(1) is not None
-    while i < len(symbol) and symbol[i].isdigit():
-        j = i
-        while j < len(symbol) and symbol[j].isdigit():
-            j += 1
-        i = j + int(symbol[i:j])
+    while length := _DIGITS.match(symbol, i):  # <length><name>, once (or per level of a nested name)
+        i = length.end() + int(length.group())
         if not nested:
             break
     if nested and symbol[i : i + 1] in ("C", "D") and symbol[i + 1 : i + 2].isdigit():

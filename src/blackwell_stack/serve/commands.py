@@ -182,10 +182,8 @@ def _check_module(args: argparse.Namespace) -> int:
     service = configure(args.profile, overrides=config["overrides"], extra_args=config["extraArgs"],
                         env_overrides=config["env"], table_path=args.flags_table)
     errors, warnings = module_check.report(service, config)
-    for line in warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    for line in errors:
-        print(f"error: {line}", file=sys.stderr)
+    for line in [*(f"warning: {w}" for w in warnings), *(f"error: {e}" for e in errors)]:
+        print(line, file=sys.stderr)
     if args.json:
         dump_json({"profile": service.rendered.profile, "ok": not errors, "errors": errors, "warnings": warnings})
     else:

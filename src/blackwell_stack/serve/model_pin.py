@@ -53,16 +53,13 @@ def manifest_path(profile_file: Path) -> Path:
     return profile_file.with_name(profile_file.stem + ".model.json")
 
 
-def _headers() -> dict[str, str]:
-    token = os.environ.get("HF_TOKEN")
-    return {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-
-
 def _get(url: str, what: str) -> tuple[Any, str | None]:
     """(the JSON answer, the next page's URL or None: the answer's Link header, the tree's pagination)."""
     seen: dict[str, str | None] = {}
+    token = os.environ.get("HF_TOKEN")
+    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     try:
-        body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=_headers(),
+        body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=headers,
                         on_headers=lambda h: seen.update(link=h.get("Link")))
     except NetworkError as exc:
         hint = ("check the repository id and the revision (a branch, a tag or a 40-hex commit); a gated or private "

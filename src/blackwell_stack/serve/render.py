@@ -155,10 +155,8 @@ def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs
     return parsed
 
 
-def context_of(
-    profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, rules: dict[str, Any], table: dict[str, Any],
-    runtime: Runtime,
-) -> dict[str, Any]:
+def context_of(profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, rules: dict[str, Any],
+               table: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     # A decimal is a string in a profile ("0.88", data/profile.py): the rules compare it as the number SGLang reads.
     typed = {name: _typed(value, table["flags"][name]) if isinstance(value, str) and name in table["flags"] else value
              for name, value in settings.items()}
@@ -190,15 +188,9 @@ class Rendered:
     parsed: ParsedArgs
 
 
-def render(
-    profile: Profile,
-    table: FlagTable,
-    rules: dict[str, Any],
-    overrides: dict[str, Any] | None = None,
-    extra_args: list[str] | None = None,
-    env_overrides: dict[str, str | None] | None = None,
-    runtime: Runtime | None = None,
-) -> Rendered:
+def render(profile: Profile, table: FlagTable, rules: dict[str, Any], overrides: dict[str, Any] | None = None,
+           extra_args: list[str] | None = None, env_overrides: dict[str, str | None] | None = None,
+           runtime: Runtime | None = None) -> Rendered:
     """runtime: the versions the rules hold against (default: the profile's runtime block)."""
     extra_args = list(extra_args or [])
     settings = settings_of(profile, overrides or {}, table.data)

@@ -67,21 +67,13 @@ def check_profile_fits_stack(profile: Profile, stack: Stack, runtime: Runtime) -
     )
 
 
-def configure(
-    profile: str | None = None,
-    *,
-    stack: Stack | None = None,
-    settings: list[str] | None = None,
-    overrides: dict[str, Any] | None = None,
-    extra_args: list[str] | None = None,
-    env_overrides: dict[str, str | None] | None = None,
-    table_path: Path | None = None,
-) -> Service:
+def configure(profile: str | None = None, *, stack: Stack | None = None, settings: list[str] | None = None,
+              overrides: dict[str, Any] | None = None, extra_args: list[str] | None = None,
+              env_overrides: dict[str, str | None] | None = None, table_path: Path | None = None) -> Service:
     """Render `profile` (name or path) with `--set` style settings and extraArgs, and evaluate every rule.
 
-    stack: serve on that stack, whose lock gives the runtime and whose first
-    profile is the default; a profile of another stack is refused.
-    table_path replaces the runtime's flag table (its version is then not checked).
+    stack: serve on that stack, whose lock gives the runtime and whose first profile is the default; a profile
+    of another stack is refused. table_path replaces the runtime's flag table (its version then not checked).
     """
     prof = load_profile(stack.profiles[0] if stack is not None and profile is None else profile)
     if stack is not None:
