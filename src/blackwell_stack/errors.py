@@ -1,8 +1,7 @@
 """Errors a user can act on, and the exit codes the CLI gives them.
 
-Every error carries the fix: `StackError(what_went_wrong, hint=what_to_do)`.
-The CLI prints both and exits with the error's code; it never prints a
-traceback for a StackError.
+Every error carries the fix: `StackError(what_went_wrong, hint=what_to_do)`. The CLI prints both and exits with the
+error's code; it never prints a traceback for a StackError.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Writes that leave nothing half-written behind, with the modes a user expects.
 
-Every file the CLI writes goes through `atomic_file`: it is written beside its
-destination and renamed into place only when complete. A destination that
-exists and is not a regular file (a device such as /dev/null, a FIFO, a
-socket) is refused: the rename would put a file in its place for every
-program on the host. A file that replaces
-another keeps that file's mode; a new one gets 0666 less the umask, as any
-program's new file does. Outputs named on the command line are checked with
-`check_output_path` before the work that produces them starts, so a sweep or a
+Every file the CLI writes goes through `atomic_file`: it is written beside its destination and renamed into place
+only when complete. A destination that exists and is not a regular file (a device such as /dev/null, a FIFO, a
+socket) is refused: the rename would put a file in its place for every program on the host. A file that replaces
+another keeps that file's mode; a new one gets 0666 less the umask, as any program's new file does. Outputs named on
+the command line are checked with `check_output_path` before the work that produces them starts, so a sweep or a
 download is not wasted on a path that cannot be written.
 """
 

@@ -1,13 +1,11 @@
 """Files the CLI reads: regular files only, and never more than a bound.
 
-A path a user names may be anything: a FIFO with no writer (reading it waits
-forever), a device (`/dev/zero` never ends), a file far larger than any the
-command could need. Every file the CLI reads whole goes through `read_bytes`
-or `read_text` with a bound fitted to what it holds (a key: 64 KiB, a data
-file of the project: 32 MiB); files it reads in place (wheels, ELF libraries,
-mapped rather than read into memory) go through `regular_file` first. Both
-refuse anything that is not a regular file, with an error that says what the
-path is, and open it without blocking, so that a FIFO is refused at once.
+A path a user names may be anything: a FIFO with no writer (reading it waits forever), a device (`/dev/zero` never
+ends), a file far larger than any the command could need. Every file the CLI reads whole goes through `read_bytes`
+or `read_text` with a bound fitted to what it holds (a key: 64 KiB, a data file of the project: 32 MiB); files it
+reads in place (wheels, ELF libraries, mapped rather than read into memory) go through `regular_file` first. Both
+refuse anything that is not a regular file, with an error that says what the path is, and open it without blocking,
+so that a FIFO is refused at once.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The `blackwell-stack` command line: `plan`, then each area's commands (cli/areas.py).
 
-Each area's `register(subparsers)` adds its parsers and sets `func(args) ->
-int` on them. Exit codes: errors.ExitCode,
-listed in `--help`. Whatever escapes a command is printed as a message and a
-hint, never as a traceback (cli/boundary.py).
-The global options (-v, --wide) are accepted before the command and after it
-(`plan -v`): every parser of the tree has them.
+Each area's `register(subparsers)` adds its parsers and sets `func(args) -> int` on them. Exit codes:
+errors.ExitCode, listed in `--help`. Whatever escapes a command is printed as a message and a hint, never as a
+traceback (cli/boundary.py). The global options (-v, --wide) are accepted before the command and after it (`plan
+-v`): every parser of the tree has them.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """`blackwell-stack plan`: the whole pinned stack for the default target (the main job).
 
-Runs anywhere (no GPU, no Nix): it reads the data files and says, first and
-in one screen, what each stack is (its SGLang, flashinfer, torch and kernel),
-its verdict (ready to build, or blocked by what is unverified; how many
-checks wait for the GPU host, how many values are not checked here) and the
-next command; then the
-sections of the stack asked for, one line each. `plan SECTION` lists one
-section item by item, `--wide` every row of every section whole, `--json`
-everything (plan_text.py prints; this module decides what there is to say).
+Runs anywhere (no GPU, no Nix): it reads the data files and says, first and in one screen, what each stack is (its
+SGLang, flashinfer, torch and kernel), its verdict (ready to build, or blocked by what is unverified; how many
+checks wait for the GPU host, how many values are not checked here) and the next command; then the sections of the
+stack asked for, one line each. `plan SECTION` lists one section item by item, `--wide` every row of every section
+whole, `--json` everything (plan_text.py prints; this module decides what there is to say).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Host checks: NVIDIA driver, GPUs and compute capability, interconnect, memory for a kernel build.
 
-Reads `nvidia-smi` (query mode, `topo -m`, `nvlink --status`) and /proc; no
-CUDA library is loaded, so it runs the same on a build host without a GPU,
-where it says that the GPU checks could not run.
+Reads `nvidia-smi` (query mode, `topo -m`, `nvlink --status`) and /proc; no CUDA library is loaded, so it runs the
+same on a build host without a GPU, where it says that the GPU checks could not run.
 """
 
 from __future__ import annotations

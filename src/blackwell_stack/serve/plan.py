@@ -1,8 +1,7 @@
 """The SGLang service section of `blackwell-stack plan`: one per stack shown.
 
-A stack's service is its first profile on the SGLang and flashinfer of its
-lock (`serve render --stack NAME`); a stack without a lock falls back to the
-profile's own runtime block, and says so.
+A stack's service is its first profile on the SGLang and flashinfer of its lock (`serve render --stack NAME`); a
+stack without a lock falls back to the profile's own runtime block, and says so.
 """
 
 from __future__ import annotations

@@ -1,24 +1,21 @@
 """The rules of modules/rules.json, evaluated over a rendered configuration.
 
-The condition language is small on purpose: the rules are data, read here alone (the NixOS module
-runs this check when the system is built, modules/sglang/check.nix):
+The condition language is small on purpose: the rules are data, read here alone (the NixOS module runs this check
+when the system is built, modules/sglang/check.nix):
 
     operand   := JSON literal | {"var": [path...]} | {"mul": [operand, operand]}
     condition := {"all": [c...]} | {"any": [c...]} | {"not": c}
                | {"eq"|"ne"|"gt"|"lt"|"version_lt": [operand, operand]}
                | {"in": [operand, [literal...]]}
 
-A missing path reads as null; gt/lt with a null or non-number operand are
-false, as is version_lt with a non-string (versions.py orders the strings).
-Messages interpolate `{path.to.value}`.
+A missing path reads as null; gt/lt with a null or non-number operand are false, as is version_lt with a non-string
+(versions.py orders the strings). Messages interpolate `{path.to.value}`.
 
-Every rule states the versions it holds for, per runtime component
-as lists of PEP 440 specifier sets ({"versions": {"sglang": {"holds": ["==0.5.9"],
-"not": [">=0.6.7"]}, ...}}; {} for a rule that no version changes). Against the runtime's versions a rule
-applies ("yes": its condition decides, at its severity), does not apply
-("no": it never fires), or its truth is unknown ("unknown": when its
-condition holds it fires as a warning that says which version was not
-checked, never as silence and never as an error).
+Every rule states the versions it holds for, per runtime component as lists of PEP 440 specifier sets ({"versions":
+{"sglang": {"holds": ["==0.5.9"], "not": [">=0.6.7"]}, ...}}; {} for a rule that no version changes). Against the
+runtime's versions a rule applies ("yes": its condition decides, at its severity), does not apply ("no": it never
+fires), or its truth is unknown ("unknown": when its condition holds it fires as a warning that says which version
+was not checked, never as silence and never as an error).
 """
 
 from __future__ import annotations

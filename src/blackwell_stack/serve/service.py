@@ -1,18 +1,16 @@
 """One SGLang service configuration: a profile on a runtime, rendered and checked.
 
-The flag table and the rules are chosen by the runtime's SGLang version, so a
-stack only has to pass the versions of its lock:
+The flag table and the rules are chosen by the runtime's SGLang version, so a stack only has to pass the versions of
+its lock:
 
     current = stack_data.load("current")
     configure(stack=current)                       # its first profile, its lock's versions
     configure("qwen3.5-397b-a17b-nvfp4-v2-sm120-current", stack=current)
 
-(lib/sglang-service.nix: `render { profile; runtime = { sglang; flashinfer; }; }`;
-the NixOS module's services.sglang.stack). Without a stack, the profile's own
-runtime block is used. A profile is served on a stack only if it
-is made for it: its `stacks` list names it, or (a profile without that list)
-its runtime block is the stack's locked versions; the NixOS module refuses the
-same pairs (modules/sglang.nix).
+(lib/sglang-service.nix: `render { profile; runtime = { sglang; flashinfer; }; }`; the NixOS module's
+services.sglang.stack). Without a stack, the profile's own runtime block is used. A profile is served on a stack
+only if it is made for it: its `stacks` list names it, or (a profile without that list) its runtime block is the
+stack's locked versions; the NixOS module refuses the same pairs (modules/sglang.nix).
 """
 
 from __future__ import annotations
