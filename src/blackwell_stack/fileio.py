@@ -104,8 +104,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:
-    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-    atomic_write_bytes(path, text.encode())
+    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def check_output_path(path: str | Path, option: str) -> Path:

@@ -286,9 +286,7 @@ def compare(kernel: Side, torch: Side) -> dict:
                    "cuda_runtime": kernel.cuda_runtime, "torch_symbols_needed": len(kernel.undefined)},
         "torch": {"label": torch.label, "version": torch.version, "machine": sorted(torch.machines),
                   "cuda_runtime": torch.cuda_runtime, "libraries": torch.libraries},
-        "resolved": len(kernel.undefined) - len(missing_names),
-        "missing": missing,
-        "problems": problems,
+        "resolved": len(kernel.undefined) - len(missing_names), "missing": missing, "problems": problems,
         "ok": not problems,
     }
 

@@ -133,20 +133,14 @@ def summarize(source, results: list[dict]) -> dict:
     dist = distribution_of(source)
     problems = cxx_runtime_problems(ok)
     return {
-        "path": source.label,
-        "kind": source.kind,
-        "distribution": dist,
-        "host_machine": host,
-        "elf_files": len(results),
-        "cuda_runtime": runtimes,
+        "path": source.label, "kind": source.kind, "distribution": dist, "host_machine": host,
+        "elf_files": len(results), "cuda_runtime": runtimes,
         "cubin": sorted({a for r in ok for a in r["cubin"]}, key=fatbin.arch_sort_key),
         "ptx": sorted({a for r in ok for a in r["ptx"]}, key=fatbin.arch_sort_key),
         "torch_libraries": sorted({lib for r in ok for lib in r["torch_libraries"]}),
         "torch_symbols": len({s for r in ok for s in r["torch_symbols"]}),
         "errors": [{"name": r["name"], "error": r["error"]} for r in results if r["error"]],
-        "problems": problems,
-        "notes": notes,
-        "files": results,
+        "problems": problems, "notes": notes, "files": results,
     }
 
 

@@ -144,24 +144,19 @@ def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
     version = table.get("sglang_version", "?")
     for name in sorted(rendered.settings):
         primary, candidates = canonical(name, table)
-        if primary is None:
-            if candidates:
-                problems.append(f"settings: {name} is ambiguous in sglang {version}: {', '.join(candidates)}")
-            else:
-                problems.append(_unknown(name, "settings", table))
-            continue
-        problem = _value_problem(name, rendered.settings[name], table["flags"][primary])
-        if problem:
+        if primary is None and candidates:
+            problems.append(f"settings: {name} is ambiguous in sglang {version}: {', '.join(candidates)}")
+        elif primary is None:
+            problems.append(_unknown(name, "settings", table))
+        elif problem := _value_problem(name, rendered.settings[name], table["flags"][primary]):
             problems.append(f"settings: {problem}")
     parsed = rendered.parsed
     problems += [_unknown(name, "extraArgs", table) for name in parsed.unknown]
     problems += [f"extraArgs: {name} is ambiguous in sglang {version}: {', '.join(candidates)}"
                  for name, candidates in parsed.ambiguous]
     problems += [f"extraArgs: {token!s} is not a flag and follows no flag that takes a value" for token in parsed.stray]
-    for name in sorted(parsed.values):
-        problem = _value_problem(name, parsed.values[name], table["flags"][name])
-        if problem:
-            problems.append(f"extraArgs: {problem}")
+    problems += [f"extraArgs: {problem}" for name in sorted(parsed.values)
+                 if (problem := _value_problem(name, parsed.values[name], table["flags"][name]))]
     for name, entry in sorted(table["flags"].items()):
         # argparse's required=True: SGLang would stop at its parser (--model-path, removed by `--set model-path=null`).
         if entry.get("required") and name not in rendered.settings and name not in parsed.values:

@@ -45,11 +45,6 @@ def verdict(rendered: Rendered, table: dict[str, Any]) -> Verdict:
         "(and in the Nix store from a NixOS unit); give it as a file: services.sglang.apiKeyFile / adminApiKeyFile"
         for flag in found
     ]
-    return Verdict(
-        id=VERDICT_ID,
-        severity="error",
-        fired=bool(messages),
-        messages=messages,
-        option="services.sglang.extraArgs",
-        source="sglang 0.5.9 server_args.py (--api-key, --admin-api-key take the key itself); systemd.exec(5) LoadCredential=",
-    )
+    return Verdict(VERDICT_ID, "error", bool(messages), messages, option="services.sglang.extraArgs",
+                   source="sglang 0.5.9 server_args.py (--api-key, --admin-api-key take the key itself); "
+                   "systemd.exec(5) LoadCredential=")
