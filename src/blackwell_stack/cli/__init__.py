@@ -28,10 +28,8 @@ USER_COMMANDS = ("plan", "acceptance", "serve render", "serve check", "serve run
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="blackwell-stack",
-        description="Pin, build, check and verify SGLang + Qwen3.5-397B-A17B-NVFP4 on SM120 with CUDA 13.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+        prog="blackwell-stack", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Pin, build, check and verify SGLang + Qwen3.5-397B-A17B-NVFP4 on SM120 with CUDA 13.")
     parser.add_argument("--version", action="version", version=f"blackwell-stack {__version__}")
     _global_options(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="one of the commands below (COMMAND --help)")
