@@ -353,7 +353,7 @@ def test_fired_messages_name_the_flag_and_the_fix():
 # --- generated profiles -----------------------------------------------------------------------
 
 def _choices(flag, version="0.5.9"):
-    return TABLES[version].flags[flag]["choices"]
+    return TABLES[version].data["flags"][flag]["choices"]
 
 
 FLAG_VALUES = {

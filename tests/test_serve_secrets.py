@@ -49,7 +49,7 @@ SPELLINGS = [
 def table_parser() -> argparse.ArgumentParser:
     """argparse with every option string of the flag table, taking values as the table says."""
     parser = argparse.ArgumentParser(exit_on_error=False, add_help=False)
-    for primary, entry in TABLE.flags.items():
+    for primary, entry in TABLE.data["flags"].items():
         names = [primary, *entry["aliases"]]
         takes = entry["takes_value"]
         if takes == "none":
@@ -70,7 +70,7 @@ def argparse_keys(args: list[str]) -> list[str] | None:
             ns = PARSER.parse_args(args)
     except (argparse.ArgumentError, SystemExit):
         return None
-    return [f for f in SECRET_FLAGS if getattr(ns, TABLE.flags[f]["dest"]) is not None]
+    return [f for f in SECRET_FLAGS if getattr(ns, TABLE.data["flags"][f]["dest"]) is not None]
 
 
 def python_guard(args: list[str]) -> list[str]:
@@ -120,7 +120,7 @@ def test_settings_in_any_spelling_count(tmp_path):
     assert secret_flags_in(rendered, TABLE.data) == ["--api-key", "--admin-api-key"]
 
 
-OPTION_NAMES = sorted(TABLE.options)
+OPTION_NAMES = sorted(TABLE.data["options"])
 KEY_PREFIXES = ["--api-key", "--api-ke", "--api-k", "--api", "--a", "--admin-api-key", "--admin-api", "--adm", "--ad"]
 
 
@@ -132,8 +132,9 @@ def flag_words(draw):
     if not key and draw(st.booleans()):
         option = option[: draw(st.integers(3, len(option)))]  # an abbreviation, maybe ambiguous
     # How many values follow: those of the first flag the spelling could mean.
-    primary = TABLE.options.get(option) or next((TABLE.options[o] for o in OPTION_NAMES if o.startswith(option)), None)
-    takes = TABLE.flags[primary]["takes_value"] if primary else "one"
+    options = TABLE.data["options"]
+    primary = options.get(option) or next((options[o] for o in OPTION_NAMES if o.startswith(option)), None)
+    takes = TABLE.data["flags"][primary]["takes_value"] if primary else "one"
     value = draw(st.sampled_from(["sk-1", "8", "triton", "api-key"]))
     if takes == "none":
         return [option]
@@ -179,7 +180,7 @@ def test_sglangs_own_parser_agrees(pypi_file, tmp_path):
         guarded = python_guard(args)
         if not parsed["ok"]:
             continue  # sglang refuses the line; the guards may or may not
-        keys = [f for f in SECRET_FLAGS if parsed["ns"][TABLE.flags[f]["dest"]] is not None]
+        keys = [f for f in SECRET_FLAGS if parsed["ns"][TABLE.data["flags"][f]["dest"]] is not None]
         assert set(keys) == set(guarded), (args, parsed["ns"].get("api_key"), guarded)
         assert set(keys) <= set(launcher.key_flags_on(argv)), args
         # The parser built from the table here reads the line the same way.

@@ -8,17 +8,11 @@ from urllib.parse import urlsplit
 
 
 def positive_int(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number (1 or more)")
-    return value
+    return _int(text, 1, "is not a positive whole number (1 or more)")
 
 
 def non_negative_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative (0 or more)")
-    return value
+    return _int(text, 0, "is negative (0 or more)")
 
 
 def positive_float(text: str) -> float:
@@ -31,11 +25,14 @@ def positive_float(text: str) -> float:
     return value
 
 
-def _int(text: str) -> int:
+def _int(text: str, least: int, below: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} {below}")
+    return value
 
 
 def web_url(text: str) -> str:

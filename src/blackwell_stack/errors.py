@@ -1,8 +1,7 @@
 """Errors a user can act on, and the exit codes the CLI gives them.
 
-Every error carries the fix: `StackError(what_went_wrong, hint=what_to_do)`.
-The CLI prints both and exits with the error's code; it never prints a
-traceback for a StackError.
+Every error carries the fix: `StackError(what_went_wrong, hint=what_to_do)`. The CLI prints both and exits with the
+error's code; it never prints a traceback for a StackError.
 """
 
 from __future__ import annotations
@@ -68,10 +67,7 @@ class StackError(Exception):
 
 
 class DataError(StackError):
-    """A data file (pins, profile, recipe, rules) is malformed.
-
-    The message names the file, the entry and the field.
-    """
+    """A data file (pins, profile, recipe, rules) is malformed: the message names the file, the entry and the field."""
 
     code = ExitCode.BAD_DATA
 
@@ -83,7 +79,6 @@ class DataError(StackError):
             where += f", field {field!r}"
         super().__init__(f"{where}: {problem}", hint)
         self.path = path
-        self.entry = entry
         self.field = field
 
 

@@ -1,13 +1,10 @@
 """Writes that leave nothing half-written behind, with the modes a user expects.
 
-Every file the CLI writes goes through `atomic_file`: it is written beside its
-destination and renamed into place only when complete. A destination that
-exists and is not a regular file (a device such as /dev/null, a FIFO, a
-socket) is refused: the rename would put a file in its place for every
-program on the host. A file that replaces
-another keeps that file's mode; a new one gets 0666 less the umask, as any
-program's new file does. Outputs named on the command line are checked with
-`check_output_path` before the work that produces them starts, so a sweep or a
+Every file the CLI writes goes through `atomic_file`: it is written beside its destination and renamed into place
+only when complete. A destination that exists and is not a regular file (a device such as /dev/null, a FIFO, a
+socket) is refused: the rename would put a file in its place for every program on the host. A file that replaces
+another keeps that file's mode; a new one gets 0666 less the umask, as any program's new file does. Outputs named on
+the command line are checked with `check_output_path` before the work that produces them starts, so a sweep or a
 download is not wasted on a path that cannot be written.
 """
 
@@ -107,8 +104,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:
-    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-    atomic_write_bytes(path, text.encode())
+    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def check_output_path(path: str | Path, option: str) -> Path:

@@ -1,13 +1,11 @@
 """Files the CLI reads: regular files only, and never more than a bound.
 
-A path a user names may be anything: a FIFO with no writer (reading it waits
-forever), a device (`/dev/zero` never ends), a file far larger than any the
-command could need. Every file the CLI reads whole goes through `read_bytes`
-or `read_text` with a bound fitted to what it holds (a key: 64 KiB, a data
-file of the project: 32 MiB); files it reads in place (wheels, ELF libraries,
-mapped rather than read into memory) go through `regular_file` first. Both
-refuse anything that is not a regular file, with an error that says what the
-path is, and open it without blocking, so that a FIFO is refused at once.
+A path a user names may be anything: a FIFO with no writer (reading it waits forever), a device (`/dev/zero` never
+ends), a file far larger than any the command could need. Every file the CLI reads whole goes through `read_bytes`
+or `read_text` with a bound fitted to what it holds (a key: 64 KiB, a data file of the project: 32 MiB); files it
+reads in place (wheels, ELF libraries, mapped rather than read into memory) go through `regular_file` first. Both
+refuse anything that is not a regular file, with an error that says what the path is, and open it without blocking,
+so that a FIFO is refused at once.
 """
 
 from __future__ import annotations
@@ -60,10 +58,6 @@ def regular_file(path: str | Path, what: str | None = None, hint: str | None = N
     return Path(path)
 
 
-def _human(size: int) -> str:
-    return f"{size / MIB:.1f} MiB" if size >= MIB else f"{size} bytes" if size < KIB else f"{size / KIB:.0f} KiB"
-
-
 def read_bytes(path: str | Path, *, limit: int, what: str | None = None, hint: str | None = None) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; a StackError for anything else.
 
@@ -85,7 +79,9 @@ def read_bytes(path: str | Path, *, limit: int, what: str | None = None, hint: s
             raise IsADirectoryError(21, "Is a directory", str(path))
         if not stat.S_ISREG(info.st_mode):
             raise _refuse_kind(path, info.st_mode, what, hint)
-        too_big = StackError(f"{_label(what, path)} is larger than {_human(limit)}, more than it can hold",
+        most = (f"{limit / MIB:.1f} MiB" if limit >= MIB
+                else f"{limit / KIB:.0f} KiB" if limit >= KIB else f"{limit} bytes")
+        too_big = StackError(f"{_label(what, path)} is larger than {most}, more than it can hold",
                              hint or "check that this is the file you meant")
         if info.st_size > limit:
             raise too_big

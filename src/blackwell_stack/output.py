@@ -1,16 +1,12 @@
 """Tables a person can read, JSON for machines, and a stdout that survives a closed pipe or a narrow encoding.
 
-A table fits the terminal: when its rows are wider than the terminal, the
-widest columns get narrower and their cells wrap onto continuation lines at
-spaces, so nothing is cut and no word (a hash, a path) is split while every
-column can hold its longest word. `--wide` (or output that goes to a pipe or a
-file, where no terminal width applies) prints every row whole on one line;
-`--json` has every value whole too.
+A table fits the terminal: when its rows are wider than the terminal, the widest columns get narrower and their
+cells wrap at spaces, so nothing is cut and no word (a hash, a path) is split while every column can hold its
+longest word. `--wide` (or a pipe or a file, where no terminal width applies) prints every row whole on one line.
 
-The CLI's output streams never end it with a traceback: a reader that has
-gone (EPIPE), a stdout that was closed before the CLI started (`>&-`), and
-text the terminal's encoding cannot show (`PYTHONIOENCODING=ascii`: written
-as `\u2026` escapes) are all handled in `pipe_safe_output`.
+The CLI's output streams never end it with a traceback: a reader that has gone (EPIPE), a stdout closed before
+the CLI started (`>&-`), and text the terminal's encoding cannot show (`PYTHONIOENCODING=ascii`: written as
+`\u2026` escapes) are all handled in `pipe_safe_output`.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ def set_wide(on: bool) -> None:
 
 
 def is_wide() -> bool:
-    """Whether the CLI's --wide is on (rows and lines printed whole)."""
     return _wide
 
 
@@ -48,40 +43,35 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
-def terminal_width(out: TextIO | None = None) -> int | None:
+def terminal_width() -> int | None:
     """Columns to fit tables into: $COLUMNS, else the terminal's width; None for pipes and files."""
     env = os.environ.get("COLUMNS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    stream = out or sys.stdout
     try:
-        if stream.isatty():
+        if sys.stdout.isatty():
             return shutil.get_terminal_size().columns
     except (AttributeError, ValueError, OSError):
         pass
     return None
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None, *,
-          max_width: int | None = None) -> None:
-    """Print rows under headers, columns padded to their widest cell, fitted to the terminal (whole with --wide).
-
-    max_width cuts longer cells with an ellipsis (for one-line summaries).
-    """
-    out = out or sys.stdout
-    cells = [[_cell(c) if max_width is None else clip(_cell(c), max_width, out) for c in row] for row in rows]
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, max_width: int | None = None) -> None:
+    """Print rows under headers, columns padded to their widest cell, fitted to the terminal (whole with --wide);
+    max_width cuts longer cells with an ellipsis (for one-line summaries)."""
+    cells = [[_cell(c) if max_width is None else clip(_cell(c), max_width) for c in row] for row in rows]
     natural = [len(h) for h in headers]
     longest_word = [max((len(w) for w in h.split()), default=0) for h in headers]
     for row in cells:
         for i, c in enumerate(row):
             natural[i] = max(natural[i], max((len(part) for part in c.split("\n")), default=0))
             longest_word[i] = max(longest_word[i], max((len(w) for w in c.split()), default=0))
-    width = None if _wide else terminal_width(out)
+    width = None if _wide else terminal_width()
     widths = fit_widths(natural, width, longest_word) if width else natural
-    _print_row(list(headers), widths, out)
-    print(_SEP.join("-" * w for w in widths), file=out)
+    _print_row(list(headers), widths)
+    print(_SEP.join("-" * w for w in widths))
     for row in cells:
-        _print_row(row, widths, out)
+        _print_row(row, widths)
 
 
 def grouped_rows(members: Iterable[Mapping[str, Any]], most: int = 3) -> list[list[str]]:
@@ -100,11 +90,8 @@ def grouped_rows(members: Iterable[Mapping[str, Any]], most: int = 3) -> list[li
 
 
 def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] | None = None) -> list[int]:
-    """Column widths that fit `total` characters: narrow columns keep their width, wide ones share the rest.
-
-    No column gets narrower than its longest word (`longest_word`) while all of them fit, so cells wrap at
-    spaces and never inside a hash or a path; otherwise no narrower than MIN_COLUMN (longer words are then split).
-    """
+    """Column widths that fit `total` characters: narrow columns keep their width, wide ones share the rest; none
+    narrower than its longest word while all fit (cells wrap at spaces), else than MIN_COLUMN (words split)."""
     n = len(natural)
     room = total - len(_SEP) * (n - 1)
     if sum(natural) <= room:
@@ -133,12 +120,12 @@ def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] |
     return widths
 
 
-def _print_row(row: Sequence[str], widths: Sequence[int], out: TextIO) -> None:
+def _print_row(row: Sequence[str], widths: Sequence[int]) -> None:
     wrapped = [_wrap(c, w) for c, w in zip(row, widths)]
     height = max((len(lines) for lines in wrapped), default=1)
     for k in range(height):
         parts = [(lines[k] if k < len(lines) else "").ljust(w) for lines, w in zip(wrapped, widths)]
-        print(_SEP.join(parts).rstrip(), file=out)
+        print(_SEP.join(parts).rstrip())
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -149,9 +136,9 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
-def ellipsis(out: TextIO | None = None) -> str:
-    """'…', or '...' where the stream's encoding cannot write it."""
-    encoding = getattr(out or sys.stdout, "encoding", None) or "utf-8"
+def ellipsis() -> str:
+    """'…', or '...' where stdout's encoding cannot write it."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     try:
         "…".encode(encoding)
     except (UnicodeEncodeError, LookupError):
@@ -159,11 +146,11 @@ def ellipsis(out: TextIO | None = None) -> str:
     return "…"
 
 
-def clip(text: str, max_width: int, out: TextIO | None = None) -> str:
+def clip(text: str, max_width: int) -> str:
     """text cut to max_width characters, the cut marked with an ellipsis."""
     if len(text) <= max_width:
         return text
-    mark = ellipsis(out)
+    mark = ellipsis()
     return text[: max(max_width - len(mark), 0)] + mark
 
 
@@ -175,27 +162,23 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def paragraph(text: str, out: TextIO | None = None, *, indent: str = "") -> None:
+def paragraph(text: str, *, indent: str = "") -> None:
     """Prose wrapped to the terminal (continuation lines indented two more spaces); whole with --wide or in a pipe."""
-    out = out or sys.stdout
-    width = None if _wide else terminal_width(out)
+    width = None if _wide else terminal_width()
     if width is None:
-        print(indent + text, file=out)
+        print(indent + text)
         return
     print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                        break_long_words=True, break_on_hyphens=False), file=out)
+                        break_long_words=True, break_on_hyphens=False))
 
 
-def heading(title: str, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
-    print(file=out)
-    paragraph(f"== {title} ==", out)
+def heading(title: str) -> None:
+    print()
+    paragraph(f"== {title} ==")
 
 
-def dump_json(data: Any, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
-    json.dump(data, out, indent=2, sort_keys=False, default=str)
-    out.write("\n")
+def dump_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
 
 
 # Control characters other than newline, tab and carriage return (the progress bar's), written as escapes: a
@@ -206,23 +189,23 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) 
 class _PipeGuard(io.TextIOBase):
     """A text stream that never ends the CLI with a traceback.
 
-    Once its reader has gone (EPIPE) it drops what is written instead of
-    raising: the command then runs to its end and exits with its own code (a
-    failing check piped into `head` still fails), and the broken descriptor is
-    pointed at /dev/null so that the interpreter's final flush does not fail
-    either. On a non-blocking descriptor it writes bytes itself and waits where a
-    write would block (EAGAIN) until all is written. Any other write error (a full disk, EIO)
-    loses output the reader is still waiting for: it is kept
-    in `failure`, and the CLI then fails with it. A stream that was closed
-    before the CLI started (None) is broken from the start. Characters its
-    encoding cannot write, and control characters (ESC, BEL, ...), are written as backslash escapes.
+    Once its reader has gone (EPIPE) it drops what is written instead of raising: the command then runs to its
+    end and exits with its own code (a failing check piped into `head` still fails), and the broken descriptor
+    is pointed at /dev/null so that the interpreter's final flush does not fail either. Any other write error (a
+    full disk, EIO) loses output the reader is still waiting for: it is kept in `failure`, and the CLI then fails
+    with it. A stream closed before the CLI started (None) is broken from the start. Characters its encoding
+    cannot write, and control characters (ESC, BEL, ...), are written as backslash escapes.
     """
 
     def __init__(self, stream: TextIO | None):
         self._stream = stream
         self.broken = stream is None
         self.failure: OSError | None = None
-        self._nonblocking_fd = _nonblocking_fd(stream)
+        try:  # the descriptor under stream when it is non-blocking (O_NONBLOCK, shared with whoever opened it)
+            fd = stream.fileno() if stream is not None else None
+            self._nonblocking_fd = fd if fd is not None and not os.get_blocking(fd) else None
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            self._nonblocking_fd = None
 
     def write(self, text: str) -> int:
         self._guarded(lambda stream: self._write(stream, text.translate(_CONTROLS)))
@@ -240,34 +223,27 @@ class _PipeGuard(io.TextIOBase):
         except BrokenPipeError:
             self._break()
         except OSError as exc:
-            self._fail(exc)
+            self.failure = self.failure or exc
+            self._break()
         except ValueError:  # a descriptor closed under us: nothing more can be written there
             self.broken = True
 
     def _write(self, stream: TextIO, text: str) -> None:
-        if self._nonblocking_fd is not None:
-            self._write_all(text.encode(self.encoding, "backslashreplace"))
+        if self._nonblocking_fd is None:
+            try:
+                stream.write(text)
+            except UnicodeEncodeError:
+                stream.write(text.encode(self.encoding, "backslashreplace").decode(self.encoding))
             return
-        try:
-            stream.write(text)
-        except UnicodeEncodeError:
-            stream.write(text.encode(self.encoding, "backslashreplace").decode(self.encoding))
-
-    def _write_all(self, data: bytes) -> None:
-        """All of data to a non-blocking descriptor: where it would block (EAGAIN), wait until the reader has
-        read (a text stream over it would drop the rest, or write it twice after a partial write)."""
-        assert self._stream is not None and self._nonblocking_fd is not None
-        self._stream.flush()
-        view = memoryview(data)
+        # Bytes written here, waiting where a write would block (EAGAIN) until the reader has read: a text stream
+        # over a non-blocking descriptor would drop the rest, or write it twice after a partial write.
+        stream.flush()
+        view = memoryview(text.encode(self.encoding, "backslashreplace"))
         while view:
             try:
                 view = view[os.write(self._nonblocking_fd, view):]
             except BlockingIOError:
                 select.select([], [self._nonblocking_fd], [])
-
-    def _fail(self, exc: OSError) -> None:
-        self.failure = self.failure or exc
-        self._break()
 
     def _break(self) -> None:
         self.broken = True
@@ -295,21 +271,9 @@ class _PipeGuard(io.TextIOBase):
         return getattr(self._stream, "encoding", None) or "utf-8"
 
 
-def _nonblocking_fd(stream: TextIO | None) -> int | None:
-    """The descriptor under stream when it is set non-blocking (O_NONBLOCK, shared with whoever opened it)."""
-    try:
-        fd = stream.fileno() if stream is not None else None
-        return fd if fd is not None and not os.get_blocking(fd) else None
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return None
-
-
 def ensure_standard_descriptors() -> None:
-    """Point a standard descriptor (0, 1, 2) that was closed when the CLI started (`>&-`) at /dev/null.
-
-    Otherwise the next file the CLI opens takes its number, and what is printed, or what a child process
-    prints, lands in that file.
-    """
+    """Point a standard descriptor (0, 1, 2) closed when the CLI started (`>&-`) at /dev/null: otherwise the next
+    file the CLI opens takes its number, and what is printed (or a child prints) lands in that file."""
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)

@@ -1,8 +1,7 @@
 """Where the project's data files live, and the user cache directory.
 
-The data (data/registry.py lists every file) sits in the repository beside
-the Nix code that reads it. Python finds its root the same way in every install:
-`BLACKWELL_STACK_ROOT` if set (the Nix package sets it to its source), else
+The data (data/registry.py lists every file) sits in the repository beside the Nix code that reads it. Python finds
+its root the same way in every install: `BLACKWELL_STACK_ROOT` if set (the Nix package sets it to its source), else
 the checkout this module was imported from (an editable install).
 """
 

@@ -55,12 +55,8 @@ def release_files(name: str, version: str) -> list[ReleaseFile]:
             "check the version",
         )
     try:
-        return [
-            ReleaseFile(name, version, f["filename"], file_url(url, f["url"]), f["digests"]["sha256"], f["size"],
-                        f["packagetype"])
-            for f in files
-            if not f.get("yanked")
-        ]
+        return [ReleaseFile(name, version, f["filename"], file_url(url, f["url"]), f["digests"]["sha256"], f["size"],
+                            f["packagetype"]) for f in files if not f.get("yanked")]
     except (KeyError, TypeError, AttributeError):
         raise not_api from None
 

@@ -1,11 +1,9 @@
 """The `blackwell-stack` command line: `plan`, then each area's commands (cli/areas.py).
 
-Each area's `register(subparsers)` adds its parsers and sets `func(args) ->
-int` on them. Exit codes: errors.ExitCode,
-listed in `--help`. Whatever escapes a command is printed as a message and a
-hint, never as a traceback (cli/boundary.py).
-The global options (-v, --wide) are accepted before the command and after it
-(`plan -v`): every parser of the tree has them.
+Each area's `register(subparsers)` adds its parsers and sets `func(args) -> int` on them. Exit codes:
+errors.ExitCode, listed in `--help`. Whatever escapes a command is printed as a message and a hint, never as a
+traceback (cli/boundary.py). The global options (-v, --wide) are accepted before the command and after it (`plan
+-v`): every parser of the tree has them.
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ import signal
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from blackwell_stack import __version__, output, proc
 from blackwell_stack.cli import areas, boundary, plan
@@ -31,10 +28,8 @@ USER_COMMANDS = ("plan", "acceptance", "serve render", "serve check", "serve run
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="blackwell-stack",
-        description="Pin, build, check and verify SGLang + Qwen3.5-397B-A17B-NVFP4 on SM120 with CUDA 13.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+        prog="blackwell-stack", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Pin, build, check and verify SGLang + Qwen3.5-397B-A17B-NVFP4 on SM120 with CUDA 13.")
     parser.add_argument("--version", action="version", version=f"blackwell-stack {__version__}")
     _global_options(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="one of the commands below (COMMAND --help)")
@@ -97,7 +92,11 @@ def _terminated(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     output.ensure_standard_descriptors()
-    saved = _install(_terminated)
+    # SIGTERM and SIGHUP reach only the main thread. One ignored when the CLI started stays ignored, as Python
+    # leaves an ignored SIGINT: under `nohup blackwell-stack kernel build … &` a hang-up must not end the build.
+    saved = {} if threading.current_thread() is not threading.main_thread() else {
+        signum: signal.signal(signum, _terminated) for signum in (signal.SIGTERM, signal.SIGHUP)
+        if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         with output.pipe_safe_output():
             return _main(argv)
@@ -108,17 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
-
-
-def _install(handler: Callable[[int, object], None]) -> dict[int, Any]:
-    """handler for SIGTERM and SIGHUP (signals reach only the main thread); the handlers it replaced.
-
-    A signal that was ignored when the CLI started stays ignored, as Python leaves an ignored SIGINT: under
-    `nohup blackwell-stack kernel build … &` the hang-up of the terminal must not end the build."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)
-            if signal.getsignal(signum) is not signal.SIG_IGN}
 
 
 def _main(argv: list[str] | None) -> int:

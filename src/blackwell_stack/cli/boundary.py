@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import http.client
 import socket
+import traceback
 import urllib.error
 from dataclasses import dataclass
 
@@ -31,22 +32,10 @@ TRACEBACK_ENV = "BLACKWELL_STACK_TRACEBACK"
 # The standard library's readers of outside bytes, by the module that raised (the innermost Python frame), and
 # what a person calls what they read.
 READERS = {
-    "zipfile": "a zip archive (wheel)",
-    "tarfile": "a tar archive",
-    "gzip": "gzip data",
-    "lzma": "xz data",
-    "bz2": "bzip2 data",
-    "json": "JSON",
-    "tomllib": "TOML",
-    "email": "a metadata file",
-    "csv": "CSV",
-    "shlex": "a shell-quoted line",
-    "base64": "base64 data",
-    "urllib": "a URL",
-    "ipaddress": "an address",
-    "encodings.idna": "a host name",
-    "socket": "a host name or address",
-    "http.client": "an HTTP answer",
+    "zipfile": "a zip archive (wheel)", "tarfile": "a tar archive", "gzip": "gzip data", "lzma": "xz data",
+    "bz2": "bzip2 data", "json": "JSON", "tomllib": "TOML", "email": "a metadata file", "csv": "CSV",
+    "shlex": "a shell-quoted line", "base64": "base64 data", "urllib": "a URL", "ipaddress": "an address",
+    "encodings.idna": "a host name", "socket": "a host name or address", "http.client": "an HTTP answer",
 }
 
 _NETWORK_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
@@ -106,15 +95,6 @@ def _text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {said}" if said else type(exc).__name__
 
 
-def _innermost_module(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    if tb is None:
-        return ""
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return str(tb.tb_frame.f_globals.get("__name__", ""))
-
-
 def _reader(exc: BaseException) -> str | None:
     """The READERS entry of the module that raised exc, if a reader raised it (http.client's errors always)."""
     if isinstance(exc, http.client.HTTPException):
@@ -123,7 +103,8 @@ def _reader(exc: BaseException) -> str | None:
     for _ in range(8):  # a codec's error is re-raised from C with the reader's as its cause
         if cause is None:
             break
-        module = _innermost_module(cause)
+        frames = list(traceback.walk_tb(cause.__traceback__))
+        module = str(frames[-1][0].f_globals.get("__name__", "")) if frames else ""
         found = next((name for name in READERS if module == name or module.startswith(name + ".")), None)
         if found:
             return found

@@ -1,13 +1,10 @@
 """`blackwell-stack plan`: the whole pinned stack for the default target (the main job).
 
-Runs anywhere (no GPU, no Nix): it reads the data files and says, first and
-in one screen, what each stack is (its SGLang, flashinfer, torch and kernel),
-its verdict (ready to build, or blocked by what is unverified; how many
-checks wait for the GPU host, how many values are not checked here) and the
-next command; then the
-sections of the stack asked for, one line each. `plan SECTION` lists one
-section item by item, `--wide` every row of every section whole, `--json`
-everything (plan_text.py prints; this module decides what there is to say).
+Runs anywhere (no GPU, no Nix): it reads the data files and says, first and in one screen, what each stack is (its
+SGLang, flashinfer, torch and kernel), its verdict (ready to build, or blocked by what is unverified; how many
+checks wait for the GPU host, how many values are not checked here) and the next command; then the sections of the
+stack asked for, one line each. `plan SECTION` lists one section item by item, `--wide` every row of every section
+whole, `--json` everything (plan_text.py prints; this module decides what there is to say).
 """
 
 from __future__ import annotations
@@ -55,15 +52,13 @@ class Report:
                 "stack": self.data["stack"], "profile": self.data["profile"], "refused": self.refused}
 
 
-def sections(stacks: list[Stack] | None = None, report: Report | None = None, *,
-             shown: bool = True) -> list[PlanSection]:
-    """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack asked for
-    (default: the default stack), then each area's part for those stacks; the GPU host's items that the
-    acceptance report verified, marked (and, for the sections `shown`, what it was refused for noted)."""
-    chosen = stacks or stack_data.select(None)
-    found = [section for part in areas.PLAN_SECTIONS for section in part(chosen)]
+def sections(stacks: list[Stack], report: Report | None, *, shown: bool = True) -> list[PlanSection]:
+    """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack, then each area's
+    part for those stacks; the GPU host's items that the acceptance report verified, marked (and, for the
+    sections `shown`, what it was refused for noted)."""
+    found = [section for part in areas.PLAN_SECTIONS for section in part(stacks)]
     if report is not None:
-        refused = acceptance_report.apply(report.data, report.sha256, found, chosen)
+        refused = acceptance_report.apply(report.data, report.sha256, found, stacks)
         for line in refused if shown else ():
             key, why = line.split(": ", 1)
             report.refused[key] = why
@@ -120,25 +115,19 @@ def summary(stack: Stack, secs: dict[str, dict]) -> dict:
     }
 
 
-def build_plan(stacks: list[Stack] | None = None, summarised: list[Stack] | None = None,
-               report: Report | None = None) -> dict:
-    """Every section of `stacks` (default: the default stack), every unverified item, and the summary of each
-    stack in `summarised` (default: the stacks shown), with what an acceptance report verified."""
-    chosen = stacks or stack_data.select(None)
-    secs = sections(chosen, report)
+def build_plan(stacks: list[Stack], summarised: list[Stack], report: Report | None) -> dict:
+    """Every section of `stacks`, every unverified item, and the summary of each stack in `summarised`, with
+    what an acceptance report verified."""
+    secs = sections(stacks, report)
     by_name = {}
-    for stack in summarised or chosen:
-        own = secs if [s.name for s in chosen] == [stack.name] else sections([stack], report, shown=False)
+    for stack in summarised:
+        own = secs if [s.name for s in stacks] == [stack.name] else sections([stack], report, shown=False)
         by_name[stack.name] = summary(stack, {s.key: s.to_json() for s in own})
-    unverified = [
-        {"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items if not i.verified
-    ]
     found = {
-        "plan_version": PLAN_VERSION,
-        "target": TARGET,
-        "stacks": by_name,
+        "plan_version": PLAN_VERSION, "target": TARGET, "stacks": by_name,
         "sections": {s.key: s.to_json() for s in secs},
-        "unverified": unverified,
+        "unverified": [{"section": s.key, "name": i.name, "note": i.note} for s in secs for i in s.items
+                       if not i.verified],
     }
     if report is not None:
         verified = sum((i.checked_by or "").startswith(acceptance_report.VERIFIED) for s in secs for i in s.items)

@@ -1,12 +1,10 @@
 """`doctor abi`: can this kernel package load into this torch?
 
-The kernel's libraries leave torch's C++ symbols undefined (c10::, at::,
-torch::, caffe2::); the dynamic loader must find each in one of torch's
-libraries or the import fails with "undefined symbol". This compares the
-two sets directly from the dynamic symbol tables, names every missing
-symbol in C++ (c++filt), shows the torch symbol with the same name and
-another signature (the usual cause: built against another torch), and
-compares the CUDA runtime majors of both sides.
+The kernel's libraries leave torch's C++ symbols undefined (c10::, at::, torch::, caffe2::); the dynamic loader
+must find each in one of torch's libraries or the import fails with "undefined symbol". This compares the two
+sets from the dynamic symbol tables, names every missing symbol in C++ (c++filt), shows the torch symbol with
+the same name and another signature (the usual cause: built against another torch), and compares the CUDA
+runtime majors of both sides.
 
 Known case (docs/reference-deployment.md#kernel-abi): sgl-kernel 0.3.21 from PyPI needs
 c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool);
@@ -57,7 +55,8 @@ class Side:
     defined: dict[str, str] = field(default_factory=dict)  # symbol -> library that defines it
 
 
-def _pypi_remote(spec: str) -> remote_zip.RemoteFile | None:
+def _pypi_remote(spec: str) -> tuple[str, remote_zip.RemoteFile] | None:
+    """(name, its wheel on PyPI) for a `pypi:NAME==V` spec that is not a path (`env` is none)."""
     m = _PYPI_SPEC.match(spec)
     if not m or Path(spec).exists():
         return None
@@ -66,7 +65,7 @@ def _pypi_remote(spec: str) -> remote_zip.RemoteFile | None:
     last: StackError | None = None
     for pattern in PYPI_WHEEL_PATTERNS:
         try:
-            return remote_zip.pypi_file(name, version, pattern.format(stem=stem, version=version))
+            return name, remote_zip.pypi_file(name, version, pattern.format(stem=stem, version=version))
         except StackError as exc:
             if exc.code != StackError.code:
                 raise  # network trouble: no point trying other patterns
@@ -111,11 +110,9 @@ def _add_torch_libraries(side: Side, names: list[str], open_elf) -> None:
 
 def load_kernel(spec: str, environment=None) -> Side:
     """The kernel side: a wheel, a directory, a .so, `env` (installed sgl-kernel) or `pypi:sgl-kernel==V`."""
-    remote = _pypi_remote(spec) if spec != ENV else None
-    if remote is not None:
-        spec_match = _PYPI_SPEC.match(spec)
-        assert spec_match is not None  # _pypi_remote() matched it
-        dist_name = spec_match.group(1)
+    pypi = _pypi_remote(spec)
+    if pypi is not None:
+        dist_name, remote = pypi
         dest = cache_dir("pypi", dist_name.lower(), remote.filename.split("-")[1]) / remote.filename
         if not (dest.is_file() and dest.stat().st_size == remote.size):  # the whole kernel wheel: every library matters
             download(remote.url, dest, expected_sha256=remote.sha256, expected_size=remote.size)
@@ -129,8 +126,7 @@ def load_kernel(spec: str, environment=None) -> Side:
     side = Side(label=report["path"], version=version or (report["distribution"] or {}).get("version"))
     files = [f for f in report["files"] if not f["error"]]
     if report["errors"]:
-        first = report["errors"][0]
-        raise StackError(f"cannot read {first['name']}: {first['error']}")
+        raise StackError("cannot read {name}: {error}".format(**report["errors"][0]))
     if not files:
         raise StackError(f"{report['path']} holds no ELF libraries", "pass the kernel package (wheel or directory)")
     side.cxx_runtime_problems = inspection.cxx_runtime_problems(files)
@@ -146,9 +142,9 @@ def load_kernel(spec: str, environment=None) -> Side:
 
 def load_torch(spec: str, kernel: Side, environment=None) -> Side:
     """The torch side: a wheel, a torch/lib directory, `env`, or `pypi:torch==V` (range-read, cached)."""
-    remote = _pypi_remote(spec) if spec != ENV else None
-    if remote is not None:
-        return _load_remote_torch(remote, kernel)
+    pypi = _pypi_remote(spec)
+    if pypi is not None:
+        return _load_remote_torch(pypi[1], kernel)
     version = None
     if spec == ENV:
         path, version = _installed_dir("torch", "torch/lib", environment)
@@ -159,10 +155,9 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
             source = wheelzip.DirSource(source.path / "torch" / "lib")
         elif source.kind == "directory" and (source.path / "lib").is_dir() and (source.path / "__init__.py").is_file():
             source = wheelzip.DirSource(source.path / "lib")
-    side = Side(label=source.label, version=version)
     if source.kind == "wheel":
-        dist = inspection.distribution_of(source)
-        side.version = dist.get("version") if dist else None
+        version = (inspection.distribution_of(source) or {}).get("version")
+    side = Side(label=source.label, version=version)
     names = [m.name for m in source.elf_members if m.name.rsplit("/", 1)[-1] in linkage.TORCH_LIBRARIES]
     if not names:
         raise StackError(
@@ -176,9 +171,8 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
 def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
     side = Side(label=remote.filename, version=remote.filename.split("-")[1])
     with remote_zip.RemoteWheel(remote) as wheel:
-        wanted = (kernel.needed_libraries & set(linkage.TORCH_LIBRARIES)) | {
-            "libc10.so", "libc10_cuda.so", "libtorch_python.so"
-        }
+        wanted = (kernel.needed_libraries & set(linkage.TORCH_LIBRARIES)) | {"libc10.so", "libc10_cuda.so",
+                                                                              "libtorch_python.so"}
         names = sorted(n for n in wheel.names if n.startswith("torch/lib/") and n.rsplit("/", 1)[-1] in wanted)
         if not names:
             raise StackError(f"{remote.filename} has no torch/lib libraries", "is this a torch wheel?")
@@ -194,6 +188,7 @@ def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
 
 
 _NESTED = re.compile(r"^_Z(?:T[VIST])?(N[KVrRO]*)?")
+_DIGITS = re.compile(r"\d+")
 
 
 def name_prefix(symbol: str) -> str | None:
@@ -203,11 +198,8 @@ def name_prefix(symbol: str) -> str | None:
         return None
     i = m.end()
     nested = m.group(1) is not None
-    while i < len(symbol) and symbol[i].isdigit():
-        j = i
-        while j < len(symbol) and symbol[j].isdigit():
-            j += 1
-        i = j + int(symbol[i:j])
+    while length := _DIGITS.match(symbol, i):  # <length><name>, once (or per level of a nested name)
+        i = length.end() + int(length.group())
         if not nested:
             break
     if nested and symbol[i : i + 1] in ("C", "D") and symbol[i + 1 : i + 2].isdigit():
@@ -248,13 +240,6 @@ def signature_difference(wanted: str, present: str) -> str | None:
         return f"{len(a)} parameters wanted, torch's has {len(b)}"
     diffs = [f"parameter {i + 1}: {x} -> {y}" for i, (x, y) in enumerate(zip(a, b)) if x != y]
     return "; ".join(diffs) or None
-
-
-def check(kernel_spec: str = ENV, torch_spec: str = ENV, *, environment=None) -> dict:
-    """Compare a kernel and a torch; `env` means installed in `environment` (default: this Python)."""
-    kernel = load_kernel(kernel_spec, environment)
-    torch = load_torch(torch_spec, kernel, environment)
-    return compare(kernel, torch)
 
 
 def _problem(check: str, message: str, fix: str) -> dict:
@@ -301,9 +286,7 @@ def compare(kernel: Side, torch: Side) -> dict:
                    "cuda_runtime": kernel.cuda_runtime, "torch_symbols_needed": len(kernel.undefined)},
         "torch": {"label": torch.label, "version": torch.version, "machine": sorted(torch.machines),
                   "cuda_runtime": torch.cuda_runtime, "libraries": torch.libraries},
-        "resolved": len(kernel.undefined) - len(missing_names),
-        "missing": missing,
-        "problems": problems,
+        "resolved": len(kernel.undefined) - len(missing_names), "missing": missing, "problems": problems,
         "ok": not problems,
     }
 

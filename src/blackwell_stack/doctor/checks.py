@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-_ORDER = {OK: 0, WARN: 1, FAIL: 2}
 
 
 @dataclass
@@ -19,4 +18,4 @@ class Check:
 
 
 def worst(checks: list[Check]) -> str:
-    return max((c.status for c in checks), key=_ORDER.__getitem__, default=OK)
+    return max((c.status for c in checks), key=(OK, WARN, FAIL).index, default=OK)

@@ -133,14 +133,10 @@ def run_doctor(args: argparse.Namespace) -> int:
             "status": status,
             "checks": [asdict(c) for c in results],
             "host": {
-                "driver": facts.driver,
-                "driver_source": facts.driver_source,
-                "gpus": [g.__dict__ for g in facts.gpus],
+                "driver": facts.driver, "driver_source": facts.driver_source, "gpus": [g.__dict__ for g in facts.gpus],
                 "topology": host.parse_topology(facts.topology or ""),
                 "nvlink_active_links": host.parse_nvlink_status(facts.nvlink_status or ""),
-                "cpus": facts.cpus,
-                "mem_total_kib": facts.mem_total_kib,
-                "swap_total_kib": facts.swap_total_kib,
+                "cpus": facts.cpus, "mem_total_kib": facts.mem_total_kib, "swap_total_kib": facts.swap_total_kib,
             },
         })
     else:
@@ -180,7 +176,8 @@ def _profile_for(sglang: str) -> Profile:
 
 def run_abi(args: argparse.Namespace) -> int:
     environment = envcheck.Environment(args.python) if args.python else None
-    result = abi.check(args.kernel, args.torch, environment=environment)
+    kernel = abi.load_kernel(args.kernel, environment)
+    result = abi.compare(kernel, abi.load_torch(args.torch, kernel, environment))
     if args.abi_json or args.json:
         output.dump_json(result)
     else:
@@ -196,16 +193,13 @@ def print_abi(result: dict) -> None:
           f"CUDA runtime {t['cuda_runtime'] or 'none'}; {', '.join(t['libraries'])})")
     print(f"torch symbols: {result['resolved']} of {k['torch_symbols_needed']} resolve")
     for m in result["missing"]:
-        print(f"\nMISSING {m['demangled']}")
-        print(f"  mangled:   {m['symbol']}")
-        print(f"  needed by: {', '.join(m['needed_by'])}")
+        print(f"\nMISSING {m['demangled']}\n  mangled:   {m['symbol']}\n  needed by: {', '.join(m['needed_by'])}")
         for c in m["torch_has"]:
             print(f"  torch has: {c['demangled']} in {c['library']}")
             if c["difference"]:
                 print(f"  difference: {c['difference']}")
     for p in result["problems"]:
-        print(f"\nFAIL {p['check']}: {p['message']}")
-        print(f"  fix: {p['fix']}")
+        print(f"\nFAIL {p['check']}: {p['message']}\n  fix: {p['fix']}")
     print("\nresult: " + ("OK, the kernel's torch symbols, CUDA runtime and C++ runtime match" if result["ok"] else "FAIL"))
 
 

@@ -1,10 +1,8 @@
 """Python environment checks: torch, sgl-kernel, flashinfer and sglang as installed.
 
-Everything comes from package metadata (importlib.metadata over the target
-interpreter's sys.path) and from reading files; nothing imports torch or a
-CUDA library, so a broken install is reported instead of crashing, and a
-GPU-less host can check an environment too. `--python` points at another
-interpreter (a venv); only its sys.path is asked for.
+Everything comes from package metadata (importlib.metadata over the target interpreter's sys.path) and from
+reading files; nothing imports torch or a CUDA library, so a broken install is reported instead of crashing, and
+a GPU-less host can check an environment too. `--python` names another interpreter (a venv).
 """
 
 from __future__ import annotations
@@ -94,17 +92,15 @@ def checks(env: Environment, *, gpu_cc: str | None, target_cc: str = "12.0") -> 
                              f"install torch {pin} for the tested stack"))
         else:
             out.append(Check("python", "torch", OK, value, "the default stack's torch"))
-    kernel = _kernel_checks(env, torch_lib, gpu_cc or target_cc, gpu_cc is None)
-    return [*out, *kernel, _flashinfer_check(env), _sglang_check(env)]
-
-
-def _kernel_checks(env: Environment, torch_lib: Path | None, cc: str, is_target: bool) -> list[Check]:
     kernel = env.get("sgl-kernel")
     if kernel is None:
-        return [Check("python", "sgl-kernel", WARN, "not installed", "sgl-kernel is not installed here",
-                      "install the wheel built by `nix build .#sgl-kernel-wheel` or `blackwell-stack kernel build`")]
-    kdir = Path(kernel.locate_file("sgl_kernel"))
-    return [_abi_check(kdir, kernel.version, torch_lib), _arch_check(kdir, kernel.version, cc, is_target)]
+        out.append(Check("python", "sgl-kernel", WARN, "not installed", "sgl-kernel is not installed here",
+                         "install the wheel built by `nix build .#sgl-kernel-wheel` or `blackwell-stack kernel build`"))
+    else:
+        kdir = Path(kernel.locate_file("sgl_kernel"))
+        out += [_abi_check(kdir, kernel.version, torch_lib),
+                _arch_check(kdir, kernel.version, gpu_cc or target_cc, gpu_cc is None)]
+    return [*out, _flashinfer_check(env), _sglang_check(env)]
 
 
 def _abi_check(kdir: Path, version: str, torch_lib: Path | None) -> Check:

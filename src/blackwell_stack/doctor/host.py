@@ -1,8 +1,7 @@
 """Host checks: NVIDIA driver, GPUs and compute capability, interconnect, memory for a kernel build.
 
-Reads `nvidia-smi` (query mode, `topo -m`, `nvlink --status`) and /proc; no
-CUDA library is loaded, so it runs the same on a build host without a GPU,
-where it says that the GPU checks could not run.
+Reads `nvidia-smi` (query mode, `topo -m`, `nvlink --status`) and /proc; no CUDA library is loaded, so it runs the
+same on a build host without a GPU, where it says that the GPU checks could not run.
 """
 
 from __future__ import annotations
@@ -48,14 +47,6 @@ class HostFacts:
     mem_total_kib: int | None = None
     swap_total_kib: int | None = None
     cpus: int = 1
-
-
-def _run(argv: list[str], timeout: float = 30) -> tuple[int, str, str]:
-    try:
-        r = proc.run(argv, check=False, timeout=timeout)
-    except StackError as exc:
-        return 127, "", exc.message
-    return r.returncode, r.stdout, r.stderr
 
 
 def parse_gpu_query(text: str) -> list[Gpu]:
@@ -114,19 +105,19 @@ def gather() -> HostFacts:
         facts.errors.append(f"/proc/meminfo: {exc}")
     smi = shutil.which("nvidia-smi")
     if smi:
-        rc, out, err = _run([smi, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"])
+        # 127: nvidia-smi could not start; 124: it hung past the timeout (proc.probe).
+        rc, out = proc.probe([smi, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"], timeout=30,
+                             stdout_only=True)
         if rc == 0:
             facts.gpus = parse_gpu_query(out)
             if facts.gpus:
                 facts.driver, facts.driver_source = facts.gpus[0].driver, "nvidia-smi"
         else:
-            facts.errors.append(f"nvidia-smi failed ({rc}): {(err or out).strip()[:300]}")
-        rc, out, _ = _run([smi, "topo", "-m"])
-        if rc == 0:
-            facts.topology = out
-        rc, out, _ = _run([smi, "nvlink", "--status"])
-        if rc == 0:
-            facts.nvlink_status = out
+            facts.errors.append(f"nvidia-smi failed ({rc}): {out[:300]}")
+        rc, out = proc.probe([smi, "topo", "-m"], timeout=30, stdout_only=True)
+        facts.topology = out if rc == 0 else None
+        rc, out = proc.probe([smi, "nvlink", "--status"], timeout=30, stdout_only=True)
+        facts.nvlink_status = out if rc == 0 else None
     if facts.driver is None:
         try:
             v = parse_proc_driver_version(Path("/proc/driver/nvidia/version").read_text())

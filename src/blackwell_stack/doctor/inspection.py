@@ -1,15 +1,11 @@
 """`inspect`: what each ELF in a wheel, a directory or a file needs and carries.
 
-For every ELF: its machine, the libraries it needs (so the CUDA runtime
-major, 12 or 13), the torch libraries and torch symbols it needs, and the
-CUDA architectures of its embedded cubins and PTX (fatbin.py's reader; the
-tests hold it to NVIDIA's cuobjdump). Big wheels are read member by member in
-parallel worker processes.
+For every ELF: its machine, the libraries it needs (so the CUDA runtime major), the torch libraries and symbols
+it needs, and the CUDA architectures of its cubins and PTX (fatbin.py; the tests hold it to cuobjdump). Big
+wheels are read member by member in parallel worker processes.
 
-A wheel's RECORD is checked too (wheelrecord.py): every member against the
-sha256 and size the wheel lists for it. The ELF members are hashed by the
-workers that read them anyway, so the check costs little more than reading
-the rest. A disagreement is an error of the report.
+A wheel's RECORD is checked too (wheelrecord.py), every member against its sha256 and size; the workers hash
+the ELF members they read anyway. A disagreement is an error of the report.
 """
 
 from __future__ import annotations
@@ -79,20 +75,8 @@ def inspect_member(kind: str, root: str, name: str, size: int) -> dict:
         return asdict(ElfReport(name=name, size=size, error=str(exc)))
 
 
-def _pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
-    # spawn, not fork (the progress bar's thread) and not forkserver: the
-    # forkserver listens on a socket under $TMPDIR, and a TMPDIR of ~75
-    # characters passes the 107-byte AF_UNIX path limit ("AF_UNIX path too
-    # long"). A worker's start costs one import of this module.
-    ctx = multiprocessing.get_context("spawn")
-    return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
-
-
 def inspect_path(path: str, *, jobs: int | None = None, check_record: bool = True) -> dict:
-    """The report for a wheel, a directory or a single library, as a JSON-ready dict.
-
-    check_record: also check a wheel's RECORD against its files (an error of the report when they disagree).
-    """
+    """The report for a wheel, a directory or a single library, as a JSON-ready dict (check_record: a wheel's)."""
     source = wheelzip.open_source(path)
     members = sorted(source.elf_members, key=lambda m: m.size, reverse=True)
     if not members and source.kind != "wheel":
@@ -106,7 +90,10 @@ def inspect_path(path: str, *, jobs: int | None = None, check_record: bool = Tru
     results = []
     with Progress(f"inspecting {len(members)} ELF files", total) as bar:
         if jobs > 1 and len(members) > 1 and total > _PARALLEL_THRESHOLD:
-            with _pool(jobs) as pool:
+            # spawn, not fork (the progress bar's thread) and not forkserver: the forkserver listens on a socket
+            # under $TMPDIR, and a TMPDIR of ~75 characters passes the 107-byte AF_UNIX path limit.
+            spawn = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
                 futures = [pool.submit(inspect_member, *a) for a in args]
                 for future in concurrent.futures.as_completed(futures):
                     results.append(future.result())
@@ -146,26 +133,15 @@ def summarize(source, results: list[dict]) -> dict:
     dist = distribution_of(source)
     problems = cxx_runtime_problems(ok)
     return {
-        "path": source.label,
-        "kind": source.kind,
-        "distribution": dist,
-        "host_machine": host,
-        "elf_files": len(results),
-        "cuda_runtime": runtimes,
+        "path": source.label, "kind": source.kind, "distribution": dist, "host_machine": host,
+        "elf_files": len(results), "cuda_runtime": runtimes,
         "cubin": sorted({a for r in ok for a in r["cubin"]}, key=fatbin.arch_sort_key),
         "ptx": sorted({a for r in ok for a in r["ptx"]}, key=fatbin.arch_sort_key),
         "torch_libraries": sorted({lib for r in ok for lib in r["torch_libraries"]}),
         "torch_symbols": len({s for r in ok for s in r["torch_symbols"]}),
         "errors": [{"name": r["name"], "error": r["error"]} for r in results if r["error"]],
-        "problems": problems,
-        "notes": notes,
-        "files": results,
+        "problems": problems, "notes": notes, "files": results,
     }
-
-
-def is_torch_extension(report: dict) -> bool:
-    """Loaded into torch's process as an extension: it needs torch's symbols and is not one of torch's libraries."""
-    return bool(report["torch_symbols"]) and report["name"].rsplit("/", 1)[-1] not in linkage.TORCH_LIBRARIES
 
 
 def cxx_runtime_problems(reports: list[dict]) -> list[dict]:
@@ -175,7 +151,8 @@ def cxx_runtime_problems(reports: list[dict]) -> list[dict]:
     for r in reports:
         verdict = r.get("cxx_runtime") or {}
         kind = verdict.get("verdict")
-        if kind == cxxruntime.EMBEDDED or (kind == cxxruntime.UNLINKED and is_torch_extension(r)):
+        extension = r["torch_symbols"] and r["name"].rsplit("/", 1)[-1] not in linkage.TORCH_LIBRARIES
+        if kind == cxxruntime.EMBEDDED or (kind == cxxruntime.UNLINKED and extension):
             runtime = cxxruntime.CxxRuntime(kind, verdict.get("runtime_library"), tuple(verdict.get("defined") or ()),
                                             verdict.get("defined_count", 0), verdict.get("used_count", 0))
             out.append({"name": r["name"], "check": "C++ runtime", "message": runtime.message(r["name"]),

@@ -1,14 +1,11 @@
 """Can the environment import what SGLang imports while it starts, for the profile's model?
 
-Metadata says a package is installed; only an import says it loads. The
-kernel the project built passed every symbol check and upstream's kernel
-tests, and SGLang still died at start-up: `import deep_gemm` crashed with
-a segmentation fault, and a missing `decord` left Qwen3.5 unservable. So
-each module of doctor/startup-imports.json (the lines of the sglang wheel
-that import it) is imported in a child process of the environment's own
-interpreter, with the profile's environment variables, and the outcome is
-named: imported, missing (which module), an exception (its last line), a
-crash (its signal, and the frames faulthandler printed), or a timeout.
+Metadata says a package is installed; only an import says it loads. The kernel the project built passed every symbol
+check and upstream's kernel tests, and SGLang still died at start-up: `import deep_gemm` crashed with a segmentation
+fault, and a missing `decord` left Qwen3.5 unservable. So each module of doctor/startup-imports.json (the lines of
+the sglang wheel that import it) is imported in a child process of the environment's own interpreter, with the
+profile's environment variables, and the outcome is named: imported, missing (which module), an exception (its last
+line), a crash (its signal, and the frames faulthandler printed), or a timeout.
 """
 
 from __future__ import annotations

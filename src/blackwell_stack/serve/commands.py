@@ -31,14 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--stack", default=None, metavar="NAME",
                        help="serve on this stack: the flag table and the rules follow the SGLang and flashinfer of its "
                        "uv.lock, and the profile must be made for it (default: the profile's own runtime block)")
-        p.add_argument(
-            "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-            help="override a flag, e.g. --set attention-backend=triton (null removes it); repeatable",
-        )
-        p.add_argument(
-            "extra_args", nargs="*", metavar="-- EXTRA_ARG",
-            help="words appended after the profile's flags, like services.sglang.extraArgs (write them after --)",
-        )
+        p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a flag, e.g. --set attention-backend=triton (null removes it); repeatable")
+        p.add_argument("extra_args", nargs="*", metavar="-- EXTRA_ARG",
+                       help="words appended after the profile's flags, like services.sglang.extraArgs (write them "
+                       "after --)")
         p.add_argument("--flags-table", type=Path,
                        help="flag table JSON (default modules/sglang-flags/<the runtime's sglang version>.json)")
         p.add_argument("--json", action="store_true", help="print JSON")
@@ -182,10 +179,8 @@ def _check_module(args: argparse.Namespace) -> int:
     service = configure(args.profile, overrides=config["overrides"], extra_args=config["extraArgs"],
                         env_overrides=config["env"], table_path=args.flags_table)
     errors, warnings = module_check.report(service, config)
-    for line in warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    for line in errors:
-        print(f"error: {line}", file=sys.stderr)
+    for line in [*(f"warning: {w}" for w in warnings), *(f"error: {e}" for e in errors)]:
+        print(line, file=sys.stderr)
     if args.json:
         dump_json({"profile": service.rendered.profile, "ok": not errors, "errors": errors, "warnings": warnings})
     else:

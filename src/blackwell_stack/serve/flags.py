@@ -1,11 +1,10 @@
 """SGLang's flag table of one SGLang version, as committed: `modules/sglang-flags/<version>.json`.
 
-The table is data, extracted from the sglang wheel
-(scripts/sglang-flags/flags_extract.py, with the wheel's name and sha256); a stack selects its table by the version of SGLang it holds (`load_table(version)`,
-and `flagTableFor` in lib/sglang-service.nix). Besides each flag (dest, type,
-number of values, choices, default, negations) it holds argparse's decisions
-about every option string: exact spellings (`options`), accepted
-abbreviations, ambiguous prefixes and negating spellings.
+The table is data, extracted from the sglang wheel (scripts/sglang-flags/flags_extract.py, with the wheel's name and
+sha256); a stack selects its table by the version of SGLang it holds (`load_table(version)`, and `flagTableFor` in
+lib/sglang-service.nix). Besides each flag (dest, type, number of values, choices, default, negations) it holds
+argparse's decisions about every option string: exact spellings (`options`), accepted abbreviations, ambiguous
+prefixes and negating spellings.
 """
 
 from __future__ import annotations
@@ -27,14 +26,6 @@ SCHEMA_VERSION = 3
 class FlagTable:
     path: Path
     data: dict[str, Any]
-
-    @property
-    def flags(self) -> dict[str, dict[str, Any]]:
-        return self.data["flags"]
-
-    @property
-    def options(self) -> dict[str, str]:
-        return self.data["options"]
 
 
 def table_path(version: str) -> Path:

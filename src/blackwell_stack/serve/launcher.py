@@ -1,27 +1,20 @@
 """Start `sglang.launch_server` with its keys from systemd credentials.
 
-Run as `python launcher.py ARGV...` by services.sglang (modules/sglang.nix);
-standalone on purpose: it runs under the SGLang environment's Python, which
-does not have blackwell_stack.
+Run as `python launcher.py ARGV...` by services.sglang (modules/sglang.nix); standalone on purpose: it runs under
+the SGLang environment's Python, which does not have blackwell_stack.
 
-sglang 0.5.9 reads its keys only from `--api-key` and `--admin-api-key`
-(server_args.py: no environment variable; a `--config` YAML file is merged
-into argv as well). A key in ExecStart would sit in the Nix store and in
-/proc/PID/cmdline for every local user. Instead systemd hands the files to the
-unit (LoadCredential=api-key:..., admin-api-key:...), and this script reads
-$CREDENTIALS_DIRECTORY/<name> and appends `--api-key KEY` to sys.argv inside
-the process, where argparse reads it; the exec'd command line never holds it.
-The trade-off: the key lives in the server's memory (as it must) and in
-multiprocessing's spawn data sent to SGLang's worker processes over a pipe.
-SGLang logs `server_args=ServerArgs(...)`, with the key, at start
-(entrypoints/engine.py): a log-record filter here replaces every key in every
-log message of this process with "<redacted>".
+sglang 0.5.9 reads its keys only from `--api-key` and `--admin-api-key` (server_args.py: no environment variable; a
+`--config` YAML file is merged into argv as well). A key in ExecStart would sit in the Nix store and in
+/proc/PID/cmdline for every local user. Instead systemd hands the files to the unit (LoadCredential=api-key:...,
+admin-api-key:...), and this script reads $CREDENTIALS_DIRECTORY/<name> and appends `--api-key KEY` to sys.argv
+inside the process, where argparse reads it; the exec'd command line never holds it. The trade-off: the key lives in
+the server's memory (as it must) and in multiprocessing's spawn data sent to SGLang's worker processes over a pipe.
+SGLang logs `server_args=ServerArgs(...)`, with the key, at start (entrypoints/engine.py): a log-record filter here
+replaces every key in every log message of this process with "<redacted>".
 
-A key flag already on the command line is refused in every spelling that
-argparse (allow_abbrev) could read as that flag: `--api-key`, `--api-k`,
-`--api`, with or without `=KEY`. The module refuses them at evaluation time
-already (lib/sglang-service.nix, secretFlagsIn); this is the last line for a
-command assembled by hand.
+A key flag already on the command line is refused in every spelling that argparse (allow_abbrev) could read as that
+flag: `--api-key`, `--api-k`, `--api`, with or without `=KEY`. The module refuses them at evaluation time already
+(lib/sglang-service.nix, secretFlagsIn); this is the last line for a command assembled by hand.
 """
 
 import logging

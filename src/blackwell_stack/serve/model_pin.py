@@ -1,8 +1,7 @@
 """`serve pin-model`: a profile's checkpoint pinned from the Hugging Face API, in a manifest beside the profile.
 
-On a host that reaches the Hub (`--endpoint`, else $HF_ENDPOINT, else
-https://huggingface.co; $HF_TOKEN for a gated repository) it reads, as
-huggingface_hub's HfApi does:
+On a host that reaches the Hub (`--endpoint`, else $HF_ENDPOINT, else https://huggingface.co; $HF_TOKEN for a gated
+repository) it reads, as huggingface_hub's HfApi does:
 
 - `GET /api/models/{repo}/revision/{revision}`: the commit (`sha`) a branch,
   tag or commit names (HfApi.model_info);
@@ -11,11 +10,10 @@ huggingface_hub's HfApi does:
   size, its git blob id (`oid`) and, for a file kept in LFS, the sha256 of its
   content (`lfs.oid`) (HfApi.list_repo_tree).
 
-and writes the manifest (modules/models/<profile>.json): the model, the commit, and each file with
-its sha256 (LFS) or its git blob id (small files stored in git), so that a
-checkpoint on disk can be checked file by file. The revision itself goes into
-the profile's `model.revision` (or `services.sglang.model.revision`): the
-command prints the line.
+and writes the manifest (modules/models/<profile>.json): the model, the commit, and each file with its sha256 (LFS)
+or its git blob id (small files stored in git), so that a checkpoint on disk can be checked file by file. The
+revision itself goes into the profile's `model.revision` (or `services.sglang.model.revision`): the command prints
+the line.
 """
 
 from __future__ import annotations
@@ -53,16 +51,13 @@ def manifest_path(profile_file: Path) -> Path:
     return profile_file.with_name(profile_file.stem + ".model.json")
 
 
-def _headers() -> dict[str, str]:
-    token = os.environ.get("HF_TOKEN")
-    return {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-
-
 def _get(url: str, what: str) -> tuple[Any, str | None]:
     """(the JSON answer, the next page's URL or None: the answer's Link header, the tree's pagination)."""
     seen: dict[str, str | None] = {}
+    token = os.environ.get("HF_TOKEN")
+    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     try:
-        body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=_headers(),
+        body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=headers,
                         on_headers=lambda h: seen.update(link=h.get("Link")))
     except NetworkError as exc:
         hint = ("check the repository id and the revision (a branch, a tag or a 40-hex commit); a gated or private "

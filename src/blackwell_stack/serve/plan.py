@@ -1,8 +1,7 @@
 """The SGLang service section of `blackwell-stack plan`: one per stack shown.
 
-A stack's service is its first profile on the SGLang and flashinfer of its
-lock (`serve render --stack NAME`); a stack without a lock falls back to the
-profile's own runtime block, and says so.
+A stack's service is its first profile on the SGLang and flashinfer of its lock (`serve render --stack NAME`); a
+stack without a lock falls back to the profile's own runtime block, and says so.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ def plan_section(stack: Stack, *, key: str = "service") -> PlanSection:
         PlanItem("model", f"{model['id']}@{model['revision'] or '(revision not pinned)'}", source="profile model",
                  verified=bool(model.get("revision_verified")),
                  note=None if model.get("revision_verified") else model.get("revision_reason")),
-        PlanItem("flag table", f"sglang {table.data['sglang_version']} ({len(table.flags)} flags)",
+        PlanItem("flag table", f"sglang {table.data['sglang_version']} ({len(table.data['flags'])} flags)",
                  source=f"{table.data['wheel']['filename']} sha256 {table.data['wheel']['sha256']}"),
         PlanItem("runtime", f"sglang {runtime.sglang}, flashinfer {runtime.flashinfer}",
                  source=runtime.source + (f"; {extra_source}" if extra_source else "")),

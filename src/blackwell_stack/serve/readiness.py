@@ -1,16 +1,14 @@
 """services.sglang's readiness gate: wait until SGLang's /health answers 200.
 
-Run by the unit as ExecStartPost (modules/sglang.nix), so the unit becomes
-active only once the server answers, and standalone on purpose: it runs under
-the SGLang environment's Python (standard library only), which does not have
-blackwell_stack. SGLang serves /health without the API key
-(srt/utils/auth.py: health and metrics paths are always allowed).
+Run by the unit as ExecStartPost (modules/sglang.nix), so the unit becomes active only once the server answers, and
+standalone on purpose: it runs under the SGLang environment's Python (standard library only), which does not have
+blackwell_stack. SGLang serves /health without the API key (srt/utils/auth.py: health and metrics paths are always
+allowed).
 
-It stops waiting, with the reason on stderr (the journal) and exit status 1,
-when the server process is gone ($MAINPID, set by systemd for ExecStartPost)
-or when --timeout seconds have passed. A failing ExecStartPost makes systemd
-stop the unit with result `exit-code`, which Restart=on-abnormal does not
-restart: a server that never gets ready is not reloaded in a loop.
+It stops waiting, with the reason on stderr (the journal) and exit status 1, when the server process is gone
+($MAINPID, set by systemd for ExecStartPost) or when --timeout seconds have passed. A failing ExecStartPost makes
+systemd stop the unit with result `exit-code`, which Restart=on-abnormal does not restart: a server that never gets
+ready is not reloaded in a loop.
 """
 
 import argparse

@@ -155,10 +155,8 @@ def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs
     return parsed
 
 
-def context_of(
-    profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, rules: dict[str, Any], table: dict[str, Any],
-    runtime: Runtime,
-) -> dict[str, Any]:
+def context_of(profile: Profile, settings: dict[str, Any], parsed: ParsedArgs, rules: dict[str, Any],
+               table: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     # A decimal is a string in a profile ("0.88", data/profile.py): the rules compare it as the number SGLang reads.
     typed = {name: _typed(value, table["flags"][name]) if isinstance(value, str) and name in table["flags"] else value
              for name, value in settings.items()}
@@ -188,18 +186,11 @@ class Rendered:
     settings: dict[str, Any]
     context: dict[str, Any]
     parsed: ParsedArgs
-    extra_args: list[str]
 
 
-def render(
-    profile: Profile,
-    table: FlagTable,
-    rules: dict[str, Any],
-    overrides: dict[str, Any] | None = None,
-    extra_args: list[str] | None = None,
-    env_overrides: dict[str, str | None] | None = None,
-    runtime: Runtime | None = None,
-) -> Rendered:
+def render(profile: Profile, table: FlagTable, rules: dict[str, Any], overrides: dict[str, Any] | None = None,
+           extra_args: list[str] | None = None, env_overrides: dict[str, str | None] | None = None,
+           runtime: Runtime | None = None) -> Rendered:
     """runtime: the versions the rules hold against (default: the profile's runtime block)."""
     extra_args = list(extra_args or [])
     settings = settings_of(profile, overrides or {}, table.data)
@@ -207,8 +198,7 @@ def render(
     env = {**profile.env_values(), **(env_overrides or {})}
     return Rendered(profile.name, render_argv(settings, extra_args, table.data),
                     {k: v for k, v in sorted(env.items()) if v is not None}, settings,
-                    context_of(profile, settings, parsed, rules, table.data, runtime or profile.runtime()),
-                    parsed, extra_args)
+                    context_of(profile, settings, parsed, rules, table.data, runtime or profile.runtime()), parsed)
 
 
 def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:
@@ -220,7 +210,7 @@ def parse_set(items: list[str], table: FlagTable) -> dict[str, Any]:
             raise StackError(f"--set {item!r}: expected key=value", "for example --set attention-backend=triton")
         key = normalize_key(key.strip())
         primary, _ = canonical(key, table.data)
-        entry = table.flags.get(primary) if primary else None
+        entry = table.data["flags"].get(primary) if primary else None
         value: Any = raw
         if raw == "null":
             value = None

@@ -1,24 +1,21 @@
 """The rules of modules/rules.json, evaluated over a rendered configuration.
 
-The condition language is small on purpose: the rules are data, read here alone (the NixOS module
-runs this check when the system is built, modules/sglang/check.nix):
+The condition language is small on purpose: the rules are data, read here alone (the NixOS module runs this check
+when the system is built, modules/sglang/check.nix):
 
     operand   := JSON literal | {"var": [path...]} | {"mul": [operand, operand]}
     condition := {"all": [c...]} | {"any": [c...]} | {"not": c}
                | {"eq"|"ne"|"gt"|"lt"|"version_lt": [operand, operand]}
                | {"in": [operand, [literal...]]}
 
-A missing path reads as null; gt/lt with a null or non-number operand are
-false, as is version_lt with a non-string (versions.py orders the strings).
-Messages interpolate `{path.to.value}`.
+A missing path reads as null; gt/lt with a null or non-number operand are false, as is version_lt with a non-string
+(versions.py orders the strings). Messages interpolate `{path.to.value}`.
 
-Every rule states the versions it holds for, per runtime component
-as lists of PEP 440 specifier sets ({"versions": {"sglang": {"holds": ["==0.5.9"],
-"not": [">=0.6.7"]}, ...}}; {} for a rule that no version changes). Against the runtime's versions a rule
-applies ("yes": its condition decides, at its severity), does not apply
-("no": it never fires), or its truth is unknown ("unknown": when its
-condition holds it fires as a warning that says which version was not
-checked, never as silence and never as an error).
+Every rule states the versions it holds for, per runtime component as lists of PEP 440 specifier sets ({"versions":
+{"sglang": {"holds": ["==0.5.9"], "not": [">=0.6.7"]}, ...}}; {} for a rule that no version changes). Against the
+runtime's versions a rule applies ("yes": its condition decides, at its severity), does not apply ("no": it never
+fires), or its truth is unknown ("unknown": when its condition holds it fires as a warning that says which version
+was not checked, never as silence and never as an error).
 """
 
 from __future__ import annotations
@@ -147,24 +144,19 @@ def flag_table_problems(rendered: Rendered, table: dict[str, Any]) -> list[str]:
     version = table.get("sglang_version", "?")
     for name in sorted(rendered.settings):
         primary, candidates = canonical(name, table)
-        if primary is None:
-            if candidates:
-                problems.append(f"settings: {name} is ambiguous in sglang {version}: {', '.join(candidates)}")
-            else:
-                problems.append(_unknown(name, "settings", table))
-            continue
-        problem = _value_problem(name, rendered.settings[name], table["flags"][primary])
-        if problem:
+        if primary is None and candidates:
+            problems.append(f"settings: {name} is ambiguous in sglang {version}: {', '.join(candidates)}")
+        elif primary is None:
+            problems.append(_unknown(name, "settings", table))
+        elif problem := _value_problem(name, rendered.settings[name], table["flags"][primary]):
             problems.append(f"settings: {problem}")
     parsed = rendered.parsed
     problems += [_unknown(name, "extraArgs", table) for name in parsed.unknown]
     problems += [f"extraArgs: {name} is ambiguous in sglang {version}: {', '.join(candidates)}"
                  for name, candidates in parsed.ambiguous]
     problems += [f"extraArgs: {token!s} is not a flag and follows no flag that takes a value" for token in parsed.stray]
-    for name in sorted(parsed.values):
-        problem = _value_problem(name, parsed.values[name], table["flags"][name])
-        if problem:
-            problems.append(f"extraArgs: {problem}")
+    problems += [f"extraArgs: {problem}" for name in sorted(parsed.values)
+                 if (problem := _value_problem(name, parsed.values[name], table["flags"][name]))]
     for name, entry in sorted(table["flags"].items()):
         # argparse's required=True: SGLang would stop at its parser (--model-path, removed by `--set model-path=null`).
         if entry.get("required") and name not in rendered.settings and name not in parsed.values:

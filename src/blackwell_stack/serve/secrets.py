@@ -1,15 +1,13 @@
 """Secret flags on the command line: refused, whatever the spelling.
 
-sglang's `--api-key` and `--admin-api-key` take the key itself as their value.
-In a command line it is readable by every local user in /proc/PID/cmdline, and
-in a NixOS unit it lands in the world-readable Nix store. services.sglang hands
-keys over as systemd credentials instead (`apiKeyFile`, `adminApiKeyFile`).
+sglang's `--api-key` and `--admin-api-key` take the key itself as their value. In a command line it is readable by
+every local user in /proc/PID/cmdline, and in a NixOS unit it lands in the world-readable Nix store. services.sglang
+hands keys over as systemd credentials instead (`apiKeyFile`, `adminApiKeyFile`).
 
-SGLang's parser is an argparse parser with allow_abbrev, so `--api-k KEY`,
-`--api=KEY` and `--api-key=KEY` all set the key. The check therefore looks at
-the parsed configuration (the settings, and extraArgs read the way argparse
-reads them), never at spellings. lib/sglang-service.nix (`secretFlagsIn`) does
-the same; tests compare the two and check both against argparse itself.
+SGLang's parser is an argparse parser with allow_abbrev, so `--api-k KEY`, `--api=KEY` and `--api-key=KEY` all set
+the key. The check therefore looks at the parsed configuration (the settings, and extraArgs read the way argparse
+reads them), never at spellings. lib/sglang-service.nix (`secretFlagsIn`) does the same; tests compare the two and
+check both against argparse itself.
 """
 
 from __future__ import annotations
@@ -47,11 +45,6 @@ def verdict(rendered: Rendered, table: dict[str, Any]) -> Verdict:
         "(and in the Nix store from a NixOS unit); give it as a file: services.sglang.apiKeyFile / adminApiKeyFile"
         for flag in found
     ]
-    return Verdict(
-        id=VERDICT_ID,
-        severity="error",
-        fired=bool(messages),
-        messages=messages,
-        option="services.sglang.extraArgs",
-        source="sglang 0.5.9 server_args.py (--api-key, --admin-api-key take the key itself); systemd.exec(5) LoadCredential=",
-    )
+    return Verdict(VERDICT_ID, "error", bool(messages), messages, option="services.sglang.extraArgs",
+                   source="sglang 0.5.9 server_args.py (--api-key, --admin-api-key take the key itself); "
+                   "systemd.exec(5) LoadCredential=")

@@ -1,18 +1,16 @@
 """One SGLang service configuration: a profile on a runtime, rendered and checked.
 
-The flag table and the rules are chosen by the runtime's SGLang version, so a
-stack only has to pass the versions of its lock:
+The flag table and the rules are chosen by the runtime's SGLang version, so a stack only has to pass the versions of
+its lock:
 
     current = stack_data.load("current")
     configure(stack=current)                       # its first profile, its lock's versions
     configure("qwen3.5-397b-a17b-nvfp4-v2-sm120-current", stack=current)
 
-(lib/sglang-service.nix: `render { profile; runtime = { sglang; flashinfer; }; }`;
-the NixOS module's services.sglang.stack). Without a stack, the profile's own
-runtime block is used. A profile is served on a stack only if it
-is made for it: its `stacks` list names it, or (a profile without that list)
-its runtime block is the stack's locked versions; the NixOS module refuses the
-same pairs (modules/sglang.nix).
+(lib/sglang-service.nix: `render { profile; runtime = { sglang; flashinfer; }; }`; the NixOS module's
+services.sglang.stack). Without a stack, the profile's own runtime block is used. A profile is served on a stack
+only if it is made for it: its `stacks` list names it, or (a profile without that list) its runtime block is the
+stack's locked versions; the NixOS module refuses the same pairs (modules/sglang.nix).
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ class Service:
     profile: Profile
     runtime: Runtime
     table: FlagTable
-    rules: dict[str, Any]
     rendered: Rendered
     verdicts: list[Verdict]
 
@@ -68,21 +65,13 @@ def check_profile_fits_stack(profile: Profile, stack: Stack, runtime: Runtime) -
     )
 
 
-def configure(
-    profile: str | None = None,
-    *,
-    stack: Stack | None = None,
-    settings: list[str] | None = None,
-    overrides: dict[str, Any] | None = None,
-    extra_args: list[str] | None = None,
-    env_overrides: dict[str, str | None] | None = None,
-    table_path: Path | None = None,
-) -> Service:
+def configure(profile: str | None = None, *, stack: Stack | None = None, settings: list[str] | None = None,
+              overrides: dict[str, Any] | None = None, extra_args: list[str] | None = None,
+              env_overrides: dict[str, str | None] | None = None, table_path: Path | None = None) -> Service:
     """Render `profile` (name or path) with `--set` style settings and extraArgs, and evaluate every rule.
 
-    stack: serve on that stack, whose lock gives the runtime and whose first
-    profile is the default; a profile of another stack is refused.
-    table_path replaces the runtime's flag table (its version is then not checked).
+    stack: serve on that stack, whose lock gives the runtime and whose first profile is the default; a profile
+    of another stack is refused. table_path replaces the runtime's flag table (its version then not checked).
     """
     prof = load_profile(stack.profiles[0] if stack is not None and profile is None else profile)
     if stack is not None:
@@ -96,7 +85,7 @@ def configure(
     chosen = {**parse_set(settings or [], table), **(overrides or {})}  # overrides: values as Nix gives them
     rendered = render(prof, table, rules, chosen, extra_args, env_overrides, runtime=rt)
     verdicts = [*evaluate(rendered, rules, table.data), secrets.verdict(rendered, table.data)]
-    return Service(prof, rt, table, rules, rendered, verdicts)
+    return Service(prof, rt, table, rendered, verdicts)
 
 
 def command_line(rendered: Rendered, python: str = "python") -> str:
