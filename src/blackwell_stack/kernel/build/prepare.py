@@ -184,8 +184,7 @@ def _source_directories(
     for s in states:
         name = s.entry.relpath
         pinned = s.entry.expected
-        record["pins"][name] = {"rev": s.entry.pin.get("rev"), "pinned_hash": pinned, "hash": s.actual,
-                                "accepted_mismatch": s.state != sourcedir.OK and name in allow_mismatch}
+        record["pins"][name] = buildinfo.source_pin(s.entry, s.actual, s.state != sourcedir.OK and name in allow_mismatch)
         if s.state == sourcedir.MISSING:
             blockers.append(StackError(
                 f"{s.path} is missing (FetchContent source {name})",

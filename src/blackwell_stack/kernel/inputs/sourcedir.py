@@ -40,31 +40,8 @@ OK, MISMATCH, MISSING, UNPINNED = "ok", "mismatch", "missing", "unverified pin"
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One source directory the build may need: `where` is the pin's id in sources.json."""
-
-    where: str
-    relpath: str  # under the sources directory
-    pin: dict[str, Any]
-
-    @property
-    def expected(self) -> str | None:
-        return self.pin.get("hash") if self.pin.get("verified") else None
-
-    @property
-    def filter(self) -> Filter | None:
-        """What of the tree the pin covers (None: all of it)."""
-        return Filter.of(self.pin)
-
-    def hash_of(self, path: Path) -> str:
-        """The NAR hash of the tree at path, of the part the pin's filter selects."""
-        selected = self.filter
-        return nar.nar_hash_sri(path, selected.selects if selected else None)
-
-
-@dataclass(frozen=True)
 class State:
-    entry: Entry
+    entry: sources.Pin
     path: Path
     state: str
     actual: str | None
@@ -75,23 +52,17 @@ class State:
 
 
 def entries(data: dict[str, Any], cuda_archs: Iterable[str], *, with_sglang: bool = False,
-            names: Iterable[str] | None = None) -> list[Entry]:
+            names: Iterable[str] | None = None) -> list[sources.Pin]:
     """The directories a build for cuda_archs reads (all pins with names=None and no archs)."""
     wanted = list(names) if names is not None else sources.needed_names(data, cuda_archs)
     unknown = sorted(set(wanted) - set(data["fetchcontent"]))
     if unknown:
         raise StackError(f"no FetchContent source named {', '.join(unknown)}",
                          f"names in pkgs/sgl-kernel/sources.json: {', '.join(sorted(data['fetchcontent']))}")
-    out = [Entry("sglang", "sglang", data["sglang"])] if with_sglang else []
-    for name in sorted(wanted):
-        pin = data["fetchcontent"][name]
-        out.append(Entry(f"fetchcontent.{name}", name, pin))
-        for sub in sorted(pin.get("submodules") or {}):
-            out.append(Entry(f"fetchcontent.{name}.submodules.{sub}", f"{name}.submodules/{sub}", pin["submodules"][sub]))
-    return out
+    return list(sources.pins(data, wanted, with_sglang))
 
 
-def check(directory: str | Path, items: list[Entry]) -> list[State]:
+def check(directory: str | Path, items: list[sources.Pin]) -> list[State]:
     """Each entry's directory under `directory`: there, and with the pinned NAR hash?"""
     base = Path(directory)
     out = []
@@ -132,7 +103,7 @@ def _unpack(archive: Path, dest: Path) -> None:
         shutil.rmtree(raw, ignore_errors=True)
 
 
-def fetch(directory: str | Path, items: list[Entry], *, github: str = sources.GITHUB,
+def fetch(directory: str | Path, items: list[sources.Pin], *, github: str = sources.GITHUB,
           say: Callable[[str], None] = lambda _text: None) -> list[State]:
     """Download and unpack each entry that is missing; check every one by its NAR hash.
 
@@ -153,7 +124,7 @@ def fetch(directory: str | Path, items: list[Entry], *, github: str = sources.GI
                 f"the pin {entry.where} in pkgs/sgl-kernel/sources.json is not verified: nothing to check a download against",
                 f"fill it in first: {sources.UPDATE_COMMAND}",
             )
-        url = sources.Pin(entry.where, entry.pin).archive_url(github)
+        url = entry.archive_url(github)
         say(f"fetching {entry.where} from {url}")
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as tmp:

@@ -22,6 +22,8 @@ from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri
+from blackwell_stack.kernel.inputs import nar
+from blackwell_stack.kernel.inputs.source_filter import Filter
 
 UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
 UPDATE_FETCH_HINT = "blackwell-stack kernel sources fetch --dir DIR fetches and checks them"
@@ -36,14 +38,30 @@ def sources_path() -> Path:
 @dataclass(frozen=True)
 class Pin:
     """One pinned source: `where` is its id ("sglang", "fetchcontent.<name>",
-    "fetchcontent.<name>.submodules.<path>"), `entry` the JSON object itself."""
+    "fetchcontent.<name>.submodules.<path>"), `relpath` its directory under a
+    sources directory, `entry` the JSON object itself."""
 
     where: str
+    relpath: str
     entry: dict[str, Any]
 
     @property
     def verified(self) -> bool:
         return bool(self.entry.get("verified")) and self.entry.get("hash") is not None
+
+    @property
+    def expected(self) -> str | None:
+        return self.entry["hash"] if self.verified else None
+
+    @property
+    def filter(self) -> Filter | None:
+        """What of the tree the pin covers (None: all of it)."""
+        return Filter.of(self.entry)
+
+    def hash_of(self, path: Path) -> str:
+        """The NAR hash of the tree at path, of the part the pin's filter selects."""
+        selected = self.filter
+        return nar.nar_hash_sri(path, selected.selects if selected else None)
 
     def archive_url(self, github: str = GITHUB) -> str:
         """What fetchFromGitHub (GitHub's tarball of rev) or fetchzip (url) downloads, from `github` (a mirror of
@@ -78,13 +96,15 @@ def _check_pins(data: dict[str, Any], path: Path) -> None:
                             'write {"keep": [...]} or {"drop": [...]}, with "why"')
 
 
-def pins(data: dict[str, Any]) -> Iterator[Pin]:
-    yield Pin("sglang", data["sglang"])
-    for name in sorted(data["fetchcontent"]):
+def pins(data: dict[str, Any], names: Iterable[str] | None = None, with_sglang: bool = True) -> Iterator[Pin]:
+    """The pins of sglang and of the FetchContent sources `names` (None: all), each followed by its submodules'."""
+    if with_sglang:
+        yield Pin("sglang", "sglang", data["sglang"])
+    for name in sorted(data["fetchcontent"] if names is None else names):
         entry = data["fetchcontent"][name]
-        yield Pin(f"fetchcontent.{name}", entry)
+        yield Pin(f"fetchcontent.{name}", name, entry)
         for sub in sorted(entry.get("submodules") or {}):
-            yield Pin(f"fetchcontent.{name}.submodules.{sub}", entry["submodules"][sub])
+            yield Pin(f"fetchcontent.{name}.submodules.{sub}", f"{name}.submodules/{sub}", entry["submodules"][sub])
 
 
 def fetchcontent_variable(name: str) -> str:

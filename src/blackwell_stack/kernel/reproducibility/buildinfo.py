@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.kernel.inputs import patch_series, recipe
+from blackwell_stack.kernel.inputs import patch_series, recipe, sources
 
 SCHEMA_VERSION = 1
 FILE_NAME = "sgl-kernel-build-info.json"
@@ -36,6 +36,12 @@ def render(rec: Mapping[str, Any], arch: str, *, sglang_pin: Mapping[str, Any], 
         "patches": [{"name": p.name, "sha256": sha256_file(p.path)} for p in series],
         **fields,
     })
+
+
+def source_pin(pin: sources.Pin, found: str | None, accepted_mismatch: bool) -> dict[str, Any]:
+    """A source's entry in the record's sources.pins: its pin, and the NAR hash of the tree compiled."""
+    return {"rev": pin.entry.get("rev"), "pinned_hash": pin.expected, "hash": found,
+            "accepted_mismatch": accepted_mismatch}
 
 
 def dumps(record: Mapping[str, Any]) -> str:

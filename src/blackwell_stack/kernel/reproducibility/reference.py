@@ -196,10 +196,9 @@ def _stack_of(torch_rec: Mapping[str, Any]) -> str | None:
 def _expected_sources(recorded: Mapping[str, Any], data: dict[str, Any], arch: str) -> dict[str, Any]:
     pins_recorded = recorded.get("pins") or {}
     pins = {}
-    for entry in sourcedir.entries(data, recipe.arch_list(arch)):
-        was = pins_recorded.get(entry.relpath) or {}
-        pins[entry.relpath] = {"rev": entry.pin.get("rev"), "pinned_hash": entry.expected, "hash": was.get("hash"),
-                               "accepted_mismatch": was.get("accepted_mismatch", False)}
+    for pin in sourcedir.entries(data, recipe.arch_list(arch)):
+        was = pins_recorded.get(pin.relpath) or {}
+        pins[pin.relpath] = buildinfo.source_pin(pin, was.get("hash"), was.get("accepted_mismatch", False))
     return {**recorded, "pins": pins}
 
 
