@@ -43,11 +43,7 @@ def _check_archs_and_memory(data: dict, path: str | Path) -> None:
         raise DataError(path, "memory", field, problem, "measured figures in MiB: benchmarks/kernel-compile-memory/")
 
 
-def arch_list(archs: str | Sequence[str]) -> list[str]:
-    """ "12.0a" / "10.0a;12.0a" / ["12.0a"] -> ["12.0a", ...]"""
-    if isinstance(archs, str):
-        archs = archs.replace(",", ";").split(";")
-    return [a.strip() for a in archs if a.strip()]
+arch_list = jobs.arch_list  # "12.0a" / "10.0a;12.0a" / ["12.0a"] -> ["12.0a", ...]; the Nix build's jobs.py reads it too
 
 
 def plain_targets(recipe: Mapping, archs: Sequence[str]) -> list[str]:
