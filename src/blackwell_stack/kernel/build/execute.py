@@ -1,11 +1,9 @@
 """`kernel build`'s build itself, once make_plan found nothing that stops it (kernel/build/prepare.py).
 
-The inputs are staged at the fixed path (kernel/build/staging.py): the checkout's
-sgl-kernel/ copied and patched there (the checkout is never changed), the
-FetchContent sources linked or copied beside it; then the wheel is built with
-a progress bar and a log, and refused when one of its libraries carries its
-own C++ runtime (formats/cxxruntime.py): such a wheel crashed SGLang at
-start-up (benchmarks/sglang-gpu/).
+The inputs are staged at the fixed path (kernel/build/staging.py): the checkout's sgl-kernel/ copied and patched
+there (the checkout is never changed), the FetchContent sources linked or copied beside it; then the wheel is built
+with a progress bar and a log, and refused when one of its libraries carries its own C++ runtime
+(formats/cxxruntime.py): such a wheel crashed SGLang at start-up (benchmarks/sglang-gpu/).
 """
 
 from __future__ import annotations

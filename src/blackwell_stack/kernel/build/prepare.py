@@ -1,23 +1,18 @@
 """`kernel build`: the sgl-kernel wheel from a checkout, without Nix (the seeds' uv venv setup).
 
-`make_plan` decides everything and changes nothing: the source version, the
-patch series (dry run), the FetchContent source directories (by hash), the
-toolchain and the torch it must have, the memory plan, the exact CMake
-defines and environment, and the build record. Whatever fails is kept as a
-blocker instead of raised, so that `--dry-run` can show the whole plan and
-every verdict; a real build stops at the first blocker, before the tree is
-changed or anything is compiled. Then the patches are applied (idempotently)
-and the wheel is built by scikit-build-core without build isolation, so the
-venv's torch is the one compiled against.
+`make_plan` decides everything and changes nothing: the source version, the patch series (dry run), the FetchContent
+source directories (by hash), the toolchain and the torch it must have, the memory plan, the exact CMake defines and
+environment, and the build record. Whatever fails is kept as a blocker instead of raised, so that `--dry-run` can
+show the whole plan and every verdict; a real build stops at the first blocker, before the tree is changed or
+anything is compiled. Then the patches are applied (idempotently) and the wheel is built by scikit-build-core
+without build isolation, so the venv's torch is the one compiled against.
 
-Reproducibility: the recipe's settings (recipe.json) make nvcc's temporary
-names, static archives and the wheel's timestamps deterministic; the build
-compiles from a copy of its inputs at one fixed path (kernel/build/staging.py: nvcc
-names internal entities after a .cu file's real path), and this module adds
--ffile-prefix-map flags that write the stage, torch's site-packages, the
-CUDA toolkit and the build directory under fixed names. The compilers are
-tried and pinned (kernel/build/compilers.py), and the wheel is refused when one of
-its libraries carries its own C++ runtime. See docs/sgl-kernel.md.
+Reproducibility: the recipe's settings (recipe.json) make nvcc's temporary names, static archives and the wheel's
+timestamps deterministic; the build compiles from a copy of its inputs at one fixed path (kernel/build/staging.py:
+nvcc names internal entities after a .cu file's real path), and this module adds -ffile-prefix-map flags that write
+the stage, torch's site-packages, the CUDA toolkit and the build directory under fixed names. The compilers are
+tried and pinned (kernel/build/compilers.py), and the wheel is refused when one of its libraries carries its own C++
+runtime. See docs/sgl-kernel.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The toolchain sgl-kernel needs, checked before anything is compiled.
 
-Each check runs the real tool (the build's Python, nvcc, cmake, ninja) and
-says what to do when it is wrong; `toolchain_error` reports every failure at
-once so that one run tells the whole story.
+Each check runs the real tool (the build's Python, nvcc, cmake, ninja) and says what to do when it is wrong;
+`toolchain_error` reports every failure at once so that one run tells the whole story.
 """
 
 from __future__ import annotations

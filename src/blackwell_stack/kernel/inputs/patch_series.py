@@ -1,14 +1,13 @@
 """Dry-run and idempotent application of the sgl-kernel patch series, hunk by hunk, with GNU patch.
 
-GNU patch is what Nix applies the series with (the derivation's `patches`). Here it runs without fuzz
-(`-F0`), so a hunk that would apply only fuzzily is a conflict. Each patch is tried, in order, on a copy of
-the files the series touches, as they are after the patches before it; each hunk is
+GNU patch is what Nix applies the series with (the derivation's `patches`). Here it runs without fuzz (`-F0`), so a
+hunk that would apply only fuzzily is a conflict. Each patch is tried, in order, on a copy of the files the series
+touches, as they are after the patches before it; each hunk is
 - applied: it applies in reverse (its new text is there) and not forward;
 - applicable: it applies forward, so it would apply;
 - conflicting: neither; the report shows the nearest upstream text.
-A hunk that applies both ways (its old and its new text are both there) is what is nearer its line.
-The patches are relative to sgl-kernel/ (the derivation's sourceRoot); a checkout is either an sglang tree
-or its sgl-kernel directory.
+A hunk that applies both ways (its old and its new text are both there) is what is nearer its line. The patches are
+relative to sgl-kernel/ (the derivation's sourceRoot); a checkout is either an sglang tree or its sgl-kernel directory.
 """
 
 from __future__ import annotations

@@ -1,17 +1,15 @@
 """The sgl-kernel build recipe (pkgs/sgl-kernel/recipe.json) as CMake defines and environment.
 
-lib/kernel-recipe.nix computes the same from the same JSON; tests compare the
-two on the real recipe and on generated ones. Rules shared by both sides:
-- defines = cmake_defines, then every name in arch_defines set to the
-  architecture list, then the planned defines (nvcc threads) when a plan is given;
+lib/kernel-recipe.nix computes the same from the same JSON; tests compare the two on the real recipe and on
+generated ones. Rules shared by both sides:
+- defines = cmake_defines, then every name in arch_defines set to the architecture list, then the planned defines
+  (nvcc threads) when a plan is given;
 - flags are `-DNAME=VALUE`, sorted by name;
-- environment = environment, then arch_environment set to the architecture
-  list, then the planned environment (jobs) when a plan is given;
-- a plain target from compute capability arch_specific_from_major on (9.0,
-  10.0, 12.0) is refused: sgl-kernel's Hopper and Blackwell CUTLASS kernels
-  exist only in the architecture-specific target (9.0a, ...), and a plain
-  build returns wrong numbers from them without an error (the recipe's
-  arch_specific_note cites upstream);
+- environment = environment, then arch_environment set to the architecture list, then the planned environment (jobs)
+  when a plan is given;
+- a plain target from compute capability arch_specific_from_major on (9.0, 10.0, 12.0) is refused: sgl-kernel's
+  Hopper and Blackwell CUTLASS kernels exist only in the architecture-specific target (9.0a, ...), and a plain build
+  returns wrong numbers from them without an error (the recipe's arch_specific_note cites upstream);
 - an architecture outside supported_archs is refused, naming the valid ones.
 """
 

@@ -1,21 +1,16 @@
 """A directory of sgl-kernel's FetchContent sources, checked by hash: `kernel sources check/fetch`.
 
-Layout (what `kernel build --sources DIR` reads): DIR/<FetchContent name>/ for
-each dependency of pkgs/sgl-kernel/sources.json (repo-cutlass, json, ...),
-DIR/<name>.submodules/<path>/ for the git submodules a pin lists, and,
-optionally, DIR/sglang/ for the sglang tree itself. Each directory is what
-fetchFromGitHub (GitHub's tarball of the revision) or fetchzip unpacks, so
-its NAR hash is the pin's hash: `check` computes it without Nix
-(kernel/inputs/nar.py). A submodule's directory in its parent is left empty, as
-GitHub's archive (`git archive`) leaves it. `fetch` downloads what is missing,
-unpacks it beside the target, checks the hash and only then moves it into
-place: a directory that is there has passed its check, and nothing
-half-written is left behind.
+Layout (what `kernel build --sources DIR` reads): DIR/<FetchContent name>/ for each dependency of
+pkgs/sgl-kernel/sources.json (repo-cutlass, json, ...), DIR/<name>.submodules/<path>/ for the git submodules a pin
+lists, and, optionally, DIR/sglang/ for the sglang tree itself. Each directory is what fetchFromGitHub (GitHub's
+tarball of the revision) or fetchzip unpacks, so its NAR hash is the pin's hash: `check` computes it without Nix
+(kernel/inputs/nar.py). A submodule's directory in its parent is left empty, as GitHub's archive (`git archive`)
+leaves it. `fetch` downloads what is missing, unpacks it beside the target, checks the hash and only then moves it
+into place: a directory that is there has passed its check, and nothing half-written is left behind.
 
-The build never changes DIR: a dependency that CMake edits in place (FlashMLA
-with CUDA 13) or that has submodules is copied, with its submodules put
-inside, into the build's own directory first (`copies`, `make_copy`), as the
-Nix derivation does.
+The build never changes DIR: a dependency that CMake edits in place (FlashMLA with CUDA 13) or that has submodules
+is copied, with its submodules put inside, into the build's own directory first (`copies`, `make_copy`), as the Nix
+derivation does.
 """
 
 from __future__ import annotations
@@ -107,9 +102,8 @@ def fetch(directory: str | Path, items: list[sources.Pin], *, github: str = sour
           say: Callable[[str], None] = lambda _text: None) -> list[State]:
     """Download and unpack each entry that is missing; check every one by its NAR hash.
 
-    An entry already there is checked, not fetched again; one that fails its
-    check is left for the user (the error says which). Raises HashMismatch
-    when a download does not hash to its pin, after removing it.
+    An entry already there is checked, not fetched again; one that fails its check is left for the user (the error
+    says which). Raises HashMismatch when a download does not hash to its pin, after removing it.
     """
     base = Path(directory)
     base.mkdir(parents=True, exist_ok=True)

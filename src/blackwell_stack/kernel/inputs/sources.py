@@ -1,11 +1,9 @@
 """sgl-kernel's source pins (pkgs/sgl-kernel/sources.json).
 
-Read and checked (errors name the file, entry and field), the same views as
-lib/kernel-sources.nix (which FetchContent dependencies a build configures, the
-CMake variable each is passed as, which pins are not verified), and `update`:
-the one command that fills pins, by prefetching each source the way
-fetchFromGitHub / fetchzip unpack it (`nix-prefetch-url --unpack`) on a
-machine that reaches github.com. Wired as `blackwell-stack pins update
+Read and checked (errors name the file, entry and field), the same views as lib/kernel-sources.nix (which
+FetchContent dependencies a build configures, the CMake variable each is passed as, which pins are not verified),
+and `update`: the one command that fills pins, by prefetching each source the way fetchFromGitHub / fetchzip unpack
+it (`nix-prefetch-url --unpack`) on a machine that reaches github.com. Wired as `blackwell-stack pins update
 kernel-sources` by the pins area.
 """
 
@@ -118,11 +116,10 @@ FULLY_DISCONNECTED = "FETCHCONTENT_FULLY_DISCONNECTED"
 def fetchcontent_settings(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> dict[str, str]:
     """The FetchContent cache settings of a build for cuda_archs, given where each dependency lies.
 
-    Every dependency the build configures points at its directory
-    (FETCHCONTENT_SOURCE_DIR_<NAME>), and FETCHCONTENT_FULLY_DISCONNECTED=ON
-    keeps CMake from downloading or updating anything (CMake's FetchContent
-    documentation). lib/kernel-sources.nix fetchContentSettings is the same
-    function for the Nix derivation; tests compare the two.
+    Every dependency the build configures points at its directory (FETCHCONTENT_SOURCE_DIR_<NAME>), and
+    FETCHCONTENT_FULLY_DISCONNECTED=ON keeps CMake from downloading or updating anything (CMake's FetchContent
+    documentation). lib/kernel-sources.nix fetchContentSettings is the same function for the Nix derivation; tests
+    compare the two.
     """
     settings = {FULLY_DISCONNECTED: "ON"}
     settings.update({fetchcontent_variable(name): str(dirs[name]) for name in _names_with_dirs(data, cuda_archs, dirs)})
@@ -184,42 +181,26 @@ def prefetch(url: str) -> str:
     return nix32_to_sri(result.stdout.strip().splitlines()[-1])
 
 
-def update(
-    path: Path | None = None,
-    *,
-    refresh: bool = False,
-    only: Iterable[str] | None = None,
-    github: str = GITHUB,
-    today: datetime.date | None = None,
-) -> list[tuple[str, str]]:
-    """Fill unverified pins (every pin with refresh=True, or those named in `only`)
-    by prefetching them; writes sources.json atomically once all succeeded.
-    Returns [(id, hash)] of the pins it set."""
+def update(path: Path | None = None, *, refresh: bool = False, only: Iterable[str] | None = None,
+           github: str = GITHUB) -> list[tuple[str, str]]:
+    """Fill unverified pins (every pin with refresh=True, or those named in `only`) by prefetching them; writes
+    sources.json atomically once all succeeded. Returns [(id, hash)] of the pins it set."""
     path = Path(path) if path is not None else sources_path()
     data = load(path)
     wanted = set(only) if only is not None else None
     known = {pin.where for pin in pins(data)}
     if wanted is not None and wanted - known:
-        raise StackError(
-            f"no such pin in {path}: {', '.join(sorted(wanted - known))}",
-            f"pins are: {', '.join(sorted(known))}",
-        )
-    day = (today or datetime.date.today()).isoformat()
+        raise StackError(f"no such pin in {path}: {', '.join(sorted(wanted - known))}",
+                         f"pins are: {', '.join(sorted(known))}")
+    day = datetime.date.today().isoformat()
     done = []
     for pin in pins(data):
-        chosen = pin.where in wanted if wanted is not None else (refresh or not pin.verified)
-        if not chosen:
-            continue
-        url = pin.archive_url(github)
-        sri = prefetch(url)
-        pin.entry.update(
-            hash=sri,
-            hash_source=f"computed with `nix-prefetch-url --unpack {url}` ({UPDATE_COMMAND}, {day})",
-            hash_checked="computed",
-            verified=True,
-            reason=None,
-        )
-        done.append((pin.where, sri))
+        if pin.where in wanted if wanted is not None else (refresh or not pin.verified):
+            url = pin.archive_url(github)
+            sri = prefetch(url)
+            pin.entry.update(hash=sri, hash_checked="computed", verified=True, reason=None,
+                             hash_source=f"computed with `nix-prefetch-url --unpack {url}` ({UPDATE_COMMAND}, {day})")
+            done.append((pin.where, sri))
     if done:
         atomic_write_json(path, data)
     return done

@@ -1,11 +1,9 @@
 """The build record installed in the wheel as sgl_kernel/_build_info.json (patch 0009).
 
-What went into the wheel, in a form that is itself reproducible: the
-recipe's fixed settings, the architectures, the patch series by hash, the
-sources by pin and by the NAR hash of what was compiled, the torch compiled
-against and the option that chose it when it is not the pinned one, and the
-tool versions. No paths, no times, no host figures, no job plan: two builds
-of the same inputs write the same bytes.
+What went into the wheel, in a form that is itself reproducible: the recipe's fixed settings, the architectures, the
+patch series by hash, the sources by pin and by the NAR hash of what was compiled, the torch compiled against and
+the option that chose it when it is not the pinned one, and the tool versions. No paths, no times, no host figures,
+no job plan: two builds of the same inputs write the same bytes.
 """
 
 from __future__ import annotations
