@@ -127,12 +127,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     stack = stack_data.load(args.stack or None)
     if args.stack:
         stack.require_source_kernel()
-    request = prepare.BuildRequest(
-        args.src, args.out, args.python, stack, archs=args.arch, max_jobs=args.jobs, job_peak_mib=args.job_peak_mib,
-        memory_gib=args.memory_gib, sources_dir=args.sources, build_dir=args.build_dir, allow_torch=args.allow_torch,
-        allow_source_mismatch=tuple(args.allow_source_mismatch or ()),
-    )
-    plan = prepare.make_plan(request, warn=lambda text: print(f"warning: {text}", file=sys.stderr))
+    plan = prepare.make_plan(args, stack, lambda text: print(f"warning: {text}", file=sys.stderr))
     building = not args.dry_run and not plan.blockers
     if args.json and not building:
         output.dump_json(plan.to_json())
