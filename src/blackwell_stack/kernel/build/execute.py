@@ -104,11 +104,9 @@ def _run_wheel_build(plan: BuildPlan, stream) -> Path:
         for line in child.stdout:
             log.write(line)
             tail = (tail + [line.rstrip()])[-40:]
-            m = _NINJA_STEP.match(line.strip())
-            if m:
-                done, total = int(m.group(1)), int(m.group(2))
-                bar.total = total
-                bar.advance(done - bar.done)
+            if m := _NINJA_STEP.match(line.strip()):
+                bar.total = int(m.group(2))
+                bar.advance(int(m.group(1)) - bar.done)
         code = child.wait()
     if code != 0:
         errors = [t for t in tail if "error" in t.lower()] or tail[-10:]

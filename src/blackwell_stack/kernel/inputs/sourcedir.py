@@ -67,10 +67,8 @@ def check(directory: str | Path, items: list[sources.Pin]) -> list[State]:
             out.append(State(entry, path, MISSING, None))
             continue
         actual = entry.hash_of(path)
-        if entry.expected is None:
-            out.append(State(entry, path, UNPINNED, actual))
-        else:
-            out.append(State(entry, path, OK if actual == entry.expected else MISMATCH, actual))
+        state = UNPINNED if entry.expected is None else OK if actual == entry.expected else MISMATCH
+        out.append(State(entry, path, state, actual))
     return out
 
 
@@ -149,7 +147,7 @@ class Copy:
     source: Path
     dest: Path
     submodules: tuple[tuple[str, Path], ...]
-    filters: tuple[Filter | None, ...] = ()  # the source's, then each submodule's
+    filters: tuple[Filter | None, ...]  # the source's, then each submodule's
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "from": str(self.source), "to": str(self.dest),
@@ -191,9 +189,8 @@ def make_copy(copy: Copy) -> None:
     partial = copy.dest.with_name(copy.dest.name + ".partial")
     try:
         shutil.rmtree(partial, ignore_errors=True)
-        filters = copy.filters or (None,) * (1 + len(copy.submodules))
-        shutil.copytree(copy.source, partial, symlinks=True, ignore=filtered(filters[0], copy.source))
-        for (path, src), selected in zip(copy.submodules, filters[1:]):
+        shutil.copytree(copy.source, partial, symlinks=True, ignore=filtered(copy.filters[0], copy.source))
+        for (path, src), selected in zip(copy.submodules, copy.filters[1:]):
             target = partial / path
             if target.is_symlink() or target.is_file():
                 target.unlink()

@@ -64,13 +64,10 @@ class Pin:
     def archive_url(self, github: str = GITHUB) -> str:
         """What fetchFromGitHub (GitHub's tarball of rev) or fetchzip (url) downloads, from `github` (a mirror of
         github.com) for either: a fetchzip URL on github.com (a release download) is read from the mirror too."""
-        if self.entry.get("fetcher") == "fetchzip":
-            url = self.entry["url"]
-            if url.startswith(GITHUB + "/"):
-                return github.rstrip("/") + url[len(GITHUB):]
-            return url
         e = self.entry
-        return f"{github.rstrip('/')}/{e['owner']}/{e['repo']}/archive/{e['rev']}.tar.gz"
+        if e.get("fetcher") != "fetchzip":
+            return f"{github.rstrip('/')}/{e['owner']}/{e['repo']}/archive/{e['rev']}.tar.gz"
+        return github.rstrip("/") + e["url"][len(GITHUB):] if e["url"].startswith(GITHUB + "/") else e["url"]
 
 
 def load(path: Path | None = None) -> dict[str, Any]:
@@ -136,10 +133,8 @@ def _names_with_dirs(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapp
     names = needed_names(data, cuda_archs)
     missing = [name for name in names if name not in dirs]
     if missing:
-        raise StackError(
-            f"no source directory for {', '.join(missing)}",
-            f"put each under the --sources directory ({UPDATE_FETCH_HINT})",
-        )
+        raise StackError(f"no source directory for {', '.join(missing)}",
+                         f"put each under the --sources directory ({UPDATE_FETCH_HINT})")
     return names
 
 
@@ -152,12 +147,8 @@ def writable(entry: Mapping[str, Any]) -> bool:
 def needed_names(data: dict[str, Any], cuda_archs: Iterable[str]) -> list[str]:
     """FetchContent names a build for cuda_archs configures ([] = upstream's list: all)."""
     archs = list(cuda_archs)
-    out = []
-    for name in sorted(data["fetchcontent"]):
-        wanted = data["fetchcontent"][name].get("needed_for_archs")
-        if wanted is None or not archs or any(a in wanted for a in archs):
-            out.append(name)
-    return out
+    return [name for name, entry in sorted(data["fetchcontent"].items()) if entry.get("needed_for_archs") is None
+            or not archs or any(a in entry["needed_for_archs"] for a in archs)]
 
 
 def nix32_to_sri(nix32: str) -> str:
