@@ -207,18 +207,18 @@ def memory_problems(memory: object) -> list[tuple[str, str]]:
         return [("memory", "must be an object")]
     out = []
 
-    def number(name: str, kind, positive: bool = False) -> None:
+    def number(name: str, kind, positive: bool = False, optional: bool = False) -> None:
+        if optional and name not in memory:
+            return
         value = memory.get(name)
         if isinstance(value, bool) or not isinstance(value, kind) or value < 0 or (positive and value == 0):
             out.append((name, f"must be a {'positive' if positive else 'non-negative'} number, not {value!r}"))
 
     number("per_nvcc_thread_peak_mib", int, positive=True)
-    if "unlisted_unit_peak_mib" in memory:
-        number("unlisted_unit_peak_mib", int, positive=True)
+    number("unlisted_unit_peak_mib", int, positive=True, optional=True)
     number("headroom_mib", int)
     number("headroom_fraction", (int, float))
-    if "heavy_unit_mib" in memory:
-        number("heavy_unit_mib", int, positive=True)
+    number("heavy_unit_mib", int, positive=True, optional=True)
     if "heavy_pool_share" in memory:
         share = memory["heavy_pool_share"]
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:

@@ -74,10 +74,8 @@ class Compiler:
     def describe(self) -> str:
         """`gcc 13.3.0 (/usr/bin/g++; libstdc++.so /usr/lib/gcc/x86_64-linux-gnu/13/libstdc++.so)`, for the
         build record and the reference conditions."""
-        if not self.role.links_cxx:
-            return f"{self.version or 'unknown version'} ({self.path})"
-        shared = self.libstdcxx or "none (static libstdc++ only)"
-        return f"{self.version or 'unknown version'} ({self.path}; libstdc++.so {shared})"
+        shared = f"; libstdc++.so {self.libstdcxx or 'none (static libstdc++ only)'}" if self.role.links_cxx else ""
+        return f"{self.version or 'unknown version'} ({self.path}{shared})"
 
     def check_line(self) -> str:
         """What the toolchain check shows: how it was chosen, and what it is."""

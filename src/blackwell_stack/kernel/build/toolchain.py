@@ -18,7 +18,6 @@ from packaging.version import InvalidVersion, Version
 from blackwell_stack import proc
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import ToolchainError
-from blackwell_stack.kernel import jobs
 from blackwell_stack.kernel.build import compilers as compilers_mod
 from blackwell_stack.kernel.inputs import patch_series
 
@@ -173,10 +172,11 @@ def check_cmake(python: str | None = None) -> Check:
     path = build_tool("cmake", python)
     if not path:
         return Check("cmake", False, "not on PATH", fix)
-    found = jobs.cmake_version(path)
+    code, out = proc.probe([path, "--version"])  # through proc, so that -v shows it
+    found = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out) if code == 0 else None
     if found is None:
         return Check("cmake", False, f"{path} --version gave no version", fix)
-    version = Version(found)
+    version = Version(found.group(1))
     ok = version >= MIN_CMAKE
     return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"),
                  None if ok else fix, value=str(version), paths=(path,))
