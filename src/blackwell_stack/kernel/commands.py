@@ -20,12 +20,10 @@ from blackwell_stack.kernel.test import command
 
 def register(sub: argparse._SubParsersAction) -> None:
     kernel = sub.add_parser("kernel", help="sgl-kernel for SM120: patches, build without Nix (--dry-run shows the recipe), its sources by hash, its tests")
-    ksub = kernel.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND")
-    ksub.required = True
+    ksub = kernel.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND", required=True)
 
     patches = ksub.add_parser("patches", help="the sgl-kernel patch series")
-    psub = patches.add_subparsers(dest="patches_command", metavar="SUBCOMMAND")
-    psub.required = True
+    psub = patches.add_subparsers(dest="patches_command", metavar="SUBCOMMAND", required=True)
     p = psub.add_parser(
         "check",
         help="dry-run the series against a checkout, hunk by hunk",
@@ -79,8 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_reference)
 
     src = ksub.add_parser("sources", help="the FetchContent sources of pkgs/sgl-kernel/sources.json in a directory")
-    ssub = src.add_subparsers(dest="sources_command", metavar="SUBCOMMAND")
-    ssub.required = True
+    ssub = src.add_subparsers(dest="sources_command", metavar="SUBCOMMAND", required=True)
     for name, func, text in (
         ("check", cmd_sources_check, "check DIR/<name> of each source by its NAR hash (no Nix needed)"),
         ("fetch", cmd_sources_fetch, "download what DIR lacks, check each by its NAR hash, keep only what matches"),
@@ -127,12 +124,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     stack = stack_data.load(args.stack or None)
     if args.stack:
         stack.require_source_kernel()
-    request = prepare.BuildRequest(
-        args.src, args.out, args.python, stack, archs=args.arch, max_jobs=args.jobs, job_peak_mib=args.job_peak_mib,
-        memory_gib=args.memory_gib, sources_dir=args.sources, build_dir=args.build_dir, allow_torch=args.allow_torch,
-        allow_source_mismatch=tuple(args.allow_source_mismatch or ()),
-    )
-    plan = prepare.make_plan(request, warn=lambda text: print(f"warning: {text}", file=sys.stderr))
+    plan = prepare.make_plan(args, stack, lambda text: print(f"warning: {text}", file=sys.stderr))
     building = not args.dry_run and not plan.blockers
     if args.json and not building:
         output.dump_json(plan.to_json())

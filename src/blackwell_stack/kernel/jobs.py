@@ -21,7 +21,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 
@@ -120,11 +120,6 @@ def _top_sum(listed: Iterable[int], unlisted: int, n: int) -> int:
     return total + (n - taken) * unlisted
 
 
-def _worst_case(heavy: list[int], depth: int, light: list[int], unlisted: int, n: int) -> int:
-    """At most `depth` of the n compiles heavy (the largest ones), the rest light or unlisted."""
-    return _top_sum(sorted(heavy, reverse=True)[:depth] + light, unlisted, n)
-
-
 def plan(
     *,
     cores: int,
@@ -141,8 +136,6 @@ def plan(
     `copies`: how many libraries compile each source (library_copies: 2 when both
     common_ops variants are built), so that many compiles of one unit may run at once.
     """
-    if rule.per_thread_peak_mib <= 0:
-        raise ValueError("per-thread peak must be positive")
     if jobs is not None and jobs < 1:
         raise ValueError("jobs must be at least 1")
     cores = max(1, cores)
@@ -165,14 +158,11 @@ def plan(
         if pooled:  # as many of the largest as fit in the pool's share of the budget, at least one
             share = max(budget * rule.heavy_pool_share, heavy[0])
             depth = max(k for k in range(1, len(heavy) + 1) if sum(heavy[:k]) <= share)
-        best = 0
-        for n in range(1, cap + 1):
-            if _worst_case(heavy, depth, light, unlisted, n) > budget:
-                break
-            best = n
-        if best == 0:
+        # At most `depth` of the n compiles heavy (the largest ones), the rest light or unlisted.
+        fits = [n for n in range(1, cap + 1) if _top_sum(heavy[:depth] + light, unlisted, n) <= budget]
+        if not fits:
             return None
-        return best, depth, _worst_case(heavy, depth, light, unlisted, best), max([unlisted, *light])
+        return fits[-1], depth, _top_sum(heavy[:depth] + light, unlisted, fits[-1]), max([unlisted, *light])
 
     first = attempt(1)
     if first is None:
@@ -217,18 +207,18 @@ def memory_problems(memory: object) -> list[tuple[str, str]]:
         return [("memory", "must be an object")]
     out = []
 
-    def number(name: str, kind, positive: bool = False) -> None:
+    def number(name: str, kind, positive: bool = False, optional: bool = False) -> None:
+        if optional and name not in memory:
+            return
         value = memory.get(name)
         if isinstance(value, bool) or not isinstance(value, kind) or value < 0 or (positive and value == 0):
             out.append((name, f"must be a {'positive' if positive else 'non-negative'} number, not {value!r}"))
 
     number("per_nvcc_thread_peak_mib", int, positive=True)
-    if "unlisted_unit_peak_mib" in memory:
-        number("unlisted_unit_peak_mib", int, positive=True)
+    number("unlisted_unit_peak_mib", int, positive=True, optional=True)
     number("headroom_mib", int)
     number("headroom_fraction", (int, float))
-    if "heavy_unit_mib" in memory:
-        number("heavy_unit_mib", int, positive=True)
+    number("heavy_unit_mib", int, positive=True, optional=True)
     if "heavy_pool_share" in memory:
         share = memory["heavy_pool_share"]
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
@@ -262,21 +252,23 @@ def rule_from_recipe(recipe: Mapping, job_peak_mib: int | None = None) -> Memory
     )
 
 
-def library_copies(arch_list: str) -> int:
+def library_copies(archs: str) -> int:
     """How many common_ops libraries compile every source (patch 0005): one for 9.x targets, one for the rest."""
-    return max(1, len({a.split(".")[0] == "9" for a in _targets(arch_list)}))
+    return max(1, len({a.split(".")[0] == "9" for a in arch_list(archs)}))
 
 
-def _targets(arch_list: str) -> list[str]:
-    """The targets of an SGL_KERNEL_CUDA_ARCHS value ("12.0a" or "10.0a;12.0a")."""
-    return [a.strip() for a in arch_list.replace(",", ";").split(";") if a.strip()]
+def arch_list(archs: str | Sequence[str]) -> list[str]:
+    """The targets of an SGL_KERNEL_CUDA_ARCHS value ("12.0a" or "10.0a;12.0a") or of a list of them."""
+    if isinstance(archs, str):
+        archs = archs.replace(",", ";").split(";")
+    return [a.strip() for a in archs if a.strip()]
 
 
-def recipe_plan(recipe: Mapping, arch_list: str, host: Host, *, jobs: int | None = None,
+def recipe_plan(recipe: Mapping, archs: str, host: Host, *, jobs: int | None = None,
                 job_peak_mib: int | None = None, pools: bool = False) -> JobPlan:
-    """The plan of a build of the recipe for arch_list on host (DoesNotFit when nothing fits)."""
+    """The plan of a build of the recipe for archs on host (DoesNotFit when nothing fits)."""
     return plan(cores=host.cores, available_mib=host.available_mib, rule=rule_from_recipe(recipe, job_peak_mib),
-                archs=max(1, len(_targets(arch_list))), jobs=jobs, pools=pools, copies=library_copies(arch_list))
+                archs=max(1, len(arch_list(archs))), jobs=jobs, pools=pools, copies=library_copies(archs))
 
 
 def version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
@@ -370,14 +362,7 @@ def read_host(proc_root: str = "/proc", cgroup_root: str = "/sys/fs/cgroup", cor
     source = f"{proc_root}/meminfo MemAvailable; {where}"
     if memory_mib is not None:
         source = f"given: {memory_mib} MiB (the host reports {mem_available} MiB available; {where})"
-    return Host(
-        cores=cores,
-        mem_available_mib=mem_available,
-        cgroup_free_mib=cgroup_free,
-        swap_free_mib=info.get("SwapFree", 0),
-        source=source,
-        memory_override_mib=memory_mib,
-    )
+    return Host(cores, mem_available, cgroup_free, info.get("SwapFree", 0), source, memory_mib)
 
 
 # -- Script entry point (the Nix derivation)

@@ -1,19 +1,15 @@
 """The compilers a build compiles and links with: found as CMake would find them, tried, then pinned.
 
-CMake takes the C and C++ compilers from $CC and $CXX (else `cc` and `c++` on
-PATH) and nvcc's host compiler from $CUDAHOSTCXX; the host compiler also
-links every library with CUDA sources. A compiler that has only a static
-libstdc++ (libstdc++.a, no libstdc++.so) links a copy of the C++ runtime
-into every library it makes, and such a wheel crashed SGLang at start-up
-(`import deep_gemm`: a segmentation fault in torch.ops.deep_gemm.init).
-Nothing in the build asks for that: the compiler does it silently.
+CMake takes the C and C++ compilers from $CC and $CXX (else `cc` and `c++` on PATH) and nvcc's host compiler from
+$CUDAHOSTCXX; the host compiler also links every library with CUDA sources. A compiler that has only a static
+libstdc++ (libstdc++.a, no libstdc++.so) links a copy of the C++ runtime into every library it makes, and such a
+wheel crashed SGLang at start-up (`import deep_gemm`: a segmentation fault in torch.ops.deep_gemm.init). Nothing in
+the build asks for that: the compiler does it silently.
 
-So each C++ compiler links a small shared library that throws, and the
-library is read the way `inspect` reads the wheel's (formats/cxxruntime.py):
-it must need libstdc++.so.6 and define no runtime symbol. The compilers
-that passed are then given to CMake by path (CMAKE_C_COMPILER,
-CMAKE_CXX_COMPILER, CMAKE_CUDA_HOST_COMPILER), so what was tried is what
-builds, and the build record names each with its version and its libstdc++.
+So each C++ compiler links a small shared library that throws, and the library is read the way `inspect` reads the
+wheel's (formats/cxxruntime.py): it must need libstdc++.so.6 and define no runtime symbol. The compilers that passed
+are then given to CMake by path (CMAKE_C_COMPILER, CMAKE_CXX_COMPILER, CMAKE_CUDA_HOST_COMPILER), so what was tried
+is what builds, and the build record names each with its version and its libstdc++.
 """
 
 from __future__ import annotations
@@ -78,10 +74,8 @@ class Compiler:
     def describe(self) -> str:
         """`gcc 13.3.0 (/usr/bin/g++; libstdc++.so /usr/lib/gcc/x86_64-linux-gnu/13/libstdc++.so)`, for the
         build record and the reference conditions."""
-        if not self.role.links_cxx:
-            return f"{self.version or 'unknown version'} ({self.path})"
-        shared = self.libstdcxx or "none (static libstdc++ only)"
-        return f"{self.version or 'unknown version'} ({self.path}; libstdc++.so {shared})"
+        shared = f"; libstdc++.so {self.libstdcxx or 'none (static libstdc++ only)'}" if self.role.links_cxx else ""
+        return f"{self.version or 'unknown version'} ({self.path}{shared})"
 
     def check_line(self) -> str:
         """What the toolchain check shows: how it was chosen, and what it is."""

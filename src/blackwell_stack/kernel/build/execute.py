@@ -1,11 +1,9 @@
 """`kernel build`'s build itself, once make_plan found nothing that stops it (kernel/build/prepare.py).
 
-The inputs are staged at the fixed path (kernel/build/staging.py): the checkout's
-sgl-kernel/ copied and patched there (the checkout is never changed), the
-FetchContent sources linked or copied beside it; then the wheel is built with
-a progress bar and a log, and refused when one of its libraries carries its
-own C++ runtime (formats/cxxruntime.py): such a wheel crashed SGLang at
-start-up (benchmarks/sglang-gpu/).
+The inputs are staged at the fixed path (kernel/build/staging.py): the checkout's sgl-kernel/ copied and patched
+there (the checkout is never changed), the FetchContent sources linked or copied beside it; then the wheel is built
+with a progress bar and a log, and refused when one of its libraries carries its own C++ runtime
+(formats/cxxruntime.py): such a wheel crashed SGLang at start-up (benchmarks/sglang-gpu/).
 """
 
 from __future__ import annotations
@@ -106,11 +104,9 @@ def _run_wheel_build(plan: BuildPlan, stream) -> Path:
         for line in child.stdout:
             log.write(line)
             tail = (tail + [line.rstrip()])[-40:]
-            m = _NINJA_STEP.match(line.strip())
-            if m:
-                done, total = int(m.group(1)), int(m.group(2))
-                bar.total = total
-                bar.advance(done - bar.done)
+            if m := _NINJA_STEP.match(line.strip()):
+                bar.total = int(m.group(2))
+                bar.advance(int(m.group(1)) - bar.done)
         code = child.wait()
     if code != 0:
         errors = [t for t in tail if "error" in t.lower()] or tail[-10:]

@@ -1,32 +1,28 @@
 """`kernel build`: the sgl-kernel wheel from a checkout, without Nix (the seeds' uv venv setup).
 
-`make_plan` decides everything and changes nothing: the source version, the
-patch series (dry run), the FetchContent source directories (by hash), the
-toolchain and the torch it must have, the memory plan, the exact CMake
-defines and environment, and the build record. Whatever fails is kept as a
-blocker instead of raised, so that `--dry-run` can show the whole plan and
-every verdict; a real build stops at the first blocker, before the tree is
-changed or anything is compiled. Then the patches are applied (idempotently)
-and the wheel is built by scikit-build-core without build isolation, so the
-venv's torch is the one compiled against.
+`make_plan` decides everything and changes nothing: the source version, the patch series (dry run), the FetchContent
+source directories (by hash), the toolchain and the torch it must have, the memory plan, the exact CMake defines and
+environment, and the build record. Whatever fails is kept as a blocker instead of raised, so that `--dry-run` can
+show the whole plan and every verdict; a real build stops at the first blocker, before the tree is changed or
+anything is compiled. Then the patches are applied (idempotently) and the wheel is built by scikit-build-core
+without build isolation, so the venv's torch is the one compiled against.
 
-Reproducibility: the recipe's settings (recipe.json) make nvcc's temporary
-names, static archives and the wheel's timestamps deterministic; the build
-compiles from a copy of its inputs at one fixed path (kernel/build/staging.py: nvcc
-names internal entities after a .cu file's real path), and this module adds
--ffile-prefix-map flags that write the stage, torch's site-packages, the
-CUDA toolkit and the build directory under fixed names. The compilers are
-tried and pinned (kernel/build/compilers.py), and the wheel is refused when one of
-its libraries carries its own C++ runtime. See docs/sgl-kernel.md.
+Reproducibility: the recipe's settings (recipe.json) make nvcc's temporary names, static archives and the wheel's
+timestamps deterministic; the build compiles from a copy of its inputs at one fixed path (kernel/build/staging.py:
+nvcc names internal entities after a .cu file's real path), and this module adds -ffile-prefix-map flags that write
+the stage, torch's site-packages, the CUDA toolkit and the build directory under fixed names. The compilers are
+tried and pinned (kernel/build/compilers.py), and the wheel is refused when one of its libraries carries its own C++
+runtime. See docs/sgl-kernel.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,13 +50,11 @@ class SourceCheck:
 
 def pyproject_version(kernel_dir: Path) -> str | None:
     pyproject = kernel_dir / "pyproject.toml"
-    if not pyproject.is_file():
-        return None
     try:
-        project = tomllib.loads(inputfiles.read_text(pyproject, limit=inputfiles.TEXT_FILE_LIMIT)).get("project")
-    except tomllib.TOMLDecodeError:
+        text = inputfiles.read_text(pyproject, limit=inputfiles.TEXT_FILE_LIMIT) if pyproject.is_file() else ""
+        version = tomllib.loads(text).get("project", {}).get("version")
+    except (tomllib.TOMLDecodeError, AttributeError):  # not TOML, or a [project] that is not a table
         return None
-    version = project.get("version") if isinstance(project, dict) else None
     return version if isinstance(version, str) else None
 
 
@@ -166,15 +160,9 @@ def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
     return out
 
 
-def _source_directories(
-    data: dict, arch: str, sources_dir: Path, allow_mismatch: list[str], warn: Callable[[str], None], stage: Path
-) -> tuple[dict[str, str], list[sourcedir.State], list[StackError], dict, list[sourcedir.Copy],
-           list[tuple[Path, Path, Filter | None]]]:
-    """FetchContent name -> its directory in the stage, the states, blockers, the build record's sources block,
-    the writable copies and the read-only links the build places there before CMake runs."""
-    archs = recipe.arch_list(arch)
-    items = sourcedir.entries(data, archs)
-    states = sourcedir.check(sources_dir, items)
+def _check_sources(states: list[sourcedir.State], sources_dir: Path, arch: str, allow_mismatch: Sequence[str],
+                   warn: Callable[[str], None]) -> tuple[list[StackError], dict]:
+    """The blockers of the checked source directories, and the build record's sources block."""
     blockers: list[StackError] = []
     record: dict = {"from": "directory (--sources), checked by NAR hash", "pins": {}}
     unknown = sorted(set(allow_mismatch) - {s.entry.relpath for s in states})
@@ -183,9 +171,7 @@ def _source_directories(
                                    f"names this build reads: {', '.join(s.entry.relpath for s in states)}"))
     for s in states:
         name = s.entry.relpath
-        pinned = s.entry.expected
-        record["pins"][name] = {"rev": s.entry.pin.get("rev"), "pinned_hash": pinned, "hash": s.actual,
-                                "accepted_mismatch": s.state != sourcedir.OK and name in allow_mismatch}
+        record["pins"][name] = buildinfo.source_pin(s.entry, s.actual, s.state != sourcedir.OK and name in allow_mismatch)
         if s.state == sourcedir.MISSING:
             blockers.append(StackError(
                 f"{s.path} is missing (FetchContent source {name})",
@@ -194,51 +180,28 @@ def _source_directories(
         elif s.state in (sourcedir.MISMATCH, sourcedir.UNPINNED) and name not in allow_mismatch:
             what = "does not match its pin" if s.state == sourcedir.MISMATCH else "has no verified pin to check against"
             blockers.append(HashMismatch(
-                f"{s.path} {what}: NAR hash {s.actual}, pin {pinned or '(none)'} ({s.entry.where})",
+                f"{s.path} {what}: NAR hash {s.actual}, pin {s.entry.expected or '(none)'} ({s.entry.where})",
                 f"replace it: remove it and run `blackwell-stack kernel sources fetch --dir {sources_dir}`; or build "
                 f"with it on purpose: --allow-source-mismatch {name} (recorded in the wheel's build record)",
             ))
         elif s.state != sourcedir.OK:
             warn(f"building with {s.path}, which does not match its pin {s.entry.where} "
                  f"(NAR hash {s.actual}): accepted by --allow-source-mismatch {name}")
-    copied = sourcedir.copies(sources_dir, data, archs, stage)
-    copied_names = {c.name for c in copied}
-    base = sources_dir.resolve()
-    links = [(base / name, stage / name, Filter.of(data["fetchcontent"][name]))
-             for name in sources.needed_names(data, archs) if name not in copied_names]
-    dirs = {name: str(stage / name) for name in sources.needed_names(data, archs)}
-    return dirs, states, blockers, record, copied, links
+    return blockers, record
 
 
-@dataclass(frozen=True)
-class BuildRequest:
-    """What `kernel build` is asked for: its command line, with the stack resolved."""
+def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], None]) -> BuildPlan:
+    """Everything a build would do, and every reason it would stop; changes nothing. `request` is `kernel build`'s
+    command line, `stack` the one whose torch the kernel is built against.
 
-    src: str | Path | None  # the sglang checkout (or its sgl-kernel); None: SOURCES/sglang
-    out_dir: str | Path
-    python: str  # the venv's interpreter, whose torch is compiled against
-    stack: Stack  # whose torch the kernel is built against
-    archs: str | None = None  # None: the recipe's
-    max_jobs: int | None = None
-    job_peak_mib: int | None = None
-    memory_gib: float | None = None
-    sources_dir: str | Path | None = None
-    build_dir: str | Path | None = None
-    allow_torch: str | None = None
-    allow_source_mismatch: tuple[str, ...] = ()
-
-
-def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) -> BuildPlan:
-    """Everything a build would do, and every reason it would stop; changes nothing.
-
-    Raises StackError only for input that leaves nothing to plan (no checkout, an
-    unknown architecture); every other verdict is a blocker of the plan.
+    Raises StackError only for input that leaves nothing to plan (no checkout, an unknown architecture); every other
+    verdict is a blocker of the plan.
     """
-    src, python, sources_dir = request.src, request.python, request.sources_dir
-    say = warn or (lambda _text: None)
+    src, python, sources_dir = request.src, request.python, request.sources
     rec = recipe.load()
     data = sources.load()
-    arch = recipe.check_archs(rec, request.archs or rec["arch"])  # unknown --arch: list the valid ones
+    arch = recipe.check_archs(rec, request.arch or rec["arch"])  # unknown --arch: list the valid ones
+    archs = recipe.arch_list(arch)
     if src is None:
         if sources_dir is None or not (Path(sources_dir) / "sglang").is_dir():
             raise StackError("no sglang checkout given", "pass --src SGLANG, or --sources DIR holding DIR/sglang")
@@ -262,7 +225,7 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
         blockers.append(error)
     states = report.patch_states() if report else {}
 
-    out_dir = Path(request.out_dir).resolve()
+    out_dir = Path(request.out).resolve()
     stage = staging.layout()
     if stage.root != staging.STAGE_ROOT:
         note(f"the sources are staged at {stage.root} ({staging.ROOT_VARIABLE}), not {staging.STAGE_ROOT}: nvcc names "
@@ -275,11 +238,18 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     source_copies: list[sourcedir.Copy] = []
     source_links: list[tuple[Path, Path, Filter | None]] = []
     if sources_dir is not None:
-        dirs, source_states, source_blockers, sources_record, source_copies, source_links = _source_directories(
-            data, arch, Path(sources_dir), list(request.allow_source_mismatch), note, stage.sources_dir)
+        base = Path(sources_dir)
+        source_states = sourcedir.check(base, sourcedir.entries(data, archs))
+        source_blockers, sources_record = _check_sources(source_states, base, arch, request.allow_source_mismatch, note)
         blockers += source_blockers
-        fetchcontent = sources.fetchcontent_settings(data, recipe.arch_list(arch), dirs)
-        maps += sources.prefix_maps(data, recipe.arch_list(arch), dirs)
+        # Each dependency staged: copied where the build writes into it, linked otherwise.
+        source_copies = sourcedir.copies(base, data, archs, stage.sources_dir)
+        names = sources.needed_names(data, archs)
+        source_links = [(base.resolve() / name, stage.sources_dir / name, Filter.of(data["fetchcontent"][name]))
+                        for name in names if name not in {c.name for c in source_copies}]
+        dirs = {name: str(stage.sources_dir / name) for name in names}
+        fetchcontent = sources.fetchcontent_settings(data, archs, dirs)
+        maps += sources.prefix_maps(data, archs, dirs)
     else:
         sources_record = {"from": "downloaded by CMake at configure time (not checked against sources.json)"}
         note("no --sources: CMake downloads every FetchContent dependency from GitHub while it configures, "
@@ -291,7 +261,7 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
             note(f"{name}={os.environ[name]!r} from the environment is not used: the build's compiler flags are the "
                  "recipe's and the prefix maps (recipe.json environment), so that builds are the same everywhere")
 
-    expected = toolchain.expected_torch(python, request.stack, request.allow_torch)
+    expected = toolchain.expected_torch(python, stack, request.allow_torch)
     if expected.override:
         note(f"building against torch {expected.version} instead of the stack's: {expected.source}; "
              "recorded in the wheel's sgl_kernel/_build_info.json")
@@ -303,7 +273,7 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     found = {c.name: c.value for c in checks}
     host = jobs.read_host(memory_gib=request.memory_gib)
     try:  # heavy units get a ninja pool only when the cmake that configures the build is new enough
-        job_plan = jobs.recipe_plan(rec, arch, host, jobs=request.max_jobs, job_peak_mib=request.job_peak_mib,
+        job_plan = jobs.recipe_plan(rec, arch, host, jobs=request.jobs, job_peak_mib=request.job_peak_mib,
                                     pools=jobs.cmake_has_pools(found.get("cmake")))
     except jobs.DoesNotFit as exc:
         blockers.append(ToolchainError(exc.message, exc.hint))
@@ -325,11 +295,7 @@ def make_plan(request: BuildRequest, warn: Callable[[str], None] | None = None) 
     command = wheel_command(python, stage.kernel_dir, out_dir, settings)
 
     record = buildinfo.render(
-        rec, arch,
-        sgl_kernel_version=source.version,
-        sglang_pin=data["sglang"],
-        series=series,
-        sources=sources_record,
+        rec, arch, sgl_kernel_version=source.version, sglang_pin=data["sglang"], series=series, sources=sources_record,
         torch={"built_against": found.get("torch"), **expected.to_json()},
         toolchain={**{k: v for k, v in found.items() if k in ("nvcc", "cmake", "scikit-build-core") and v},
                    **compilers.record(found_compilers)},

@@ -1,22 +1,17 @@
 """The build's inputs at one fixed path, so that a checkout anywhere gives the same wheel.
 
-nvcc names a translation unit's internal-linkage entities after the real
-absolute path of its .cu file (`_INTERNAL_<hash of the path>_...`), and no
-prefix map reaches that name; a symbolic link does not help either (nvcc
-hashes the resolved path: measured, docs/sgl-kernel.md). Headers are
-different: their paths reach the libraries only through __FILE__, which
--ffile-prefix-map rewrites. So the files nvcc compiles (the sgl-kernel
-tree and the FetchContent sources) are placed under STAGE_ROOT, the same
-path on every host, as Nix's sandbox places every build under /build, and
-everything else (torch's headers, the CUDA toolkit, the build directory)
-is prefix-mapped.
+nvcc names a translation unit's internal-linkage entities after the real absolute path of its .cu file
+(`_INTERNAL_<hash of the path>_...`), and no prefix map reaches that name; a symbolic link does not help either
+(nvcc hashes the resolved path: measured, docs/sgl-kernel.md). Headers are different: their paths reach the
+libraries only through __FILE__, which -ffile-prefix-map rewrites. So the files nvcc compiles (the sgl-kernel tree
+and the FetchContent sources) are placed under STAGE_ROOT, the same path on every host, as Nix's sandbox places
+every build under /build, and everything else (torch's headers, the CUDA toolkit, the build directory) is
+prefix-mapped.
 
-The stage belongs to one build at a time: a lock file beside it, taken
-without waiting (another build gets a clear error), and a directory that
-must be this user's own. The sgl-kernel tree is copied (the patches are
-applied to the copy; the checkout is never changed), read-only sources are
-hard-linked where the file system allows it, and the whole stage is removed
-when the build ends.
+The stage belongs to one build at a time: a lock file beside it, taken without waiting (another build gets a clear
+error), and a directory that must be this user's own. The sgl-kernel tree is copied (the patches are applied to the
+copy; the checkout is never changed), read-only sources are hard-linked where the file system allows it, and the
+whole stage is removed when the build ends.
 """
 
 from __future__ import annotations

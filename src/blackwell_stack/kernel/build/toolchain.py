@@ -1,8 +1,7 @@
 """The toolchain sgl-kernel needs, checked before anything is compiled.
 
-Each check runs the real tool (the build's Python, nvcc, cmake, ninja) and
-says what to do when it is wrong; `toolchain_error` reports every failure at
-once so that one run tells the whole story.
+Each check runs the real tool (the build's Python, nvcc, cmake, ninja) and says what to do when it is wrong;
+`toolchain_error` reports every failure at once so that one run tells the whole story.
 """
 
 from __future__ import annotations
@@ -173,7 +172,7 @@ def check_cmake(python: str | None = None) -> Check:
     path = build_tool("cmake", python)
     if not path:
         return Check("cmake", False, "not on PATH", fix)
-    code, out = proc.probe([path, "--version"])
+    code, out = proc.probe([path, "--version"])  # through proc, so that -v shows it
     found = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out) if code == 0 else None
     if found is None:
         return Check("cmake", False, f"{path} --version gave no version", fix)

@@ -1,14 +1,11 @@
 """The NAR hash of a directory tree, as `nix hash path` computes it, without Nix.
 
-sources.json pins every source by the sha256 of its Nix archive (NAR)
-serialisation, the hash fetchFromGitHub and fetchzip check. Computing the
-same hash here lets `kernel sources check` verify a source directory on a
-machine without Nix. The format (Eelco Dolstra's thesis, section 5.2.1, and
-Nix's src/libutil/archive.cc): every string is its length as a 64-bit
-little-endian number, the bytes, then zero padding to a multiple of 8;
-directories list their entries sorted by name; a regular file records only
-whether it is executable (any x bit of its owner); symlinks record their
-target. Tests compare it with the real `nix hash path`.
+sources.json pins every source by the sha256 of its Nix archive (NAR) serialisation, the hash fetchFromGitHub and
+fetchzip check. Computing the same hash here lets `kernel sources check` verify a source directory on a machine
+without Nix. The format (Eelco Dolstra's thesis, section 5.2.1, and Nix's src/libutil/archive.cc): every string is
+its length as a 64-bit little-endian number, the bytes, then zero padding to a multiple of 8; directories list their
+entries sorted by name; a regular file records only whether it is executable (any x bit of its owner); symlinks
+record their target. Tests compare it with the real `nix hash path`.
 """
 
 from __future__ import annotations
@@ -25,11 +22,11 @@ _CHUNK = 1 << 20
 Select = Callable[[str], bool]  # a relative path -> whether the tree holds it (a pin's filter)
 
 
-def _str(h, data: bytes) -> None:
-    h.update(struct.pack("<Q", len(data)))
-    h.update(data)
-    if len(data) % 8:
-        h.update(b"\0" * (8 - len(data) % 8))
+def _str(h, *strings: bytes) -> None:
+    for data in strings:
+        h.update(struct.pack("<Q", len(data)))
+        h.update(data)
+        h.update(b"\0" * (-len(data) % 8))
 
 
 def _contents(h, path: bytes, size: int) -> None:
@@ -41,38 +38,28 @@ def _contents(h, path: bytes, size: int) -> None:
             done += len(chunk)
     if done != size:
         raise OSError(f"{os.fsdecode(path)} changed while it was hashed")
-    if size % 8:
-        h.update(b"\0" * (8 - size % 8))
+    h.update(b"\0" * (-size % 8))
 
 
 def _node(h, path: bytes, rel: str, select: Select | None) -> None:
     st = os.lstat(path)
-    _str(h, b"(")
-    _str(h, b"type")
+    _str(h, b"(", b"type")
     if stat.S_ISLNK(st.st_mode):
-        _str(h, b"symlink")
-        _str(h, b"target")
-        _str(h, os.readlink(path))
+        _str(h, b"symlink", b"target", os.readlink(path))
     elif stat.S_ISREG(st.st_mode):
         _str(h, b"regular")
         if st.st_mode & stat.S_IXUSR:
-            _str(h, b"executable")
-            _str(h, b"")
+            _str(h, b"executable", b"")
         _str(h, b"contents")
         _contents(h, path, st.st_size)
     elif stat.S_ISDIR(st.st_mode):
         _str(h, b"directory")
         for name in sorted(os.listdir(path)):
             child = f"{rel}/{os.fsdecode(name)}" if rel else os.fsdecode(name)
-            if select is not None and not select(child):
-                continue
-            _str(h, b"entry")
-            _str(h, b"(")
-            _str(h, b"name")
-            _str(h, name)
-            _str(h, b"node")
-            _node(h, os.path.join(path, name), child, select)
-            _str(h, b")")
+            if select is None or select(child):
+                _str(h, b"entry", b"(", b"name", name, b"node")
+                _node(h, os.path.join(path, name), child, select)
+                _str(h, b")")
     else:
         raise OSError(f"{os.fsdecode(path)} is neither a file, a directory nor a symlink: a NAR cannot hold it")
     _str(h, b")")

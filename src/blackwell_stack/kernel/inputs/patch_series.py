@@ -1,14 +1,13 @@
 """Dry-run and idempotent application of the sgl-kernel patch series, hunk by hunk, with GNU patch.
 
-GNU patch is what Nix applies the series with (the derivation's `patches`). Here it runs without fuzz
-(`-F0`), so a hunk that would apply only fuzzily is a conflict. Each patch is tried, in order, on a copy of
-the files the series touches, as they are after the patches before it; each hunk is
+GNU patch is what Nix applies the series with (the derivation's `patches`). Here it runs without fuzz (`-F0`), so a
+hunk that would apply only fuzzily is a conflict. Each patch is tried, in order, on a copy of the files the series
+touches, as they are after the patches before it; each hunk is
 - applied: it applies in reverse (its new text is there) and not forward;
 - applicable: it applies forward, so it would apply;
 - conflicting: neither; the report shows the nearest upstream text.
-A hunk that applies both ways (its old and its new text are both there) is what is nearer its line.
-The patches are relative to sgl-kernel/ (the derivation's sourceRoot); a checkout is either an sglang tree
-or its sgl-kernel directory.
+A hunk that applies both ways (its old and its new text are both there) is what is nearer its line. The patches are
+relative to sgl-kernel/ (the derivation's sourceRoot); a checkout is either an sglang tree or its sgl-kernel directory.
 """
 
 from __future__ import annotations
@@ -90,12 +89,9 @@ def _strip_prefix(path: str) -> str | None:
 def parse_patch(path: Path) -> Patch:
     """Its files and hunks, for the report; text before the first `diff`/`---` is its description."""
     lines = inputfiles.read_text(path, limit=inputfiles.TEXT_FILE_LIMIT, what="patch").splitlines()
-    description: list[str] = []
+    i = next((n for n, line in enumerate(lines) if line.startswith(("diff --git ", "--- "))), len(lines))
+    description = lines[:i]
     files: list[FilePatch] = []
-    i = 0
-    while i < len(lines) and not lines[i].startswith(("diff --git ", "--- ")):
-        description.append(lines[i])
-        i += 1
     current: FilePatch | None = None
     while i < len(lines):
         line = lines[i]
@@ -226,18 +222,17 @@ def _check_patch(patch: Patch, work: Path) -> list[HunkResult]:
                 back = None
             if back and not h.old:
                 ahead = None
+            result = functools.partial(HunkResult, patch.name, fp.path, h.index, h.header)
             if ahead and (back is None or abs(ahead[1]) < abs(back[1])):
-                results.append(HunkResult(patch.name, fp.path, h.index, h.header, APPLICABLE, *ahead))
+                results.append(result(APPLICABLE, *ahead))
             elif back:
                 # Reversed, GNU patch counts lines as in the file without the hunk; where its new text is now:
-                results.append(HunkResult(patch.name, fp.path, h.index, h.header, APPLIED, h.new_start + back[1], back[1]))
+                results.append(result(APPLIED, h.new_start + back[1], back[1]))
             elif text is None:
-                results.append(HunkResult(patch.name, fp.path, h.index, h.header, CONFLICTING, expected=h.old,
-                                          upstream_now=["(file is missing)"]))
+                results.append(result(CONFLICTING, expected=h.old, upstream_now=["(file is missing)"]))
             else:
                 start, now = _nearest_text(text.decode(errors="replace").splitlines(), h.old, h.old_start - 1)
-                results.append(HunkResult(patch.name, fp.path, h.index, h.header, CONFLICTING, start + 1,
-                                          upstream_now=now, expected=h.old))
+                results.append(result(CONFLICTING, start + 1, upstream_now=now, expected=h.old))
     if any(r.state == APPLICABLE for r in results):
         # The patches after it see its applicable hunks applied (the others are dropped: --reject-file=-).
         _gnu_patch(patch, work)
@@ -255,8 +250,7 @@ class SeriesReport:
         seen: dict[str, set[str]] = {}
         for r in self.hunks:
             seen.setdefault(r.patch, set()).add(r.state)
-        mixed = {name: "partly-applied" for name, states in seen.items() if len(states) > 1}
-        return {name: CONFLICTING if CONFLICTING in states else mixed.get(name) or next(iter(states))
+        return {name: CONFLICTING if CONFLICTING in states else "partly-applied" if len(states) > 1 else states.pop()
                 for name, states in seen.items()}
 
     @property
@@ -277,11 +271,8 @@ class SeriesReport:
         )
 
     def to_json(self) -> dict:
-        return {
-            "kernel_dir": str(self.kernel_dir),
-            "patches": self.patch_states(),
-            "hunks": [r.to_json() for r in self.hunks],
-        }
+        return {"kernel_dir": str(self.kernel_dir), "patches": self.patch_states(),
+                "hunks": [r.to_json() for r in self.hunks]}
 
 
 def check_series(src: str | Path, patches: list[Patch] | None = None) -> SeriesReport:

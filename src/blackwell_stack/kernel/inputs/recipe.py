@@ -1,17 +1,15 @@
 """The sgl-kernel build recipe (pkgs/sgl-kernel/recipe.json) as CMake defines and environment.
 
-lib/kernel-recipe.nix computes the same from the same JSON; tests compare the
-two on the real recipe and on generated ones. Rules shared by both sides:
-- defines = cmake_defines, then every name in arch_defines set to the
-  architecture list, then the planned defines (nvcc threads) when a plan is given;
+lib/kernel-recipe.nix computes the same from the same JSON; tests compare the two on the real recipe and on
+generated ones. Rules shared by both sides:
+- defines = cmake_defines, then every name in arch_defines set to the architecture list, then the planned defines
+  (nvcc threads) when a plan is given;
 - flags are `-DNAME=VALUE`, sorted by name;
-- environment = environment, then arch_environment set to the architecture
-  list, then the planned environment (jobs) when a plan is given;
-- a plain target from compute capability arch_specific_from_major on (9.0,
-  10.0, 12.0) is refused: sgl-kernel's Hopper and Blackwell CUTLASS kernels
-  exist only in the architecture-specific target (9.0a, ...), and a plain
-  build returns wrong numbers from them without an error (the recipe's
-  arch_specific_note cites upstream);
+- environment = environment, then arch_environment set to the architecture list, then the planned environment (jobs)
+  when a plan is given;
+- a plain target from compute capability arch_specific_from_major on (9.0, 10.0, 12.0) is refused: sgl-kernel's
+  Hopper and Blackwell CUTLASS kernels exist only in the architecture-specific target (9.0a, ...), and a plain build
+  returns wrong numbers from them without an error (the recipe's arch_specific_note cites upstream);
 - an architecture outside supported_archs is refused, naming the valid ones.
 """
 
@@ -43,11 +41,7 @@ def _check_archs_and_memory(data: dict, path: str | Path) -> None:
         raise DataError(path, "memory", field, problem, "measured figures in MiB: benchmarks/kernel-compile-memory/")
 
 
-def arch_list(archs: str | Sequence[str]) -> list[str]:
-    """ "12.0a" / "10.0a;12.0a" / ["12.0a"] -> ["12.0a", ...]"""
-    if isinstance(archs, str):
-        archs = archs.replace(",", ";").split(";")
-    return [a.strip() for a in archs if a.strip()]
+arch_list = jobs.arch_list  # "12.0a" / "10.0a;12.0a" / ["12.0a"] -> ["12.0a", ...]; the Nix build's jobs.py reads it too
 
 
 def plain_targets(recipe: Mapping, archs: Sequence[str]) -> list[str]:

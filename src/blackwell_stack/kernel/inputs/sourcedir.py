@@ -1,21 +1,16 @@
 """A directory of sgl-kernel's FetchContent sources, checked by hash: `kernel sources check/fetch`.
 
-Layout (what `kernel build --sources DIR` reads): DIR/<FetchContent name>/ for
-each dependency of pkgs/sgl-kernel/sources.json (repo-cutlass, json, ...),
-DIR/<name>.submodules/<path>/ for the git submodules a pin lists, and,
-optionally, DIR/sglang/ for the sglang tree itself. Each directory is what
-fetchFromGitHub (GitHub's tarball of the revision) or fetchzip unpacks, so
-its NAR hash is the pin's hash: `check` computes it without Nix
-(kernel/inputs/nar.py). A submodule's directory in its parent is left empty, as
-GitHub's archive (`git archive`) leaves it. `fetch` downloads what is missing,
-unpacks it beside the target, checks the hash and only then moves it into
-place: a directory that is there has passed its check, and nothing
-half-written is left behind.
+Layout (what `kernel build --sources DIR` reads): DIR/<FetchContent name>/ for each dependency of
+pkgs/sgl-kernel/sources.json (repo-cutlass, json, ...), DIR/<name>.submodules/<path>/ for the git submodules a pin
+lists, and, optionally, DIR/sglang/ for the sglang tree itself. Each directory is what fetchFromGitHub (GitHub's
+tarball of the revision) or fetchzip unpacks, so its NAR hash is the pin's hash: `check` computes it without Nix
+(kernel/inputs/nar.py). A submodule's directory in its parent is left empty, as GitHub's archive (`git archive`)
+leaves it. `fetch` downloads what is missing, unpacks it beside the target, checks the hash and only then moves it
+into place: a directory that is there has passed its check, and nothing half-written is left behind.
 
-The build never changes DIR: a dependency that CMake edits in place (FlashMLA
-with CUDA 13) or that has submodules is copied, with its submodules put
-inside, into the build's own directory first (`copies`, `make_copy`), as the
-Nix derivation does.
+The build never changes DIR: a dependency that CMake edits in place (FlashMLA with CUDA 13) or that has submodules
+is copied, with its submodules put inside, into the build's own directory first (`copies`, `make_copy`), as the Nix
+derivation does.
 """
 
 from __future__ import annotations
@@ -40,31 +35,8 @@ OK, MISMATCH, MISSING, UNPINNED = "ok", "mismatch", "missing", "unverified pin"
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One source directory the build may need: `where` is the pin's id in sources.json."""
-
-    where: str
-    relpath: str  # under the sources directory
-    pin: dict[str, Any]
-
-    @property
-    def expected(self) -> str | None:
-        return self.pin.get("hash") if self.pin.get("verified") else None
-
-    @property
-    def filter(self) -> Filter | None:
-        """What of the tree the pin covers (None: all of it)."""
-        return Filter.of(self.pin)
-
-    def hash_of(self, path: Path) -> str:
-        """The NAR hash of the tree at path, of the part the pin's filter selects."""
-        selected = self.filter
-        return nar.nar_hash_sri(path, selected.selects if selected else None)
-
-
-@dataclass(frozen=True)
 class State:
-    entry: Entry
+    entry: sources.Pin
     path: Path
     state: str
     actual: str | None
@@ -75,23 +47,17 @@ class State:
 
 
 def entries(data: dict[str, Any], cuda_archs: Iterable[str], *, with_sglang: bool = False,
-            names: Iterable[str] | None = None) -> list[Entry]:
+            names: Iterable[str] | None = None) -> list[sources.Pin]:
     """The directories a build for cuda_archs reads (all pins with names=None and no archs)."""
     wanted = list(names) if names is not None else sources.needed_names(data, cuda_archs)
     unknown = sorted(set(wanted) - set(data["fetchcontent"]))
     if unknown:
         raise StackError(f"no FetchContent source named {', '.join(unknown)}",
                          f"names in pkgs/sgl-kernel/sources.json: {', '.join(sorted(data['fetchcontent']))}")
-    out = [Entry("sglang", "sglang", data["sglang"])] if with_sglang else []
-    for name in sorted(wanted):
-        pin = data["fetchcontent"][name]
-        out.append(Entry(f"fetchcontent.{name}", name, pin))
-        for sub in sorted(pin.get("submodules") or {}):
-            out.append(Entry(f"fetchcontent.{name}.submodules.{sub}", f"{name}.submodules/{sub}", pin["submodules"][sub]))
-    return out
+    return list(sources.pins(data, wanted, with_sglang))
 
 
-def check(directory: str | Path, items: list[Entry]) -> list[State]:
+def check(directory: str | Path, items: list[sources.Pin]) -> list[State]:
     """Each entry's directory under `directory`: there, and with the pinned NAR hash?"""
     base = Path(directory)
     out = []
@@ -101,10 +67,8 @@ def check(directory: str | Path, items: list[Entry]) -> list[State]:
             out.append(State(entry, path, MISSING, None))
             continue
         actual = entry.hash_of(path)
-        if entry.expected is None:
-            out.append(State(entry, path, UNPINNED, actual))
-        else:
-            out.append(State(entry, path, OK if actual == entry.expected else MISMATCH, actual))
+        state = UNPINNED if entry.expected is None else OK if actual == entry.expected else MISMATCH
+        out.append(State(entry, path, state, actual))
     return out
 
 
@@ -132,13 +96,12 @@ def _unpack(archive: Path, dest: Path) -> None:
         shutil.rmtree(raw, ignore_errors=True)
 
 
-def fetch(directory: str | Path, items: list[Entry], *, github: str = sources.GITHUB,
+def fetch(directory: str | Path, items: list[sources.Pin], *, github: str = sources.GITHUB,
           say: Callable[[str], None] = lambda _text: None) -> list[State]:
     """Download and unpack each entry that is missing; check every one by its NAR hash.
 
-    An entry already there is checked, not fetched again; one that fails its
-    check is left for the user (the error says which). Raises HashMismatch
-    when a download does not hash to its pin, after removing it.
+    An entry already there is checked, not fetched again; one that fails its check is left for the user (the error
+    says which). Raises HashMismatch when a download does not hash to its pin, after removing it.
     """
     base = Path(directory)
     base.mkdir(parents=True, exist_ok=True)
@@ -153,7 +116,7 @@ def fetch(directory: str | Path, items: list[Entry], *, github: str = sources.GI
                 f"the pin {entry.where} in pkgs/sgl-kernel/sources.json is not verified: nothing to check a download against",
                 f"fill it in first: {sources.UPDATE_COMMAND}",
             )
-        url = sources.Pin(entry.where, entry.pin).archive_url(github)
+        url = entry.archive_url(github)
         say(f"fetching {entry.where} from {url}")
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as tmp:
@@ -184,7 +147,7 @@ class Copy:
     source: Path
     dest: Path
     submodules: tuple[tuple[str, Path], ...]
-    filters: tuple[Filter | None, ...] = ()  # the source's, then each submodule's
+    filters: tuple[Filter | None, ...]  # the source's, then each submodule's
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "from": str(self.source), "to": str(self.dest),
@@ -226,9 +189,8 @@ def make_copy(copy: Copy) -> None:
     partial = copy.dest.with_name(copy.dest.name + ".partial")
     try:
         shutil.rmtree(partial, ignore_errors=True)
-        filters = copy.filters or (None,) * (1 + len(copy.submodules))
-        shutil.copytree(copy.source, partial, symlinks=True, ignore=filtered(filters[0], copy.source))
-        for (path, src), selected in zip(copy.submodules, filters[1:]):
+        shutil.copytree(copy.source, partial, symlinks=True, ignore=filtered(copy.filters[0], copy.source))
+        for (path, src), selected in zip(copy.submodules, copy.filters[1:]):
             target = partial / path
             if target.is_symlink() or target.is_file():
                 target.unlink()

@@ -1,11 +1,9 @@
 """sgl-kernel's source pins (pkgs/sgl-kernel/sources.json).
 
-Read and checked (errors name the file, entry and field), the same views as
-lib/kernel-sources.nix (which FetchContent dependencies a build configures, the
-CMake variable each is passed as, which pins are not verified), and `update`:
-the one command that fills pins, by prefetching each source the way
-fetchFromGitHub / fetchzip unpack it (`nix-prefetch-url --unpack`) on a
-machine that reaches github.com. Wired as `blackwell-stack pins update
+Read and checked (errors name the file, entry and field), the same views as lib/kernel-sources.nix (which
+FetchContent dependencies a build configures, the CMake variable each is passed as, which pins are not verified),
+and `update`: the one command that fills pins, by prefetching each source the way fetchFromGitHub / fetchzip unpack
+it (`nix-prefetch-url --unpack`) on a machine that reaches github.com. Wired as `blackwell-stack pins update
 kernel-sources` by the pins area.
 """
 
@@ -22,6 +20,8 @@ from blackwell_stack.data import registry
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.fileio import atomic_write_json
 from blackwell_stack.hashes import hex_to_sri
+from blackwell_stack.kernel.inputs import nar
+from blackwell_stack.kernel.inputs.source_filter import Filter
 
 UPDATE_COMMAND = "blackwell-stack pins update kernel-sources"
 UPDATE_FETCH_HINT = "blackwell-stack kernel sources fetch --dir DIR fetches and checks them"
@@ -36,25 +36,38 @@ def sources_path() -> Path:
 @dataclass(frozen=True)
 class Pin:
     """One pinned source: `where` is its id ("sglang", "fetchcontent.<name>",
-    "fetchcontent.<name>.submodules.<path>"), `entry` the JSON object itself."""
+    "fetchcontent.<name>.submodules.<path>"), `relpath` its directory under a
+    sources directory, `entry` the JSON object itself."""
 
     where: str
+    relpath: str
     entry: dict[str, Any]
 
     @property
     def verified(self) -> bool:
         return bool(self.entry.get("verified")) and self.entry.get("hash") is not None
 
+    @property
+    def expected(self) -> str | None:
+        return self.entry["hash"] if self.verified else None
+
+    @property
+    def filter(self) -> Filter | None:
+        """What of the tree the pin covers (None: all of it)."""
+        return Filter.of(self.entry)
+
+    def hash_of(self, path: Path) -> str:
+        """The NAR hash of the tree at path, of the part the pin's filter selects."""
+        selected = self.filter
+        return nar.nar_hash_sri(path, selected.selects if selected else None)
+
     def archive_url(self, github: str = GITHUB) -> str:
         """What fetchFromGitHub (GitHub's tarball of rev) or fetchzip (url) downloads, from `github` (a mirror of
         github.com) for either: a fetchzip URL on github.com (a release download) is read from the mirror too."""
-        if self.entry.get("fetcher") == "fetchzip":
-            url = self.entry["url"]
-            if url.startswith(GITHUB + "/"):
-                return github.rstrip("/") + url[len(GITHUB):]
-            return url
         e = self.entry
-        return f"{github.rstrip('/')}/{e['owner']}/{e['repo']}/archive/{e['rev']}.tar.gz"
+        if e.get("fetcher") != "fetchzip":
+            return f"{github.rstrip('/')}/{e['owner']}/{e['repo']}/archive/{e['rev']}.tar.gz"
+        return github.rstrip("/") + e["url"][len(GITHUB):] if e["url"].startswith(GITHUB + "/") else e["url"]
 
 
 def load(path: Path | None = None) -> dict[str, Any]:
@@ -78,13 +91,15 @@ def _check_pins(data: dict[str, Any], path: Path) -> None:
                             'write {"keep": [...]} or {"drop": [...]}, with "why"')
 
 
-def pins(data: dict[str, Any]) -> Iterator[Pin]:
-    yield Pin("sglang", data["sglang"])
-    for name in sorted(data["fetchcontent"]):
+def pins(data: dict[str, Any], names: Iterable[str] | None = None, with_sglang: bool = True) -> Iterator[Pin]:
+    """The pins of sglang and of the FetchContent sources `names` (None: all), each followed by its submodules'."""
+    if with_sglang:
+        yield Pin("sglang", "sglang", data["sglang"])
+    for name in sorted(data["fetchcontent"] if names is None else names):
         entry = data["fetchcontent"][name]
-        yield Pin(f"fetchcontent.{name}", entry)
+        yield Pin(f"fetchcontent.{name}", name, entry)
         for sub in sorted(entry.get("submodules") or {}):
-            yield Pin(f"fetchcontent.{name}.submodules.{sub}", entry["submodules"][sub])
+            yield Pin(f"fetchcontent.{name}.submodules.{sub}", f"{name}.submodules/{sub}", entry["submodules"][sub])
 
 
 def fetchcontent_variable(name: str) -> str:
@@ -98,11 +113,10 @@ FULLY_DISCONNECTED = "FETCHCONTENT_FULLY_DISCONNECTED"
 def fetchcontent_settings(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapping[str, str]) -> dict[str, str]:
     """The FetchContent cache settings of a build for cuda_archs, given where each dependency lies.
 
-    Every dependency the build configures points at its directory
-    (FETCHCONTENT_SOURCE_DIR_<NAME>), and FETCHCONTENT_FULLY_DISCONNECTED=ON
-    keeps CMake from downloading or updating anything (CMake's FetchContent
-    documentation). lib/kernel-sources.nix fetchContentSettings is the same
-    function for the Nix derivation; tests compare the two.
+    Every dependency the build configures points at its directory (FETCHCONTENT_SOURCE_DIR_<NAME>), and
+    FETCHCONTENT_FULLY_DISCONNECTED=ON keeps CMake from downloading or updating anything (CMake's FetchContent
+    documentation). lib/kernel-sources.nix fetchContentSettings is the same function for the Nix derivation; tests
+    compare the two.
     """
     settings = {FULLY_DISCONNECTED: "ON"}
     settings.update({fetchcontent_variable(name): str(dirs[name]) for name in _names_with_dirs(data, cuda_archs, dirs)})
@@ -119,10 +133,8 @@ def _names_with_dirs(data: dict[str, Any], cuda_archs: Iterable[str], dirs: Mapp
     names = needed_names(data, cuda_archs)
     missing = [name for name in names if name not in dirs]
     if missing:
-        raise StackError(
-            f"no source directory for {', '.join(missing)}",
-            f"put each under the --sources directory ({UPDATE_FETCH_HINT})",
-        )
+        raise StackError(f"no source directory for {', '.join(missing)}",
+                         f"put each under the --sources directory ({UPDATE_FETCH_HINT})")
     return names
 
 
@@ -135,12 +147,8 @@ def writable(entry: Mapping[str, Any]) -> bool:
 def needed_names(data: dict[str, Any], cuda_archs: Iterable[str]) -> list[str]:
     """FetchContent names a build for cuda_archs configures ([] = upstream's list: all)."""
     archs = list(cuda_archs)
-    out = []
-    for name in sorted(data["fetchcontent"]):
-        wanted = data["fetchcontent"][name].get("needed_for_archs")
-        if wanted is None or not archs or any(a in wanted for a in archs):
-            out.append(name)
-    return out
+    return [name for name, entry in sorted(data["fetchcontent"].items()) if entry.get("needed_for_archs") is None
+            or not archs or any(a in entry["needed_for_archs"] for a in archs)]
 
 
 def nix32_to_sri(nix32: str) -> str:
@@ -164,42 +172,26 @@ def prefetch(url: str) -> str:
     return nix32_to_sri(result.stdout.strip().splitlines()[-1])
 
 
-def update(
-    path: Path | None = None,
-    *,
-    refresh: bool = False,
-    only: Iterable[str] | None = None,
-    github: str = GITHUB,
-    today: datetime.date | None = None,
-) -> list[tuple[str, str]]:
-    """Fill unverified pins (every pin with refresh=True, or those named in `only`)
-    by prefetching them; writes sources.json atomically once all succeeded.
-    Returns [(id, hash)] of the pins it set."""
+def update(path: Path | None = None, *, refresh: bool = False, only: Iterable[str] | None = None,
+           github: str = GITHUB) -> list[tuple[str, str]]:
+    """Fill unverified pins (every pin with refresh=True, or those named in `only`) by prefetching them; writes
+    sources.json atomically once all succeeded. Returns [(id, hash)] of the pins it set."""
     path = Path(path) if path is not None else sources_path()
     data = load(path)
     wanted = set(only) if only is not None else None
     known = {pin.where for pin in pins(data)}
     if wanted is not None and wanted - known:
-        raise StackError(
-            f"no such pin in {path}: {', '.join(sorted(wanted - known))}",
-            f"pins are: {', '.join(sorted(known))}",
-        )
-    day = (today or datetime.date.today()).isoformat()
+        raise StackError(f"no such pin in {path}: {', '.join(sorted(wanted - known))}",
+                         f"pins are: {', '.join(sorted(known))}")
+    day = datetime.date.today().isoformat()
     done = []
     for pin in pins(data):
-        chosen = pin.where in wanted if wanted is not None else (refresh or not pin.verified)
-        if not chosen:
-            continue
-        url = pin.archive_url(github)
-        sri = prefetch(url)
-        pin.entry.update(
-            hash=sri,
-            hash_source=f"computed with `nix-prefetch-url --unpack {url}` ({UPDATE_COMMAND}, {day})",
-            hash_checked="computed",
-            verified=True,
-            reason=None,
-        )
-        done.append((pin.where, sri))
+        if pin.where in wanted if wanted is not None else (refresh or not pin.verified):
+            url = pin.archive_url(github)
+            sri = prefetch(url)
+            pin.entry.update(hash=sri, hash_checked="computed", verified=True, reason=None,
+                             hash_source=f"computed with `nix-prefetch-url --unpack {url}` ({UPDATE_COMMAND}, {day})")
+            done.append((pin.where, sri))
     if done:
         atomic_write_json(path, data)
     return done

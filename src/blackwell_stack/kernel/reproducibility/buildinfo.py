@@ -1,11 +1,9 @@
 """The build record installed in the wheel as sgl_kernel/_build_info.json (patch 0009).
 
-What went into the wheel, in a form that is itself reproducible: the
-recipe's fixed settings, the architectures, the patch series by hash, the
-sources by pin and by the NAR hash of what was compiled, the torch compiled
-against and the option that chose it when it is not the pinned one, and the
-tool versions. No paths, no times, no host figures, no job plan: two builds
-of the same inputs write the same bytes.
+What went into the wheel, in a form that is itself reproducible: the recipe's fixed settings, the architectures, the
+patch series by hash, the sources by pin and by the NAR hash of what was compiled, the torch compiled against and
+the option that chose it when it is not the pinned one, and the tool versions. No paths, no times, no host figures,
+no job plan: two builds of the same inputs write the same bytes.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from blackwell_stack.hashes import sha256_file
-from blackwell_stack.kernel.inputs import patch_series, recipe
+from blackwell_stack.kernel.inputs import patch_series, recipe, sources
 
 SCHEMA_VERSION = 1
 FILE_NAME = "sgl-kernel-build-info.json"
@@ -36,6 +34,12 @@ def render(rec: Mapping[str, Any], arch: str, *, sglang_pin: Mapping[str, Any], 
         "patches": [{"name": p.name, "sha256": sha256_file(p.path)} for p in series],
         **fields,
     })
+
+
+def source_pin(pin: sources.Pin, found: str | None, accepted_mismatch: bool) -> dict[str, Any]:
+    """A source's entry in the record's sources.pins: its pin, and the NAR hash of the tree compiled."""
+    return {"rev": pin.entry.get("rev"), "pinned_hash": pin.expected, "hash": found,
+            "accepted_mismatch": accepted_mismatch}
 
 
 def dumps(record: Mapping[str, Any]) -> str:

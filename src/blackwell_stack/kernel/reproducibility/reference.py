@@ -1,24 +1,13 @@
 """The reference wheel (pkgs/sgl-kernel/reference-wheel.json): one configuration, measured, bit for bit.
 
-The file holds the current reference (`current`, or null while none is
-measured for the repository's recipe, with the reason), and the references
-withdrawn before it, each with why. A current reference records a
-configuration and what it built:
-- the build record `kernel build` writes into the wheel
-  (sgl_kernel/_build_info.json: the recipe, every patch by sha256, the
-  sources by pin and by the NAR hash of what was compiled, the torch and the
-  --allow-* options that chose it);
-- the conditions the record does not name but the bytes depend on: the
-  stage the build compiled from (kernel/build/staging.py: nvcc names internal
-  entities after the .cu files' real paths), the compilers (version, path
-  and the libstdc++ they link) and the versions of the other tools;
-- the result: the wheel's sha256 and size, and every member's sha256.
+The file holds the current reference (or null, with the reason) and the references withdrawn before it, each with
+why. A current reference records the build record `kernel build` writes into the wheel
+(sgl_kernel/_build_info.json), the conditions the record does not name but the bytes depend on
+(kernel/reproducibility/conditions.py), and the result: the wheel's sha256 and size, and every member's sha256.
 
-Three questions, one function each: does the record still describe the
-repository (`stale_inputs`, run by the test suite so that no input changes
-silently); is a planned build the reference configuration
-(`compare_configuration`); is a wheel the reference wheel, and where does it
-differ (`compare_wheel`).
+Three questions, one function each: does the record still describe the repository (`stale_inputs`, run by the
+test suite so that no input changes silently); is a planned build the reference configuration
+(`compare_configuration`); is a wheel the reference wheel, and where does it differ (`compare_wheel`).
 """
 
 from __future__ import annotations
@@ -124,18 +113,22 @@ def _short(value: Any) -> str:
 
 def json_differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
     """Every leaf where a and b differ: (path, a's value, b's value); lists of patches by name."""
+    out = []
     if isinstance(a, dict) and isinstance(b, dict):
-        out = []
         for key in sorted(set(a) | set(b), key=str):
             out += json_differences(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        out = []
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b)):
             label = x.get("name") if isinstance(x, dict) and isinstance(y, dict) and x.get("name") == y.get("name") else i
             out += json_differences(x, y, f"{prefix}[{label}]")
-        return out
-    return [] if a == b else [(prefix, a, b)]
+    elif a != b:
+        out.append((prefix, a, b))
+    return out
+
+
+def record_differences(ours: Any, theirs: Any) -> list[Difference]:
+    """json_differences between two build records, each with the file or option that decides it."""
+    return [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ours, theirs)]
 
 
 _OWNERS = {
@@ -162,13 +155,9 @@ def owner_of(record_path: str) -> str:
 # -- does the recorded configuration still describe the repository? ------------------------
 
 def expected_record(ref: Reference) -> dict[str, Any]:
-    """The build record this repository writes today for the reference configuration.
-
-    What the repository decides (recipe, patches, pins, the wording of the
-    record) comes from the repository; what the build found (the NAR hashes of
-    the sources it compiled, the torch and the tools) and the options it was
-    given come from the recorded record.
-    """
+    """The build record this repository writes today for the reference configuration: what the repository decides
+    (recipe, patches, pins, the record's wording) from the repository, what the build found (the sources' NAR
+    hashes, the torch, the tools) and the options it was given from the recorded record."""
     recorded = ref.build_record
     arch = str(recorded.get("cuda_archs"))
     data = sources.load()
@@ -194,12 +183,10 @@ def _stack_of(torch_rec: Mapping[str, Any]) -> str | None:
 
 
 def _expected_sources(recorded: Mapping[str, Any], data: dict[str, Any], arch: str) -> dict[str, Any]:
-    pins_recorded = recorded.get("pins") or {}
     pins = {}
-    for entry in sourcedir.entries(data, recipe.arch_list(arch)):
-        was = pins_recorded.get(entry.relpath) or {}
-        pins[entry.relpath] = {"rev": entry.pin.get("rev"), "pinned_hash": entry.expected, "hash": was.get("hash"),
-                               "accepted_mismatch": was.get("accepted_mismatch", False)}
+    for pin in sourcedir.entries(data, recipe.arch_list(arch)):
+        was = (recorded.get("pins") or {}).get(pin.relpath) or {}
+        pins[pin.relpath] = buildinfo.source_pin(pin, was.get("hash"), was.get("accepted_mismatch", False))
     return {**recorded, "pins": pins}
 
 
@@ -209,7 +196,7 @@ def stale_inputs(ref: Reference | None = None) -> list[Difference]:
     ref = ref or load()
     if ref is None:
         return []
-    return [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, expected_record(ref))]
+    return record_differences(ref.build_record, expected_record(ref))
 
 
 # -- is a planned build the reference configuration? ----------------------------------------
@@ -265,13 +252,10 @@ class ConfigVerdict:
 def compare_configuration(ref: Reference, build_record: str | Mapping[str, Any],
                           conditions: Mapping[str, str | None]) -> ConfigVerdict:
     record = json.loads(build_record) if isinstance(build_record, str) else dict(build_record)
-    verdict = ConfigVerdict(ref)
-    verdict.record = [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, record)]
-    for name in CONDITIONS:
-        want, have = ref.conditions.get(name), conditions.get(name)
-        if want != have:
-            verdict.conditions.append(Difference(name, want, have if have is not None else "(not found)"))
-    return verdict
+    differ = [name for name in CONDITIONS if ref.conditions.get(name) != conditions.get(name)]
+    return ConfigVerdict(ref, record_differences(ref.build_record, record), [
+        Difference(name, ref.conditions.get(name), "(not found)" if conditions.get(name) is None else conditions[name])
+        for name in differ])
 
 
 # -- is a wheel the reference wheel? --------------------------------------------------------
@@ -300,9 +284,7 @@ class WheelVerdict:
         if self.identical:
             return "identical"
         classes = {m["class"] for m in self.members} - {RECORD}
-        if not classes:
-            return "zip-metadata"
-        return max(classes, key=_SEVERITY.__getitem__)
+        return max(classes, key=_SEVERITY.__getitem__) if classes else "zip-metadata"
 
     def summary(self) -> str:
         ref = self.reference
@@ -315,7 +297,7 @@ class WheelVerdict:
         if kind == BUILD_RECORD:
             return (f"{head}; only the build record differs (the compiled code is the reference's): "
                     + next(m["detail"] for m in self.members if m["class"] == BUILD_RECORD))
-        shown = [m["name"] for m in self.members if m["class"] not in (RECORD,)]
+        shown = [m["name"] for m in self.members if m["class"] != RECORD]
         what = "compiled code differs" if kind == COMPILED else "files differ"
         return f"{head}; {what}: {', '.join(shown[:5])}{', ...' if len(shown) > 5 else ''}"
 
@@ -336,16 +318,13 @@ def compare_wheel(ref: Reference, wheel: str | Path) -> WheelVerdict:
         infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
         for name in sorted(set(ref.members) - set(infos)):
             verdict.members.append({"name": name, "class": ONLY_REFERENCE, "detail": "missing from this wheel"})
-        for name in sorted(infos):
-            info = infos[name]
+        for name, info in sorted(infos.items()):
             if name.endswith(".dist-info/RECORD"):
                 continue
             if name not in ref.members:
                 verdict.members.append({"name": name, "class": ONLY_HERE, "detail": f"{info.file_size} bytes"})
-                continue
-            if wheeldiff.member_digest(zf, info, wheel) == ref.members[name]:
-                continue
-            verdict.members.append(_member_difference(ref, zf, info))
+            elif wheeldiff.member_digest(zf, info, wheel) != ref.members[name]:
+                verdict.members.append(_member_difference(ref, zf, info))
     if any(m["class"] != RECORD for m in verdict.members):
         verdict.members.append({"name": "*.dist-info/RECORD", "class": RECORD, "detail": "follows from the members above"})
     return verdict
@@ -358,7 +337,7 @@ def _member_difference(ref: Reference, zf: zipfile.ZipFile, info: zipfile.ZipInf
             theirs = json.loads(wheelzip.read_member(zf, info, zf.filename or "the wheel"))
         except (ValueError, UnicodeDecodeError):
             return {"name": name, "class": OTHER, "detail": "not a JSON build record"}
-        diffs = [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ref.build_record, theirs)]
+        diffs = record_differences(ref.build_record, theirs)
         detail = "; ".join(d.line() for d in diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
         return {"name": name, "class": BUILD_RECORD, "detail": detail or "same values, other bytes"}
     if name in ref.compiled:
