@@ -7,6 +7,7 @@ Files are compared through the locked wheels' own RECORDs (range reads)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -140,18 +141,17 @@ def test_an_unknown_stack_and_a_broken_python_are_errors_with_hints(tmp_path, ca
     assert "cannot run" in err and "hint:" in err and "Traceback" not in err
 
 
-def test_without_pypi_and_an_empty_cache_it_says_where_the_records_come_from(tmp_path, monkeypatch, capsys):
+def test_without_pypi_and_an_empty_cache_it_says_where_the_records_come_from(venv, tmp_path):
     """The acceptance run's stack doctor step on an offline GPU host met this: each locked wheel's RECORD comes from
-    PyPI once, then from the user cache."""
+    PyPI once, then from the user cache. A process of its own, so that its HTTP client reads the proxy set here."""
+    from support import cli as cli_process
     from support.verify_server import free_port
 
     refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"):
-        monkeypatch.setenv(name, refused)
-    monkeypatch.delenv("no_proxy", raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.setenv("BLACKWELL_STACK_CACHE", str(tmp_path / "cache"))
-    assert main(["stack", "doctor", "stable", "--python", sys.executable]) == 4
-    err = capsys.readouterr().err
-    assert "cannot reach https://files.pythonhosted.org/" in err and "Traceback" not in err
-    assert f"hint: stack doctor reads each locked wheel's RECORD once, into {tmp_path / 'cache' / 'wheel-records'}" in err
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "https_proxy", "http_proxy")}
+    env.update(https_proxy=refused, HTTPS_PROXY=refused, BLACKWELL_STACK_CACHE=str(tmp_path / "cache"))
+    result = cli_process.run("stack", "doctor", "stable", "--python", str(venv), env=env, timeout=300)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "cannot reach https://files.pythonhosted.org/" in result.stderr and "Traceback" not in result.stderr
+    assert (f"hint: stack doctor reads each locked wheel's RECORD once, into {tmp_path / 'cache' / 'wheel-records'}"
+            in result.stderr)
