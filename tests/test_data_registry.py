@@ -36,7 +36,7 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "stack": lambda p: stack.load(p.parent.name),
     "lock": lock.load_lock,
     "stack-pyproject": lambda p: registry.load("stack-pyproject", file=p),
-    "audit": lambda p: libraries.load_audit(stack.Stack(p.parent.name, p.parent, {})),
+    "audit": lambda p: libraries.load_audit(stack.load(p.parent.name)),
     "profile": lambda p: profile.load_profile(str(p)),
     "rules": profile.load_rules,
     "flag-table": lambda p: flags.load_table(path=p),

@@ -40,59 +40,39 @@ class Stack:
     name: str
     path: Path  # stacks/<name>
     data: dict[str, Any]
+    # What stack.json says, by name; the profiles are serving profiles (modules/profiles/<name>.json), the first
+    # the stack's default; env_attribute is the flake's package of its environment (lib/stacks.nix `envName`).
+    relpath: str = field(init=False)
+    lock_path: Path = field(init=False)
+    lock_command: str = field(init=False)
+    python: str = field(init=False)
+    system: str = field(init=False)
+    uv_version: str = field(init=False)
+    default: bool = field(init=False)
+    kernel: dict[str, Any] = field(init=False)
+    torch_pairs: dict[str, dict[str, str]] = field(init=False)
+    profiles: list[str] = field(init=False)
+    env_attribute: str = field(init=False)
     # The parsed lock and the file state it was parsed from: parsed again only when the file changes
     # (`stack lock` writes a new one).
     _lock: tuple[tuple[int, int, int], Lock] | None = field(default=None, init=False, repr=False, compare=False)
 
-    @property
-    def relpath(self) -> str:
-        return f"{STACKS_DIR}/{self.name}"
-
-    @property
-    def lock_path(self) -> Path:
-        return self.path / "uv.lock"
+    def __post_init__(self) -> None:
+        self.relpath = f"{STACKS_DIR}/{self.name}"
+        self.lock_path = self.path / "uv.lock"
+        self.lock_command = self.data["lock"]["command"]
+        self.python = self.data["python"]
+        self.system = self.data["system"]
+        self.uv_version = self.data["uv"]
+        self.default = bool(self.data.get("default"))
+        self.kernel = self.data["kernel"]
+        self.torch_pairs = self.data["torch_pairs"]
+        self.profiles = list(self.data["profiles"])
+        self.env_attribute = "sglang-env" if self.default else f"sglang-env-{self.name}"
 
     @property
     def locked(self) -> bool:
         return self.lock_path.is_file()
-
-    @property
-    def lock_command(self) -> str:
-        return self.data["lock"]["command"]
-
-    @property
-    def python(self) -> str:
-        return self.data["python"]
-
-    @property
-    def system(self) -> str:
-        return self.data["system"]
-
-    @property
-    def uv_version(self) -> str:
-        return self.data["uv"]
-
-    @property
-    def default(self) -> bool:
-        return bool(self.data.get("default"))
-
-    @property
-    def kernel(self) -> dict[str, Any]:
-        return self.data["kernel"]
-
-    @property
-    def torch_pairs(self) -> dict[str, dict[str, str]]:
-        return self.data["torch_pairs"]
-
-    @property
-    def profiles(self) -> list[str]:
-        """The serving profiles made for this stack (modules/profiles/<name>.json); the first is its default."""
-        return list(self.data["profiles"])
-
-    @property
-    def env_attribute(self) -> str:
-        """The flake's package of this stack's environment (lib/stacks.nix `envName`)."""
-        return "sglang-env" if self.default else f"sglang-env-{self.name}"
 
     def require_source_kernel(self) -> None:
         """StackError unless this stack builds its kernel from source (`kernel build --stack NAME`)."""

@@ -211,31 +211,9 @@ def name_prefix(symbol: str) -> str | None:
     return symbol[:i] if i > m.end() else None
 
 
-def _parameters(demangled: str) -> list[str]:
-    start = demangled.find("(", len(demangle.qualified_name(demangled)))
-    if start < 0:
-        return []
-    depth, cur, out = 0, "", []
-    for ch in demangled[start + 1 :]:
-        if ch in "(<":
-            depth += 1
-        elif ch in ")>":
-            if depth == 0:
-                break
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
 def signature_difference(wanted: str, present: str) -> str | None:
     """`parameter 4: int -> unsigned int` for two demangled signatures of one function."""
-    a, b = _parameters(wanted), _parameters(present)
+    a, b = demangle.parameters(wanted), demangle.parameters(present)
     if len(a) != len(b):
         return f"{len(a)} parameters wanted, torch's has {len(b)}"
     diffs = [f"parameter {i + 1}: {x} -> {y}" for i, (x, y) in enumerate(zip(a, b)) if x != y]

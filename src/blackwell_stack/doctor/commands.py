@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from blackwell_stack import inputfiles, output
 from blackwell_stack.argtypes import positive_int
-from blackwell_stack.data.profile import Profile, available_profiles, load_profile
+from blackwell_stack.data.profile import available_profiles, load_profile
 from blackwell_stack.doctor import abi, checks, envcheck, host, inspection, startup
 from blackwell_stack.errors import ExitCode, StackError
 from blackwell_stack.formats import wheeldiff
@@ -104,8 +104,7 @@ def print_inspect(report: dict) -> None:
         print(f"FAIL {p['check']}: {p['message']}\n  fix: {p['fix']}")
     for n in report["notes"]:
         print(f"note: {n}")
-    if "seconds" in report:
-        print(f"({report['seconds']} s)")
+    print(f"({report['seconds']} s)")
 
 
 def _inspect_row(f: dict, failing: set[str]) -> list:
@@ -162,16 +161,12 @@ def _startup_checks(env: envcheck.Environment, profile_name: str | None, gpu_cc:
     installed = env.get("sglang")
     if installed is None:
         return []
-    chosen = load_profile(profile_name) if profile_name else _profile_for(installed.version)
+    # Without --profile: the first profile made for this sglang, else the default one.
+    made_for = (p for p in map(load_profile, available_profiles()) if p.runtime().sglang == installed.version)
+    chosen = load_profile(profile_name) if profile_name else next(made_for, None) or load_profile(None)
     model = chosen.data.get("model") or {}
     return startup.checks(env.python, installed.version, architecture=model.get("architecture"), gpu_cc=gpu_cc,
                           env=chosen.env_values(), timeout=timeout)
-
-
-def _profile_for(sglang: str) -> Profile:
-    """The first profile made for this sglang, else the default one."""
-    made_for = (p for p in map(load_profile, available_profiles()) if p.runtime().sglang == sglang)
-    return next(made_for, None) or load_profile(None)
 
 
 def run_abi(args: argparse.Namespace) -> int:

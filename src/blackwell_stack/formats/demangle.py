@@ -28,14 +28,22 @@ def demangle(names: list[str]) -> dict[str, str]:
     return dict(zip(names, lines))
 
 
-def qualified_name(demangled: str) -> str:
-    """The function's qualified name without its parameter list: `c10::cuda::f(int)` -> `c10::cuda::f`."""
-    depth = 0
-    for i, ch in enumerate(demangled):
-        if ch == "<":
+def parameters(demangled: str) -> list[str]:
+    """A demangled function's parameter types: `f<a, b>(int, std::pair<c, d>)` -> [`int`, `std::pair<c, d>`]."""
+    depth, params = 0, None
+    for ch in demangled:
+        if ch == "(" and depth == 0 and params is None:
+            params = [""]
+            continue
+        if ch in "(<":
             depth += 1
-        elif ch == ">":
+        elif ch in ")>":
+            if depth == 0:
+                break
             depth -= 1
-        elif ch == "(" and depth == 0:
-            return demangled[:i]
-    return demangled
+        elif ch == "," and depth == 0 and params is not None:
+            params.append("")
+            continue
+        if params is not None:
+            params[-1] += ch
+    return [p.strip() for p in params or [] if p.strip()]

@@ -111,21 +111,17 @@ class WheelSource(_Source):
         with open_zip(self.path) as zf:
             self._infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
             self.names = list(self._infos)
-            self.elf_members = [Member(i.filename, i.file_size) for i in self._elf_infos(zf)]
-
-    def _elf_infos(self, zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
-        out = []
-        for info in self._infos.values():
-            if not _looks_like_library(info.filename) or info.file_size < 4:
-                continue
-            try:
-                with zf.open(info) as fh:
-                    head = fh.read(4)
-            except READ_ERRORS as exc:
-                raise member_error(self.path, info.filename, exc) from None
-            if elf.is_elf(head):
-                out.append(info)
-        return out
+            self.elf_members = []
+            for info in self._infos.values():
+                if not _looks_like_library(info.filename) or info.file_size < 4:
+                    continue
+                try:
+                    with zf.open(info) as fh:
+                        head = fh.read(4)
+                except READ_ERRORS as exc:
+                    raise member_error(self.path, info.filename, exc) from None
+                if elf.is_elf(head):
+                    self.elf_members.append(Member(info.filename, info.file_size))
 
     def read_text(self, name: str) -> str | None:
         info = self._infos.get(name)

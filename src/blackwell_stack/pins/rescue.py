@@ -45,13 +45,6 @@ _SHEBANG = re.compile(rb"^#![^\n]*python[^\n]*\n")
 
 
 @dataclass
-class Entry:
-    path: str  # as RECORD has it, relative to site-packages
-    sha256: str | None  # urlsafe base64, no padding (RECORD's form)
-    size: int | None
-
-
-@dataclass
 class Rescue:
     dist: str
     version: str
@@ -59,15 +52,6 @@ class Rescue:
     sha256: str
     files: int
     left_out: list[str] = field(default_factory=list)
-
-
-def read_record(text: str, where: str) -> list[Entry]:
-    rows = parse_record(text, where, hint="the installation's RECORD is damaged: reinstall the distribution to repack it")
-    for path, (algorithm, _digest, _size) in rows.items():
-        if algorithm not in (None, "sha256"):
-            raise StackError(f"{where}: {path} is recorded with {algorithm}, not sha256",
-                             "only sha256 RECORDs can be checked")
-    return [Entry(path, digest or None, size) for path, (_algorithm, digest, size) in rows.items()]
 
 
 def _scripts(dist_info: Path) -> set[str]:
@@ -82,18 +66,18 @@ def _scripts(dist_info: Path) -> set[str]:
             for name in parser.options(section)}
 
 
-def _archive_name(entry: Entry, site: Path, prefix: Path, data_dir: str, scripts: set[str]) -> str | None:
-    """Where an installed file goes in the wheel; None when the installer made it."""
-    if "__pycache__/" in entry.path and entry.path.endswith(".pyc"):
+def _archive_name(recorded: str, site: Path, prefix: Path, data_dir: str, scripts: set[str]) -> str | None:
+    """Where an installed file (its path in RECORD) goes in the wheel; None when the installer made it."""
+    if "__pycache__/" in recorded and recorded.endswith(".pyc"):
         return None
-    if not wheelzip.climbs(entry.path):
-        return posixpath.normpath(entry.path)
+    if not wheelzip.climbs(recorded):
+        return posixpath.normpath(recorded)
     # An installer's scripts and data climb out of site-packages (../../../bin/x): never out of the venv.
-    target = (site / entry.path).resolve()
+    target = (site / recorded).resolve()
     try:
         rel = target.relative_to(prefix.resolve())
     except ValueError:
-        raise StackError(f"RECORD names {entry.path}, outside the venv {prefix}",
+        raise StackError(f"RECORD names {recorded}, outside the venv {prefix}",
                          "repack from the venv the distribution was installed into") from None
     parts = rel.parts
     if parts[0] == "bin":
@@ -129,32 +113,33 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
     dist_info = Path(str(getattr(dist, "_path", "")))
     if not (dist_info / "RECORD").is_file():
         raise StackError(f"{name} {version} in {venv} has no RECORD", "only a distribution installed from a wheel can be repacked")
-    entries = read_record(inputfiles.read_text(dist_info / "RECORD", limit=inputfiles.TEXT_FILE_LIMIT), str(dist_info / "RECORD"))
+    record = dist_info / "RECORD"
+    entries = parse_record(inputfiles.read_text(record, limit=inputfiles.TEXT_FILE_LIMIT), str(record),
+                           hint="the installation's RECORD is damaged: reinstall the distribution to repack it")
     prefix = Path(venv) if (Path(venv) / "pyvenv.cfg").is_file() else python.parent.parent
     data_dir = f"{dist_info.name.removesuffix('.dist-info')}.data"
     scripts = _scripts(dist_info)
 
-    members: dict[str, tuple[Path, Entry, int]] = {}  # archive name -> (installed file, its RECORD entry, mode)
+    members: dict[str, tuple[Path, str, int]] = {}  # archive name -> (installed file, its sha256 in RECORD, mode)
     left_out, missing, differing, unchecked = [], [], [], []
-    for entry in entries:
-        base = entry.path.rsplit("/", 1)[-1]
-        in_dist_info = entry.path.startswith(dist_info.name + "/")
-        if in_dist_info and base in INSTALLER_FILES:
-            left_out.append(entry.path)
-            continue
-        arcname = _archive_name(entry, site, prefix, data_dir, scripts)
+    for recorded, (algorithm, digest, size) in entries.items():
+        if algorithm not in (None, "sha256"):
+            raise StackError(f"{record}: {recorded} is recorded with {algorithm}, not sha256",
+                             "only sha256 RECORDs can be checked")
+        installer_file = recorded.startswith(dist_info.name + "/") and recorded.rsplit("/", 1)[-1] in INSTALLER_FILES
+        arcname = None if installer_file else _archive_name(recorded, site, prefix, data_dir, scripts)
         if arcname is None:
-            left_out.append(entry.path)
+            left_out.append(recorded)
             continue
-        path = site / entry.path
+        path = site / recorded
         if not path.is_file():
-            missing.append(entry.path)
-        elif entry.sha256 is None:
-            unchecked.append(entry.path)
-        elif hex_to_record(sha256_file(path)) != entry.sha256 or entry.size not in (None, path.stat().st_size):
-            differing.append(entry.path)
+            missing.append(recorded)
+        elif not digest:
+            unchecked.append(recorded)
+        elif hex_to_record(sha256_file(path)) != digest or size not in (None, path.stat().st_size):
+            differing.append(recorded)
         else:
-            members[arcname] = (path, entry, 0o100755 if os.access(path, os.X_OK) else 0o100644)
+            members[arcname] = (path, digest, 0o100755 if os.access(path, os.X_OK) else 0o100644)
     if missing or differing or unchecked:
         lines = ([f"missing: {p}" for p in missing] + [f"differs from RECORD: {p}" for p in differing]
                  + [f"no hash in RECORD: {p}" for p in unchecked])
@@ -170,7 +155,7 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
     with atomic_file(wheel, suffix=".part") as fh:
         with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
             for arc in ordered:
-                path, entry, mode = members[arc]
+                path, digest, mode = members[arc]
                 info = _zip_info(arc, mode)
                 if arc.startswith(f"{data_dir}/scripts/"):
                     data = _SHEBANG.sub(b"#!python\n", path.read_bytes(), count=1)
@@ -183,10 +168,10 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
                     while block := src.read(1 << 20):
                         h.update(block)
                         dst.write(block)
-                if hex_to_record(h.hexdigest()) != entry.sha256:
+                if hex_to_record(h.hexdigest()) != digest:
                     raise HashMismatch(f"{path} changed while it was repacked; nothing was written",
                                        "stop what writes to the venv and run the same command again")
-                record_rows.append([arc, f"sha256={entry.sha256}", str(entry.size if entry.size is not None else path.stat().st_size)])
+                record_rows.append([arc, f"sha256={digest}", str(path.stat().st_size)])
             record_rows.append([record_name, "", ""])
             buf = io.StringIO()
             csv.writer(buf, lineterminator="\n").writerows(record_rows)

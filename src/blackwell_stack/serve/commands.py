@@ -102,20 +102,19 @@ def _service(args: argparse.Namespace) -> Service:
 def cmd_render(args: argparse.Namespace) -> int:
     """The command line; exit 1 when a rule says error (it is printed as one: an error line is a failing exit)."""
     service = _service(args)
-    rendered, verdicts = service.rendered, service.verdicts
-    code = int(ExitCode.CHECK_FAILED if service.fired("error") else ExitCode.OK)
+    rendered, runtime = service.rendered, service.runtime
     if args.json:
-        dump_json({"profile": rendered.profile, "runtime": {**service.runtime.context(), "source": service.runtime.source},
-                   "argv": rendered.argv, "env": rendered.env, "verdicts": [asdict(v) for v in verdicts if v.fired]})
-        return code
-    heading(f"SGLang command ({rendered.profile}; sglang {service.runtime.sglang}, flashinfer {service.runtime.flashinfer})")
-    print(command_line(rendered))
-    heading("environment")
-    profile = service.profile
-    table(["variable", "value", "reason"],
-          [(k, v, profile.data["env"].get(k, {}).get("reason", "set with --set")) for k, v in rendered.env.items()])
-    _print_fired(verdicts)
-    return code
+        dump_json({"profile": rendered.profile, "runtime": {**runtime.context(), "source": runtime.source},
+                   "argv": rendered.argv, "env": rendered.env, "verdicts": [asdict(v) for v in service.verdicts if v.fired]})
+    else:
+        heading(f"SGLang command ({rendered.profile}; sglang {runtime.sglang}, flashinfer {runtime.flashinfer})")
+        print(command_line(rendered))
+        heading("environment")
+        env = service.profile.data["env"]
+        table(["variable", "value", "reason"],
+              [(k, v, env.get(k, {}).get("reason", "set with --set")) for k, v in rendered.env.items()])
+        _print_fired(service.verdicts)
+    return int(ExitCode.CHECK_FAILED if service.fired("error") else ExitCode.OK)
 
 
 def _print_fired(verdicts: list[Verdict]) -> None:
@@ -128,24 +127,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.module_config is not None:
         return _check_module(args)
     service = _service(args)
-    rendered, verdicts = service.rendered, service.verdicts
-    errors = service.fired("error")
+    errors, runtime = service.fired("error"), service.runtime
     unverified = service.profile.unverified()
-    runtime = {**service.runtime.context(), "source": service.runtime.source}
     if args.json:
-        dump_json({"profile": rendered.profile, "ok": not errors, "runtime": runtime,
-                   "verdicts": [asdict(v) for v in verdicts],
+        dump_json({"profile": service.rendered.profile, "ok": not errors,
+                   "runtime": {**runtime.context(), "source": runtime.source}, "verdicts": [asdict(v) for v in service.verdicts],
                    "unverified": [{"name": n, "reason": r} for n, r in unverified]})
     else:
-        _print_check(service, runtime, unverified, every=args.verbose)
+        _print_check(service, unverified, every=args.verbose)
     return int(ExitCode.CHECK_FAILED if errors else ExitCode.OK)
 
 
-def _print_check(service: Service, runtime: dict, unverified: list[tuple[str, str]], *, every: bool) -> None:
+def _print_check(service: Service, unverified: list[tuple[str, str]], *, every: bool) -> None:
     """Failures and warnings first, each whole with its fix; the rules that pass as a count (-v: a table of all)."""
     verdicts = service.verdicts
-    errors, warnings = service.fired("error"), service.fired("warning")
-    heading(f"serve check ({service.rendered.profile}; sglang {runtime['sglang']}, flashinfer {runtime['flashinfer']})")
+    errors, warnings, runtime = service.fired("error"), service.fired("warning"), service.runtime
+    heading(f"serve check ({service.rendered.profile}; sglang {runtime.sglang}, flashinfer {runtime.flashinfer})")
     for v in [*errors, *warnings]:
         for msg in v.messages:
             paragraph(f"{'FAIL' if v.severity == 'error' else 'WARN'} [{v.id}] {msg}")
@@ -166,7 +163,7 @@ def _print_check(service: Service, runtime: dict, unverified: list[tuple[str, st
     paragraph(f"{output.counted(len(errors), 'error')}, {output.counted(len(warnings), 'warning')}, "
           f"{output.counted(len(unverified), 'unverified profile entry', 'unverified profile entries')}; "
           f"{len(quiet)} of {output.counted(len(verdicts), 'rule')} pass"
-          + (f" ({outside} {'does' if outside == 1 else 'do'} not apply to sglang {runtime['sglang']})" if outside else "")
+          + (f" ({outside} {'does' if outside == 1 else 'do'} not apply to sglang {runtime.sglang})" if outside else "")
           + ("" if every else "; -v lists every rule"))
 
 

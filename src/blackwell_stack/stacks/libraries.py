@@ -250,7 +250,6 @@ def read_all(stack: Stack, lock: Lock, *, jobs: int = 4) -> dict[str, WheelConte
 
 def closure(lock: Lock, name: str) -> set[str]:
     """A package and every package it depends on, transitively, extras included (the lock's graph)."""
-    seen: set[str] = set()
     todo: list[tuple[str, tuple[str, ...]]] = [(name, ())]
     done: set[tuple[str, tuple[str, ...]]] = set()
     while todo:
@@ -259,12 +258,11 @@ def closure(lock: Lock, name: str) -> set[str]:
         if pkg is None or (current, extras) in done:
             continue
         done.add((current, extras))
-        seen.add(current)
         for dep in pkg.dependencies:
             todo.append((dep, tuple(pkg.dependency_extras.get(dep, []))))
         for extra in extras:
             todo.extend((dep, ()) for dep in pkg.optional_dependencies.get(extra, []))
-    return seen
+    return {current for current, _ in done}
 
 
 def library_needs(lock: Lock, contents: dict[str, WheelContents]) -> dict[str, Any]:
