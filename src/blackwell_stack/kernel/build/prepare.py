@@ -147,6 +147,14 @@ def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings:
     ]
 
 
+def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
+    out = dict(env)
+    for name in _FLAG_VARIABLES:
+        extra = [f"-Xcompiler={m}" for m in maps] if name == "CUDAFLAGS" else maps
+        out[name] = " ".join(filter(None, [env.get(name, ""), *extra]))
+    return out
+
+
 def _check_sources(states: list[sourcedir.State], sources_dir: Path, arch: str, allow_mismatch: Sequence[str],
                    warn: Callable[[str], None]) -> tuple[list[StackError], dict]:
     """The blockers of the checked source directories, and the build record's sources block."""
@@ -272,10 +280,7 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
     defines.update(fetchcontent)
     defines.update(compilers.defines(found_compilers))
     defines["SGL_KERNEL_BUILD_INFO_FILE"] = str(out_dir / buildinfo.FILE_NAME)
-    env = recipe.environment(rec, arch, planned)
-    for name in _FLAG_VARIABLES:
-        extra = [f"-Xcompiler={m}" for m in maps] if name == "CUDAFLAGS" else maps
-        env[name] = " ".join(filter(None, [env.get(name, ""), *extra]))
+    env = _with_prefix_maps(recipe.environment(rec, arch, planned), maps)
     env.update(_tool_environment(checks, found_compilers))
     settings = [f"cmake.define.{name}={value}" for name, value in sorted(defines.items())]
     settings.insert(0, f"build-dir={build_dir}")
