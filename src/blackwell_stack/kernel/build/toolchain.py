@@ -131,8 +131,7 @@ def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
     ]
 
 
-def nvcc_path() -> str | None:
-    """The nvcc CMake will use: $CUDACXX if set, else nvcc on PATH."""
+def nvcc_path() -> str | None:  # the nvcc CMake will use
     return os.environ.get("CUDACXX") or shutil.which("nvcc")
 
 
@@ -187,28 +186,19 @@ def check_ninja(python: str | None = None) -> Check:
     return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
 
 
-def check_patch() -> Check:
-    """GNU patch, which applies the series here as in Nix (kernel/inputs/patch_series.py)."""
-    try:
-        path, version = patch_series.gnu_patch()
-    except ToolchainError as exc:
-        return Check("patch", False, exc.message, exc.hint)
-    return Check("patch", True, f"{path}: {version}")
-
-
-def check_compilers(found: list[compilers_mod.Compiler]) -> list[Check]:
-    """One check per compiler role; a C++ compiler that links its own C++ runtime is refused."""
-    return [Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
-                  value=c.describe() if c.ok else None) for c in found]
-
-
 def check_all(python: str, expected: TorchExpectation, found: list[compilers_mod.Compiler]) -> list[Check]:
-    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python),
-            check_patch(), *check_compilers(found)]
+    try:  # GNU patch applies the series here as in Nix (kernel/inputs/patch_series.py)
+        path, version = patch_series.gnu_patch()
+        patch = Check("patch", True, f"{path}: {version}")
+    except ToolchainError as exc:
+        patch = Check("patch", False, exc.message, exc.hint)
+    # One check per compiler role; a C++ compiler that links its own C++ runtime is refused.
+    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python), patch,
+            *(Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
+                    value=c.describe() if c.ok else None) for c in found)]
 
 
 def toolchain_error(checks: list[Check]) -> ToolchainError | None:
-    """The error a build stops with when a check failed (all checks listed), or None."""
     if all(c.ok for c in checks):
         return None
     return ToolchainError(
