@@ -157,7 +157,6 @@ def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
 
 def _check_sources(states: list[sourcedir.State], sources_dir: Path, arch: str, allow_mismatch: Sequence[str],
                    warn: Callable[[str], None]) -> tuple[list[StackError], dict]:
-    """The blockers of the checked source directories, and the build record's sources block."""
     blockers: list[StackError] = []
     record: dict = {"from": "directory (--sources), checked by NAR hash", "pins": {}}
     unknown = sorted(set(allow_mismatch) - {s.entry.relpath for s in states})
@@ -186,12 +185,8 @@ def _check_sources(states: list[sourcedir.State], sources_dir: Path, arch: str, 
 
 
 def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], None]) -> BuildPlan:
-    """Everything a build would do, and every reason it would stop; changes nothing. `request` is `kernel build`'s
-    command line, `stack` the one whose torch the kernel is built against.
-
-    Raises StackError only for input that leaves nothing to plan (no checkout, an unknown architecture); every other
-    verdict is a blocker of the plan.
-    """
+    """Everything a build would do, and every reason it would stop; changes nothing. Raises StackError only for
+    input that leaves nothing to plan (no checkout, an unknown architecture); every other verdict is a blocker."""
     src, python, sources_dir = request.src, request.python, request.sources
     rec = recipe.load()
     data = sources.load()
