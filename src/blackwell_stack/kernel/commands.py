@@ -205,20 +205,10 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
 def cmd_reference(args: argparse.Namespace) -> int:
     doc = reference.document()
     ref = doc.current
-    if ref is None:
-        if args.json:
-            output.dump_json({"reference": str(doc.path), "current": None, "reason": doc.reason,
-                              "withdrawn": doc.withdrawn, "to_record": doc.to_record})
-            return 0
-        output.heading(f"reference sgl-kernel wheel ({doc.path})")
-        output.paragraph(f"none for the repository's recipe: {doc.reason}")
-        for w in doc.withdrawn:
-            output.paragraph(f"withdrawn: {w['wheel']}, sha256 {w['sha256']} ({w['arch']}; {w['measured']}): {w['why']}")
-        output.paragraph(f"to record one: {doc.to_record}")
-        return 0
-    stale = reference.stale_inputs(ref)
+    stale = reference.stale_inputs(ref) if ref else []
     if args.json:
-        output.dump_json({
+        output.dump_json({"reference": str(doc.path), "current": None, "reason": doc.reason, "withdrawn": doc.withdrawn,
+                          "to_record": doc.to_record} if ref is None else {
             "reference": str(ref.path), "arch": ref.arch, "command": ref.command, "conditions": ref.conditions,
             "wheel": {"name": ref.wheel_name, "sha256": ref.wheel_sha256, "size": ref.wheel_size},
             "compiled": ref.compiled, "current": not stale,
@@ -226,7 +216,13 @@ def cmd_reference(args: argparse.Namespace) -> int:
                                for d in stale],
         })
         return int(ExitCode.CHECK_FAILED) if stale else 0
-    output.heading(f"reference sgl-kernel wheel ({ref.path})")
+    output.heading(f"reference sgl-kernel wheel ({doc.path})")
+    if ref is None:
+        output.paragraph(f"none for the repository's recipe: {doc.reason}")
+        for w in doc.withdrawn:
+            output.paragraph(f"withdrawn: {w['wheel']}, sha256 {w['sha256']} ({w['arch']}; {w['measured']}): {w['why']}")
+        output.paragraph(f"to record one: {doc.to_record}")
+        return 0
     print(f"wheel: {ref.wheel_name}\n  sha256 {ref.wheel_sha256}, {ref.wheel_size} bytes")
     output.table(["compiled library", "sha256", "bytes"],
                  [[name, c["sha256"], c.get("size", "")] for name, c in sorted(ref.compiled.items())])

@@ -266,7 +266,6 @@ def arch_list(archs: str | Sequence[str]) -> list[str]:
 
 def recipe_plan(recipe: Mapping, archs: str, host: Host, *, jobs: int | None = None,
                 job_peak_mib: int | None = None, pools: bool = False) -> JobPlan:
-    """The plan of a build of the recipe for archs on host (DoesNotFit when nothing fits)."""
     return plan(cores=host.cores, available_mib=host.available_mib, rule=rule_from_recipe(recipe, job_peak_mib),
                 archs=max(1, len(arch_list(archs))), jobs=jobs, pools=pools, copies=library_copies(archs))
 
@@ -278,12 +277,10 @@ def version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
 
 
 def cmake_has_pools(version: str | None) -> bool:
-    """Whether a CMake version ("4.4.3") sets per-source ninja pools."""
     return version_at_least(version, POOLS_MIN_CMAKE)
 
 
 def cmake_version(cmake: str) -> str | None:
-    """`cmake --version`'s number, or None when it cannot be run."""
     try:
         out = subprocess.run([cmake, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):

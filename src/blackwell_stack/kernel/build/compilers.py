@@ -14,6 +14,7 @@ is what builds, and the build record names each with its version and its libstdc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -77,8 +78,7 @@ class Compiler:
         shared = f"; libstdc++.so {self.libstdcxx or 'none (static libstdc++ only)'}" if self.role.links_cxx else ""
         return f"{self.version or 'unknown version'} ({self.path}{shared})"
 
-    def check_line(self) -> str:
-        """What the toolchain check shows: how it was chosen, and what it is."""
+    def check_line(self) -> str:  # how it was chosen, and what it is
         if self.path is None:
             return self.problem or f"{self.chosen_by}: not found"
         found = f"{self.describe()}, chosen by {self.chosen_by}"
@@ -148,7 +148,7 @@ def find(environ: Mapping[str, str] | None = None) -> list[Compiler]:
         if path is None or problem:
             compiler = Compiler(role, None, chosen, problem=problem or f"{chosen} not found")
         elif cxx is not None and path == cxx.path and role.links_cxx:
-            compiler = Compiler(role, path, chosen, cxx.version, cxx.libstdcxx, cxx.runtime, cxx.problem)
+            compiler = dataclasses.replace(cxx, role=role, chosen_by=chosen)
         else:
             compiler = _tried(role, path, chosen)
         out.append(compiler)
@@ -162,25 +162,19 @@ def _tried(role: Role, path: str, chosen: str) -> Compiler:
     if not role.links_cxx:
         return Compiler(role, path, chosen, version, problem=None if version else f"{path} --version gave nothing")
     libstdcxx = shared_libstdcxx(path)
-    runtime, failed = probe(path)
-    if failed:
-        return Compiler(role, path, chosen, version, libstdcxx, None, failed)
-    assert runtime is not None
-    if not runtime.ok:
+    runtime, problem = probe(path)
+    if runtime is not None and not runtime.ok:
         why = "it has no shared libstdc++ (`-print-file-name=libstdc++.so` prints the bare name)" if libstdcxx is None \
             else "it links libstdc++ statically"
         problem = (f"a library it links carries its own C++ runtime ({runtime.verdict}: {runtime.defined_count} runtime "
                    f"symbols defined, libstdc++.so.6 {'linked' if runtime.runtime_library else 'not linked'}): {why}; "
                    "such a wheel crashes SGLang at start-up")
-        return Compiler(role, path, chosen, version, libstdcxx, runtime, problem)
-    return Compiler(role, path, chosen, version, libstdcxx, runtime)
+    return Compiler(role, path, chosen, version, libstdcxx, runtime, problem)
 
 
-def defines(compilers: list[Compiler]) -> dict[str, str]:
-    """The CMake settings that make the build use exactly the compilers that were tried."""
+def defines(compilers: list[Compiler]) -> dict[str, str]:  # the build uses exactly the compilers tried
     return {c.role.define: c.path for c in compilers if c.ok and c.path}
 
 
 def record(compilers: list[Compiler]) -> dict[str, str]:
-    """The build record's entries: role -> `version (path; libstdc++.so ...)`."""
     return {c.role.name: c.describe() for c in compilers if c.ok}

@@ -90,7 +90,7 @@ def _run_wheel_build(plan: BuildPlan, stream) -> Path:
     tail: list[str] = []
     with open(plan.log_path, "w") as log, Progress("compiling sgl-kernel", None, unit="steps", stream=stream) as bar:
         log.write("$ " + " ".join(plan.command) + "\n" + json.dumps(plan.env, sort_keys=True) + "\n")
-        for text in plan.source.warnings + plan.warnings:
+        for text in plan.warnings:
             log.write(f"warning: {text}\n")
         if plan.job_plan:
             log.write(f"job plan: {plan.job_plan.note}; worst case {plan.job_plan.planned_peak_mib} MiB of "

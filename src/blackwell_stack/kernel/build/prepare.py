@@ -48,22 +48,18 @@ class SourceCheck:
     warnings: list[str] = field(default_factory=list)
 
 
-def pyproject_version(kernel_dir: Path) -> str | None:
-    pyproject = kernel_dir / "pyproject.toml"
-    try:
-        text = inputfiles.read_text(pyproject, limit=inputfiles.TEXT_FILE_LIMIT) if pyproject.is_file() else ""
-        version = tomllib.loads(text).get("project", {}).get("version")
-    except (tomllib.TOMLDecodeError, AttributeError):  # not TOML, or a [project] that is not a table
-        return None
-    return version if isinstance(version, str) else None
-
-
 def check_source(src: str | Path) -> SourceCheck:
     """Is the checkout the pinned sgl-kernel? Differences are warnings: a newer tree may still build."""
     # Absolute: the prefix map must name the path CMake compiles from (a relative --src matched nothing).
     kdir = patch_series.kernel_dir(src).resolve()
     pin = sources.load()["sglang"]
-    check = SourceCheck(kdir, pyproject_version(kdir))
+    pyproject = kdir / "pyproject.toml"
+    try:
+        text = inputfiles.read_text(pyproject, limit=inputfiles.TEXT_FILE_LIMIT) if pyproject.is_file() else ""
+        version = tomllib.loads(text).get("project", {}).get("version")
+    except (tomllib.TOMLDecodeError, AttributeError):  # not TOML, or a [project] that is not a table
+        version = None
+    check = SourceCheck(kdir, version if isinstance(version, str) else None)
     if check.version != pin["sgl_kernel_version"]:
         check.warnings.append(
             f"{kdir}/pyproject.toml says sgl-kernel {check.version or '(no version)'}, the pin is "
@@ -100,7 +96,7 @@ class BuildPlan:
     build_info: str | None = None  # the record's JSON text, written at build time
     reference: reference.ConfigVerdict | None = None  # this configuration against the reference wheel's
     conditions: dict[str, str | None] = field(default_factory=dict)  # what a reference records of this build
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the source's first
     blockers: list[StackError] = field(default_factory=list)  # in the order a real build stops
 
     @property
@@ -111,19 +107,19 @@ class BuildPlan:
         jp = self.job_plan
         return {
             "kernel_dir": str(self.source.kernel_dir),
-            "stage": str(self.stage.root) if self.stage else None,
+            "stage": self.stage and str(self.stage.root),
             "source_version": self.source.version,
-            "warnings": self.source.warnings + self.warnings,
+            "warnings": self.warnings,
             "archs": self.archs,
-            "torch": self.torch.to_json() if self.torch else None,
-            "jobs": jp.jobs if jp else None,
-            "nvcc_threads": jp.threads if jp else None,
-            "heavy_jobs": jp.heavy_jobs if jp else None,
-            "heavy_sources": list(jp.heavy_sources) if jp else None,
-            "planned_peak_mib": jp.planned_peak_mib if jp else None,
+            "torch": self.torch and self.torch.to_json(),
+            "jobs": jp and jp.jobs,
+            "nvcc_threads": jp and jp.threads,
+            "heavy_jobs": jp and jp.heavy_jobs,
+            "heavy_sources": jp and list(jp.heavy_sources),
+            "planned_peak_mib": jp and jp.planned_peak_mib,
             "available_mib": self.host.available_mib,
             "memory_source": self.host.source,
-            "plan_note": jp.note if jp else None,
+            "plan_note": jp and jp.note,
             "patches_to_apply": self.patches_to_apply,
             "patches_already_applied": self.patches_applied,
             "source_dirs": [s.to_json() for s in self.source_dirs],
@@ -131,9 +127,9 @@ class BuildPlan:
             "defines": self.defines,
             "environment": self.env,
             "command": self.command,
-            "build_dir": str(self.build_dir) if self.build_dir else None,
-            "build_info": json.loads(self.build_info) if self.build_info else None,
-            "reference": self.reference.to_json() if self.reference else None,
+            "build_dir": self.build_dir and str(self.build_dir),
+            "build_info": self.build_info and json.loads(self.build_info),
+            "reference": self.reference and self.reference.to_json(),
             "conditions": self.conditions,
             "log": str(self.log_path),
             "checks": [{"name": c.name, "ok": c.ok, "found": c.found, "fix": c.fix} for c in self.checks],
@@ -142,7 +138,7 @@ class BuildPlan:
 
 
 def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings: list[str]) -> list[str]:
-    """pip wheel without build isolation (the venv's pinned torch is compiled against), defines as -C settings."""
+    # Without build isolation: the venv's pinned torch is the one compiled against.
     return [
         python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--verbose",
         "--wheel-dir", str(out_dir),
@@ -152,7 +148,6 @@ def wheel_command(python: str, kernel_dir: Path, out_dir: Path, config_settings:
 
 
 def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
-    """The recipe's compiler-flag variables with the prefix maps appended (CUDA's through -Xcompiler)."""
     out = dict(env)
     for name in _FLAG_VARIABLES:
         extra = [f"-Xcompiler={m}" for m in maps] if name == "CUDAFLAGS" else maps
@@ -162,7 +157,6 @@ def _with_prefix_maps(env: dict[str, str], maps: list[str]) -> dict[str, str]:
 
 def _check_sources(states: list[sourcedir.State], sources_dir: Path, arch: str, allow_mismatch: Sequence[str],
                    warn: Callable[[str], None]) -> tuple[list[StackError], dict]:
-    """The blockers of the checked source directories, and the build record's sources block."""
     blockers: list[StackError] = []
     record: dict = {"from": "directory (--sources), checked by NAR hash", "pins": {}}
     unknown = sorted(set(allow_mismatch) - {s.entry.relpath for s in states})
@@ -191,12 +185,8 @@ def _check_sources(states: list[sourcedir.State], sources_dir: Path, arch: str, 
 
 
 def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], None]) -> BuildPlan:
-    """Everything a build would do, and every reason it would stop; changes nothing. `request` is `kernel build`'s
-    command line, `stack` the one whose torch the kernel is built against.
-
-    Raises StackError only for input that leaves nothing to plan (no checkout, an unknown architecture); every other
-    verdict is a blocker of the plan.
-    """
+    """Everything a build would do, and every reason it would stop; changes nothing. Raises StackError only for
+    input that leaves nothing to plan (no checkout, an unknown architecture); every other verdict is a blocker."""
     src, python, sources_dir = request.src, request.python, request.sources
     rec = recipe.load()
     data = sources.load()
@@ -210,7 +200,7 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
     for text in source.warnings:
         say(text)
     blockers: list[StackError] = []
-    warnings: list[str] = []
+    warnings = list(source.warnings)
 
     def note(text: str) -> None:
         warnings.append(text)

@@ -75,18 +75,18 @@ def expected_torch(python: str, st: Stack, allow_torch: str | None = None) -> To
     )
 
 
-_TORCH_PROBE = (
-    "import importlib.metadata as m, json, os, torch; "
-    "v = None\n"
-    "try:\n"
-    " import scikit_build_core as s; v = s.__version__\n"
-    "except ImportError: pass\n"
-    "try:\n d = m.version('torch')\nexcept m.PackageNotFoundError: d = None\n"
-    "try:\n pip = m.version('pip')\nexcept m.PackageNotFoundError: pip = None\n"
-    "print(json.dumps({'torch': torch.__version__, 'distribution': d, 'pip': pip, 'cuda': torch.version.cuda, 'skbuild': v,"
-    " 'site': os.path.dirname(os.path.dirname(torch.__file__)),"
-    " 'site_real': os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__)))}))"
-)
+_TORCH_PROBE = """
+import importlib.metadata as m, json, os, torch
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+files = (torch.__file__, os.path.realpath(torch.__file__))
+print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda,
+                  "installed": {n: version(n) for n in ("torch", "pip", "scikit-build-core")},
+                  "sites": [os.path.dirname(os.path.dirname(f)) for f in files]}))
+"""
 
 
 def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
@@ -99,31 +99,27 @@ def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
         return [Check("torch", False, f"not importable by {python} ({last})", install)]
     try:
         info = json.loads(out.splitlines()[-1])
-    except (ValueError, IndexError):
-        info = None
-    if not isinstance(info, dict):
+        installed = info["installed"]
+    except (ValueError, IndexError, KeyError, TypeError):
         return [Check("torch", False, f"{python} printed no torch version ({out[-200:] or 'nothing'})", install)]
-    found = str(info["torch"])
+    found, pip, sk = str(info["torch"]), installed["pip"], installed["scikit-build-core"] or ""
     # PyPI's CUDA builds say 2.12.1+cu130 in torch.__version__ and 2.12.1 in their metadata, which is what a lock
     # pins: either one matching the expected version is a match.
-    matches = version in (found, info.get("distribution"))
+    matches = version in (found, installed["torch"])
     if matches:
-        shown = found + (f" (expected by {expected.source})" if expected.override else "")
-        fix = None
+        shown, fix = found + (f" (expected by {expected.source})" if expected.override else ""), None
     else:
         shown = f"{found} ({'expected' if expected.override else expected.source}: {version})"
         fix = (f"install it: {install}, or name the torch you have with --allow-torch {found}" if expected.override
                else f"install the stack's torch: {install}; or build against {found} on purpose with --allow-torch {found}")
-    sites = tuple(dict.fromkeys(p for p in (info.get("site"), info.get("site_real")) if p))
-    cuda = info.get("cuda") or "none (CPU build)"
+    cuda = info["cuda"] or "none (CPU build)"
     cuda_ok = str(cuda).split(".")[0] == TORCH_CUDA_MAJOR
-    pip, sk = info.get("pip"), str(info.get("skbuild") or "")
     try:
         sk_ok = bool(sk) and Version(sk) >= MIN_SCIKIT_BUILD_CORE
     except InvalidVersion:
         sk_ok = False
     return [
-        Check("torch", matches, shown, fix, value=found, paths=sites),
+        Check("torch", matches, shown, fix, value=found, paths=tuple(dict.fromkeys(info["sites"]))),
         Check("torch CUDA", cuda_ok, f"torch.version.cuda = {cuda}",
               None if cuda_ok else f"torch must be a CUDA 13 build (+cu130): {install}"),
         Check("pip", bool(pip), pip or "not installed (a uv venv has none)",
@@ -135,8 +131,7 @@ def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
     ]
 
 
-def nvcc_path() -> str | None:
-    """The nvcc CMake will use: $CUDACXX if set, else nvcc on PATH."""
+def nvcc_path() -> str | None:  # the nvcc CMake will use
     return os.environ.get("CUDACXX") or shutil.which("nvcc")
 
 
@@ -191,28 +186,19 @@ def check_ninja(python: str | None = None) -> Check:
     return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
 
 
-def check_patch() -> Check:
-    """GNU patch, which applies the series here as in Nix (kernel/inputs/patch_series.py)."""
-    try:
-        path, version = patch_series.gnu_patch()
-    except ToolchainError as exc:
-        return Check("patch", False, exc.message, exc.hint)
-    return Check("patch", True, f"{path}: {version}")
-
-
-def check_compilers(found: list[compilers_mod.Compiler]) -> list[Check]:
-    """One check per compiler role; a C++ compiler that links its own C++ runtime is refused."""
-    return [Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
-                  value=c.describe() if c.ok else None) for c in found]
-
-
 def check_all(python: str, expected: TorchExpectation, found: list[compilers_mod.Compiler]) -> list[Check]:
-    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python),
-            check_patch(), *check_compilers(found)]
+    try:  # GNU patch applies the series here as in Nix (kernel/inputs/patch_series.py)
+        path, version = patch_series.gnu_patch()
+        patch = Check("patch", True, f"{path}: {version}")
+    except ToolchainError as exc:
+        patch = Check("patch", False, exc.message, exc.hint)
+    # One check per compiler role; a C++ compiler that links its own C++ runtime is refused.
+    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python), patch,
+            *(Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
+                    value=c.describe() if c.ok else None) for c in found)]
 
 
 def toolchain_error(checks: list[Check]) -> ToolchainError | None:
-    """The error a build stops with when a check failed (all checks listed), or None."""
     if all(c.ok for c in checks):
         return None
     return ToolchainError(

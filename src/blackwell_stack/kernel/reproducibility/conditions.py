@@ -18,26 +18,11 @@ CONDITIONS = ("stage", "c", "c++", "cuda host c++", "nvcc", "binutils", "cmake",
               "torch")
 
 
-def _version(argv: list[str], pattern: str) -> str | None:
-    code, text = proc.probe(argv, timeout=60)
-    m = re.search(pattern, text, re.MULTILINE)
-    return m.group(1) if m and code == 0 else None
-
-
 def conditions_of(*, stage: Path, checks: list[toolchain.Check],
                   compilers: list[compilers_mod.Compiler]) -> dict[str, str | None]:
     """This build's conditions, as the reference names them (None: not found)."""
-    found = {c.name: c.value for c in checks}
-    tried = {c.role.name: c.describe() for c in compilers if c.path}
-    return {
-        "stage": str(stage),
-        "c": tried.get("c"),
-        "c++": tried.get("c++"),
-        "cuda host c++": tried.get("cuda host c++"),
-        "nvcc": found.get("nvcc"),
-        "binutils": _version(["ld", "--version"], r"^GNU ld .*?(\d+\.\d+(?:\.\d+)?)\s*$"),
-        "cmake": found.get("cmake"),
-        "ninja": found.get("ninja"),
-        "scikit-build-core": found.get("scikit-build-core"),
-        "torch": found.get("torch"),
-    }
+    found = {c.name: c.value for c in checks} | {c.role.name: c.describe() for c in compilers if c.path}
+    code, text = proc.probe(["ld", "--version"], timeout=60)
+    binutils = re.search(r"^GNU ld .*?(\d+\.\d+(?:\.\d+)?)\s*$", text, re.MULTILINE) if code == 0 else None
+    found.update(stage=str(stage), binutils=binutils.group(1) if binutils else None)
+    return {name: found.get(name) for name in CONDITIONS}

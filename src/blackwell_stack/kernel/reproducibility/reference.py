@@ -88,7 +88,6 @@ def _check_conditions(data: dict[str, Any], path: Path) -> None:
 
 
 def load(path: str | Path | None = None) -> Reference | None:
-    """The current reference, or None while none is measured (Document.reason says why)."""
     return document(path).current
 
 
@@ -127,7 +126,6 @@ def json_differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, A
 
 
 def record_differences(ours: Any, theirs: Any) -> list[Difference]:
-    """json_differences between two build records, each with the file or option that decides it."""
     return [Difference(p, a, b, owner_of(p)) for p, a, b in json_differences(ours, theirs)]
 
 

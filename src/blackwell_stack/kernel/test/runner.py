@@ -31,7 +31,6 @@ PASSED, SKIPPED = "passed", "skipped"
 FAILED, CRASHED, TIMED_OUT, ERROR, NO_TESTS = "failed", "crashed", "timed out", "error", "no tests"
 INTERRUPTED = "interrupted"
 _PYTEST_STATUS = {0: PASSED, 1: FAILED, 5: NO_TESTS}
-_FAILURE_TAIL = 30
 
 
 @dataclass
@@ -143,14 +142,6 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
     return result
 
 
-def plugin_directory(root: Path) -> Path:
-    """A directory holding only the outcome plugin, to put on the test processes' path."""
-    directory = root / "plugin"
-    directory.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(pytest_outcomes.__file__), directory / f"{PLUGIN}.py")
-    return directory
-
-
 def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, logs: Path, *, timeout: float,
         say: Callable[[str], None] = lambda _text: None, summary: Callable[[list[FileResult]], dict] | None = None,
         ) -> list[FileResult]:
@@ -159,8 +150,9 @@ def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, l
     After each file the results so far are written to logs/summary.json (with `summary`
     building the object), so an interrupted run still leaves what it found.
     """
-    logs.mkdir(parents=True, exist_ok=True)
-    plugin_dir = plugin_directory(logs)
+    plugin_dir = logs / "plugin"  # only the outcome plugin, put on the test processes' path
+    plugin_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(pytest_outcomes.__file__), plugin_dir / f"{PLUGIN}.py")
     results: list[FileResult] = []
     try:
         for item in items:
@@ -191,8 +183,3 @@ def totals(results: Iterable[FileResult]) -> dict[str, int]:
     out["files_skipped"] = sum(1 for r in results if r.status == SKIPPED)  # by the rules, or by themselves
     out["files_failed"] = sum(1 for r in results if not r.ok)
     return out
-
-
-def failure_tail(result: FileResult) -> list[str]:
-    """The last lines of a file's log."""
-    return proc.log_tail(result.log, _FAILURE_TAIL) if result.log and Path(result.log).is_file() else []
