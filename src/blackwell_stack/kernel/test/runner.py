@@ -1,12 +1,9 @@
 """Run kernel tests one file per process and count what happened: `kernel test`'s runner.
 
-Each upstream test file runs in its own pytest process (a kernel that kills
-its process takes only that file with it), in a process group of its own
-(killed whole when the file runs past its time limit or when the run is
-interrupted), with its output in a log. The plugin kernel/test/pytest_outcomes.py
-writes each test's progress as it happens, so a crash is reported with the
-test that was running. Project checks (pkgs/sgl-kernel/gpu_check.py) run as
-scripts: their exit code is their verdict.
+Each upstream test file runs in its own pytest process (a kernel that kills its process takes only that file with
+it), in a process group of its own (killed whole past its time limit or on an interrupt), with its output in a log.
+The plugin pytest_outcomes.py writes each test's progress as it happens, so a crash names the test that was running.
+Project checks (pkgs/sgl-kernel/gpu_check.py) run as scripts: their exit code is their verdict.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ PASSED, SKIPPED = "passed", "skipped"
 FAILED, CRASHED, TIMED_OUT, ERROR, NO_TESTS = "failed", "crashed", "timed out", "error", "no tests"
 INTERRUPTED = "interrupted"
 _PYTEST_STATUS = {0: PASSED, 1: FAILED, 5: NO_TESTS}
-_FAILURE_TAIL = 30
 
 
 @dataclass
@@ -143,24 +139,16 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
     return result
 
 
-def plugin_directory(root: Path) -> Path:
-    """A directory holding only the outcome plugin, to put on the test processes' path."""
-    directory = root / "plugin"
-    directory.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(pytest_outcomes.__file__), directory / f"{PLUGIN}.py")
-    return directory
-
-
 def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, logs: Path, *, timeout: float,
-        say: Callable[[str], None] = lambda _text: None, summary: Callable[[list[FileResult]], dict] | None = None,
-        ) -> list[FileResult]:
+        say: Callable[[str], None], summary: Callable[[list[FileResult]], dict]) -> list[FileResult]:
     """Run every item that is not skipped, in order; skipped ones are reported with their reason.
 
-    After each file the results so far are written to logs/summary.json (with `summary`
-    building the object), so an interrupted run still leaves what it found.
+    After each file the results so far are written to logs/summary.json (summary(results)), so an interrupted run
+    still leaves what it found.
     """
-    logs.mkdir(parents=True, exist_ok=True)
-    plugin_dir = plugin_directory(logs)
+    plugin_dir = logs / "plugin"  # only the outcome plugin, put on the test processes' path
+    plugin_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(pytest_outcomes.__file__), plugin_dir / f"{PLUGIN}.py")
     results: list[FileResult] = []
     try:
         for item in items:
@@ -176,11 +164,9 @@ def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, l
             results.append(result)
             say(f"{item.name}: {result.status} ({result.passed} passed, {result.failed} failed, {result.skipped} "
                 f"skipped, {result.errors} errors, {result.seconds:g} s){' ' + result.note if result.note else ''}")
-            if summary is not None:
-                atomic_write_json(logs / "summary.json", summary(results))
-    finally:
-        if summary is not None:
             atomic_write_json(logs / "summary.json", summary(results))
+    finally:
+        atomic_write_json(logs / "summary.json", summary(results))
     return results
 
 
@@ -191,8 +177,3 @@ def totals(results: Iterable[FileResult]) -> dict[str, int]:
     out["files_skipped"] = sum(1 for r in results if r.status == SKIPPED)  # by the rules, or by themselves
     out["files_failed"] = sum(1 for r in results if not r.ok)
     return out
-
-
-def failure_tail(result: FileResult) -> list[str]:
-    """The last lines of a file's log."""
-    return proc.log_tail(result.log, _FAILURE_TAIL) if result.log and Path(result.log).is_file() else []
