@@ -54,7 +54,6 @@ def skipped(name: str, why: str, bound_s: float | None = None) -> Step:
 
 
 def say(text: str) -> None:
-    """A progress line on stderr."""
     print(f"acceptance: {text}", file=sys.stderr, flush=True)
 
 
@@ -131,7 +130,6 @@ class Server:
 
 
 def launch(argv: list[str], url: str, log: Path) -> Server:
-    """`serve run` in a process group of its own, its output in `log`."""
     with open(log, "wb") as out:
         return Server(url, proc.start(argv, new_session=True, stdout=out), log)
 

@@ -15,10 +15,11 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from blackwell_stack import inputfiles
+from blackwell_stack import __version__, inputfiles
 from blackwell_stack.data.plan import GPU_HOST, PlanSection
 from blackwell_stack.data.profile import load_profile
 from blackwell_stack.data.stack import Stack
@@ -86,14 +87,15 @@ def installed_versions(python: str, kernel_package: str) -> dict:
     return {"python": python, **found}
 
 
-def build(*, steps: list[Step], ident: dict, versions: dict, locked: dict | None, host: str, date: str,
-          mode: str, url: str, model: str | None, kernel_wheel: dict, blackwell_stack: str) -> dict:
+def build(stack: Stack, profile: str, *, steps: list[Step], versions: dict, date: str, mode: str, url: str,
+          model: str | None, kernel_wheel: dict) -> dict:
     doctor = next((s.data for s in steps if s.name == "doctor" and s.data), None) or {}
     machine = doctor.get("host") or {}
     ok = bool(steps) and all(s.verdict == PASSED for s in steps)
-    checked = {**versions, "locked": locked, "blackwell_stack": blackwell_stack}
+    checked = {**versions, "locked": stack.versions() if stack.locked else None, "blackwell_stack": __version__}
     return {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "ok": ok, "host": host, "date": date, **ident,
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "ok": ok, "host": socket.gethostname(), "date": date,
+        **identity(stack, profile),
         "mode": mode, "url": url, "model": model, "versions": checked, "kernel_wheel": kernel_wheel,
         "driver": machine.get("driver"),
         "gpus": [{k: g.get(k) for k in ("name", "compute_cap", "driver", "memory_mib")} for g in machine.get("gpus", [])],

@@ -79,7 +79,6 @@ def _lengths(mean: int, config: BenchConfig) -> tuple[int, float]:
 
 def bench_serving_argv(python: str, endpoint: Endpoint, model: str, config: BenchConfig, concurrency: int,
                        output_file: Path) -> list[str]:
-    """One level's bench_serving command."""
     input_len, ratio = _lengths(config.input_len, config)
     output_len, _ = _lengths(config.output_len, config)
     return [

@@ -140,7 +140,6 @@ class _Request:
 
 
 def json_object(payload: bytes, what: str) -> dict:
-    """payload parsed as a JSON object, or a ServerError that quotes its start."""
     try:
         data = json.loads(payload)
     except ValueError:

@@ -19,7 +19,6 @@ DEFAULT_TIMEOUT = 1800.0  # seconds for one file
 
 
 def register(ksub: argparse._SubParsersAction) -> None:
-    """Add `kernel test` to the kernel area's subcommands."""
     p = ksub.add_parser(
         "test",
         help="run upstream's kernel tests on this host's GPU against an installed or given wheel (one process per file)",

@@ -36,8 +36,7 @@ def _check_project_checks(data: dict[str, Any], path: Path) -> None:
             raise DataError(path, f"project_checks.{name}", None, "names no script in pkgs/sgl-kernel/", "fix the name")
 
 
-def project_check_path(name: str) -> Path:
-    """Where the project check `name` ("gpu_check.py") lives."""
+def project_check_path(name: str) -> Path:  # name: "gpu_check.py"
     return registry.path("kernel-check", name.removesuffix(".py"))
 
 
