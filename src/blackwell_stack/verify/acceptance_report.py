@@ -76,7 +76,6 @@ def identity(stack: Stack, profile: str) -> dict:
 
 
 def installed_versions(python: str, kernel_package: str) -> dict:
-    """The versions --python's environment holds."""
     names = ["sglang", "torch", "flashinfer-python", "flashinfer-cubin", kernel_package]
     code, out, tail = run_bounded([python, "-c", VERSIONS_PROBE, *names], 120.0, "versions")
     found = None

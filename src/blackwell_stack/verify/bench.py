@@ -59,7 +59,6 @@ class BenchConfig:
 
 
 def parse_levels(text: str, option: str) -> tuple[int, ...]:
-    """Comma-separated concurrency levels, each a positive integer."""
     try:
         levels = tuple(positive_int(x) for x in text.split(",") if x.strip())
     except argparse.ArgumentTypeError:

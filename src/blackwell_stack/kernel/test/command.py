@@ -100,7 +100,8 @@ def cmd_test(args: argparse.Namespace) -> int:
                 f"build for this GPU: blackwell-stack kernel build --arch {target.capability}a", code=ExitCode.CHECK_FAILED)
         items = selection.select(tests_dir, rules, target, imports, checks)
         if args.dry_run:
-            return _print_test_selection(target, items, args.json)
+            _print_test_selection(target, items, args.json)
+            return 0
         logs = Path(args.logs).resolve() if args.logs else Path(tmp) / "logs"
         results = runner.run(
             items, args.python, env, tests_dir, logs, timeout=timeout,
@@ -123,14 +124,13 @@ def _heading(title: str, target: selection.Target) -> None:
     print(f"sgl_kernel: {target.package_dir} (built for {built}; runs {', '.join(target.runnable_archs)} here)")
 
 
-def _print_test_selection(target: selection.Target, items: list[selection.Item], as_json: bool) -> int:
+def _print_test_selection(target: selection.Target, items: list[selection.Item], as_json: bool) -> None:
     if as_json:
         output.dump_json({"target": target.to_json(), "files": [{"name": i.name, "run": i.skip is None, "skip": i.skip}
                                                                 for i in items]})
-        return 0
-    _heading("sgl-kernel tests that would run", target)
-    output.table(["file", "runs", "why not"], [[i.name, i.skip is None, i.skip or ""] for i in items])
-    return 0
+    else:
+        _heading("sgl-kernel tests that would run", target)
+        output.table(["file", "runs", "why not"], [[i.name, i.skip is None, i.skip or ""] for i in items])
 
 
 def _print_test_report(target: selection.Target, results: list[runner.FileResult], *, kept_logs: bool) -> None:

@@ -105,7 +105,6 @@ def _killed(code: int | None, timeout: float, running: str = "") -> tuple[str, s
 
 def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: Path, plugin_dir: Path,
              timeout: float) -> FileResult:
-    """Run one test file (or project check) and return its verdict and counts."""
     stem = item.name.replace("/", "__")
     log = logs / f"{stem}.log"
     if item.kind == "script":
@@ -170,8 +169,7 @@ def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, l
     return results
 
 
-def totals(results: Iterable[FileResult]) -> dict[str, int]:
-    results = list(results)
+def totals(results: list[FileResult]) -> dict[str, int]:
     out = {key: sum(getattr(r, key) for r in results) for key in ("passed", "failed", "skipped", "errors")}
     out["files_run"] = sum(1 for r in results if r.status != SKIPPED)
     out["files_skipped"] = sum(1 for r in results if r.status == SKIPPED)  # by the rules, or by themselves
