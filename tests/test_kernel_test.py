@@ -80,18 +80,20 @@ def make_wheel(path: Path, archs: tuple[str, ...], libraries=("sm90/common_ops",
 cli = functools.partial(run, "kernel", "test")
 
 
-def target_for(tests_dir: Path, tmp_path: Path, archs: tuple[str, ...], gpu: str, libraries=("sm90/common_ops",)):
+def skips_for(tests_dir: Path, tmp_path: Path, archs: tuple[str, ...], gpu: str, libraries=("sm90/common_ops",)):
+    """(the target probed, {file: skip reason}) for a wheel of `archs` on a GPU of capability `gpu`."""
     site = selection.unpack_wheel(make_wheel(tmp_path / f"w-{gpu}.whl", archs, libraries), tmp_path / f"site-{gpu}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    modules = selection.modules_to_probe(tests_dir, selection.test_files(tests_dir))
-    return selection.probe(sys.executable, modules, env, gpu)
+    rules = selection.load_rules()
+    files, checks = selection.chosen(tests_dir, rules)
+    imports = selection.imports(tests_dir, files)
+    target = selection.probe(sys.executable, set().union(*imports.values()), env, gpu)
+    return target, {i.name: i.skip for i in selection.select(tests_dir, rules, target, imports, checks)}
 
 
 def test_selection_by_wheel_architectures_gpus_libraries_and_imports(tests_dir, tmp_path):
-    rules = selection.load_rules()
-    hopper = target_for(tests_dir, tmp_path, ("9.0a",), "9.0")
+    hopper, skips = skips_for(tests_dir, tmp_path, ("9.0a",), "9.0")
     assert hopper.runnable_archs == ["9.0a"] and hopper.libraries == ("common_ops",)
-    skips = {i.name: i.skip for i in selection.select(tests_dir, rules, hopper)}
     assert skips["test_norm.py"] is None and skips["test_cutlass_w4a8_moe_mm.py"] is None
     assert skips["test_fp4_gemm.py"].startswith("tests kernels for 10.0a, 10.3a, 11.0a, 12.0a, 12.1a; the wheel runs 9.0a")
     assert skips["gpu_check.py"].startswith("tests kernels for") and "NVFP4" in skips["gpu_check.py"]
@@ -100,8 +102,7 @@ def test_selection_by_wheel_architectures_gpus_libraries_and_imports(tests_dir, 
     assert "Hugging Face" in skips["test_gguf.py"]
     assert skips["test_hadamard.py"] == f"imports blackwell_stack_absent_module_for_tests, not installed for {sys.executable}"
     # The same files for an SM120 wheel on an SM120 GPU: the FP4 tests and the project's NVFP4 check run, Hopper's not.
-    blackwell = target_for(tests_dir, tmp_path, ("12.0a",), "12.0", libraries=("sm100/common_ops",))
-    skips = {i.name: i.skip for i in selection.select(tests_dir, rules, blackwell)}
+    _blackwell, skips = skips_for(tests_dir, tmp_path, ("12.0a",), "12.0", libraries=("sm100/common_ops",))
     assert skips["test_fp4_gemm.py"] is None and skips["gpu_check.py"] is None
     assert skips["test_cutlass_w4a8_moe_mm.py"].startswith("tests kernels for 9.0a; the wheel runs 12.0a")
 

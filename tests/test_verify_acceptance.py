@@ -24,6 +24,7 @@ from test_verify_accuracy import data_dir
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.data.profile import load_profile
 from blackwell_stack.errors import ExitCode
+from blackwell_stack.hashes import sha256_file
 from blackwell_stack.verify import acceptance_report
 
 pytestmark = pytest.mark.proc
@@ -76,7 +77,7 @@ def test_against_a_running_server_each_step_has_a_verdict_and_the_report_is_writ
     assert (data["schema"], data["schema_version"], data["ok"]) == (acceptance_report.SCHEMA, 1, False)
     stack = stack_data.load(None)
     assert (data["stack"], data["profile"], data["lock_sha256"]) == (
-        stack.name, stack.profiles[0], acceptance_report.lock_sha256(stack))
+        stack.name, stack.profiles[0], sha256_file(stack.lock_path))
     assert data["mode"] == "url" and data["model"] == "fault-gsm8k" and data["host"] and data["date"]
     assert set(data["versions"]) >= {"sglang", "torch", "flashinfer-python", stack.kernel["package"], "locked"}
     for name in ("doctor.json", "smoke.json", "accuracy.json"):

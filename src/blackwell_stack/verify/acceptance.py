@@ -1,16 +1,12 @@
 """The acceptance run: every check only the GPU host can make, in order, each bounded, into one report.
 
-The steps are the project's own commands, each run as `python -m
-blackwell_stack COMMAND --json` in a process group of its own, so that its
-time bound ends it with everything it started (kernel test's pytest
-processes, bench_serving): doctor, stack doctor, the kernel's import and a
-subset of `kernel test`, SGLang started through `serve run` until /health
-answers (or, with --url, a server already running), smoke, the accuracy gate
-and bench. A step that fails says why and the run goes on; a step that needs
-what failed before it (a server that never got ready) is skipped, saying so.
-The server it started is stopped whatever happens: at the end, on an error,
-on Ctrl-C or SIGTERM (cli/__init__.py raises both where the run is).
-acceptance_report.py writes what was found.
+The steps are the project's own commands, each run as `python -m blackwell_stack COMMAND --json` in a process group
+of its own, so that its time bound ends it with everything it started (kernel test's pytest processes,
+bench_serving): doctor, stack doctor, the kernel's import and a subset of `kernel test`, SGLang started through
+`serve run` until /health answers (or, with --url, a server already running), smoke, the accuracy gate and bench.
+A step that fails says why and the run goes on; a step that needs what failed before it (a server that never got
+ready) is skipped, saying so. The server it started is stopped whatever happens: at the end, on an error, on Ctrl-C
+or SIGTERM (cli/__init__.py raises both where the run is). acceptance_report.py writes what was found.
 """
 
 from __future__ import annotations
@@ -58,7 +54,6 @@ def skipped(name: str, why: str, bound_s: float | None = None) -> Step:
 
 
 def say(text: str) -> None:
-    """A progress line on stderr."""
     print(f"acceptance: {text}", file=sys.stderr, flush=True)
 
 
@@ -135,7 +130,6 @@ class Server:
 
 
 def launch(argv: list[str], url: str, log: Path) -> Server:
-    """`serve run` in a process group of its own, its output in `log`."""
     with open(log, "wb") as out:
         return Server(url, proc.start(argv, new_session=True, stdout=out), log)
 

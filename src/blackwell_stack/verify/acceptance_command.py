@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackwell_stack import __version__, output
+from blackwell_stack import output
 from blackwell_stack.argtypes import positive_float, positive_int
 from blackwell_stack.data import stack as stack_data
 from blackwell_stack.errors import ExitCode, StackError
@@ -193,11 +192,9 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
         try:
             versions = report_mod.installed_versions(args.python, stack.kernel["package"])
             report = report_mod.build(
-                steps=state.steps, ident=report_mod.identity(stack, profile), versions=versions,
-                locked=stack.versions() if stack.locked else None, host=socket.gethostname(),
-                date=started_at.isoformat(timespec="seconds"), mode="url" if args.url else "started",
-                url=state.url, model=state.model, kernel_wheel=_kernel_wheel(args.kernel_wheel, versions),
-                blackwell_stack=__version__)
+                stack, profile, steps=state.steps, versions=versions, date=started_at.isoformat(timespec="seconds"),
+                mode="url" if args.url else "started", url=state.url, model=state.model,
+                kernel_wheel=_kernel_wheel(args.kernel_wheel, versions))
             report_mod.publish(work, final, report)
         except BaseException:  # a second Ctrl-C, or a report that cannot be written: nothing half-written stays
             report_mod.discard(work)

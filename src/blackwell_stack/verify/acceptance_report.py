@@ -1,16 +1,11 @@
 """The acceptance run's report: written once and whole, read back by `plan --report`.
 
-A directory: report.json (SCHEMA, versioned: each step's verdict, evidence,
-duration and bound; the exact versions the run checked), report.md (a short
-summary, the bench plot linked) and each step's own JSON. It is made under a
-temporary name beside the final one and renamed into place when complete.
-
-`plan --report FILE` marks the items that wait for the GPU host as verified
-(by this host, on this date, with the report's sha256) when the step that
-checks each passed, and only when the report is of the versions the plan is
-about: the same stack, the same uv.lock (its sha256), a profile made for the
-stack, the stack's kernel version. A report of other versions is refused for
-those items, saying what differs.
+A directory, made under a temporary name beside the final one and renamed into place when complete: report.json
+(SCHEMA, versioned: each step's verdict, evidence, duration and bound; the versions the run checked), report.md (a
+summary, the bench plot linked) and each step's own JSON. `plan --report FILE` marks the items that wait for the GPU
+host as verified (by this host, on this date, with the report's sha256) when the step that checks each passed, and
+only when the report is of the versions the plan is about (stack, uv.lock sha256, a profile of the stack, its kernel
+version); for a report of other versions it refuses those items, saying what differs.
 """
 
 from __future__ import annotations
@@ -20,10 +15,11 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from blackwell_stack import inputfiles
+from blackwell_stack import __version__, inputfiles
 from blackwell_stack.data.plan import GPU_HOST, PlanSection
 from blackwell_stack.data.profile import load_profile
 from blackwell_stack.data.stack import Stack
@@ -63,10 +59,6 @@ print(json.dumps(out))
 """
 
 
-def lock_sha256(stack: Stack) -> str | None:
-    return sha256_file(stack.lock_path) if stack.locked else None
-
-
 def kernel_version(stack: Stack) -> str | None:
     """The kernel version the stack runs: the one it builds, or the one its lock holds."""
     kernel = stack.kernel
@@ -78,39 +70,32 @@ def kernel_version(stack: Stack) -> str | None:
 
 def identity(stack: Stack, profile: str) -> dict:
     """What a report must match to stand for a plan's items: stack, lock, profile, kernel."""
-    return {"stack": stack.name, "lock_sha256": lock_sha256(stack), "profile": profile,
+    lock_hash = sha256_file(stack.lock_path) if stack.locked else None
+    return {"stack": stack.name, "lock_sha256": lock_hash, "profile": profile,
             "kernel": {"package": stack.kernel["package"], "version": kernel_version(stack)}}
 
 
 def installed_versions(python: str, kernel_package: str) -> dict:
-    """The versions --python's environment holds."""
     names = ["sglang", "torch", "flashinfer-python", "flashinfer-cubin", kernel_package]
     code, out, tail = run_bounded([python, "-c", VERSIONS_PROBE, *names], 120.0, "versions")
-    try:
+    found = None
+    with contextlib.suppress(ValueError):
         found = json.loads(out) if code == 0 else None
-    except ValueError:
-        found = None
     if not isinstance(found, dict):
         return {"python": python, "error": (tail or ["no answer"])[-1]}
     return {"python": python, **found}
 
 
-def build(*, steps: list[Step], ident: dict, versions: dict, locked: dict | None, host: str, date: str,
-          mode: str, url: str, model: str | None, kernel_wheel: dict, blackwell_stack: str) -> dict:
+def build(stack: Stack, profile: str, *, steps: list[Step], versions: dict, date: str, mode: str, url: str,
+          model: str | None, kernel_wheel: dict) -> dict:
     doctor = next((s.data for s in steps if s.name == "doctor" and s.data), None) or {}
     machine = doctor.get("host") or {}
+    ok = bool(steps) and all(s.verdict == PASSED for s in steps)
+    checked = {**versions, "locked": stack.versions() if stack.locked else None, "blackwell_stack": __version__}
     return {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "ok": bool(steps) and all(s.verdict == PASSED for s in steps),
-        "host": host,
-        "date": date,
-        **ident,
-        "mode": mode,
-        "url": url,
-        "model": model,
-        "versions": {**versions, "locked": locked, "blackwell_stack": blackwell_stack},
-        "kernel_wheel": kernel_wheel,
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "ok": ok, "host": socket.gethostname(), "date": date,
+        **identity(stack, profile),
+        "mode": mode, "url": url, "model": model, "versions": checked, "kernel_wheel": kernel_wheel,
         "driver": machine.get("driver"),
         "gpus": [{k: g.get(k) for k in ("name", "compute_cap", "driver", "memory_mib")} for g in machine.get("gpus", [])],
         "steps": [s.to_json() for s in steps],
@@ -204,16 +189,16 @@ def load(path: str | Path) -> tuple[dict, str]:
     if report.get("schema_version") != SCHEMA_VERSION:
         raise StackError(f"--report {path} has schema_version {report.get('schema_version')!r}; this plan reads "
                          f"{SCHEMA_VERSION}", "run the acceptance again with this version of blackwell-stack")
-    shapes: dict[str, type | tuple[type, ...]] = {"host": str, "date": str, "stack": str, "profile": str, "lock_sha256": (str, type(None)),
-              "kernel": dict, "steps": list}
-    for key, kind in shapes.items():
-        if not isinstance(report.get(key), kind):
-            raise StackError(f"--report {path}: {key!r} is missing or not what an acceptance report holds", hint)
-    for step in report["steps"]:
-        if not (isinstance(step, dict) and isinstance(step.get("name"), str)
-                and step.get("verdict") in (PASSED, FAILED, SKIPPED) and isinstance(step.get("evidence"), str)):
-            raise StackError(f"--report {path}: a step is not a name, a verdict and its evidence: {str(step)[:200]}",
-                             hint)
+    shapes: dict[str, type | tuple[type, ...]] = {"host": str, "date": str, "stack": str, "profile": str,
+                                                  "lock_sha256": (str, type(None)), "kernel": dict, "steps": list}
+    wrong = [key for key, kind in shapes.items() if not isinstance(report.get(key), kind)]
+    if wrong:
+        raise StackError(f"--report {path}: {wrong[0]!r} is missing or not what an acceptance report holds", hint)
+    bad = [s for s in report["steps"] if not isinstance(s, dict) or not isinstance(s.get("name"), str)
+           or s.get("verdict") not in (PASSED, FAILED, SKIPPED) or not isinstance(s.get("evidence"), str)]
+    if bad:
+        raise StackError(f"--report {path}: a step is not a name, a verdict and its evidence: {str(bad[0])[:200]}",
+                         hint)
     return report, hashlib.sha256(data).hexdigest()
 
 
@@ -267,7 +252,7 @@ def _section_stack(section: PlanSection, stacks: list[Stack]) -> tuple[Stack | N
     return stack, stack.profiles if stack else []
 
 
-def _step_for(item_name: str, steps: dict[str, dict]) -> list[str]:
+def _step_for(item_name: str) -> list[str]:
     """The steps that must have passed for a plan item to be verified."""
     if item_name == "accuracy gate":
         return ["accuracy"]
@@ -306,7 +291,7 @@ def apply(report: dict, sha256: str, sections: list[PlanSection], stacks: list[S
             refused.append(f"{section.key}: refused, the report is not of this deployment: {'; '.join(differ)}")
             continue
         for item in waiting:
-            needed = _step_for(item.name, steps)
+            needed = _step_for(item.name)
             failed = [f"{n}: {steps[n]['evidence']}" if n in steps else f"{n}: not run"
                       for n in needed if steps.get(n, {}).get("verdict") != PASSED]
             if not failed and item.name.startswith("baseline: "):

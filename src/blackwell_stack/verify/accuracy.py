@@ -1,19 +1,14 @@
 """The accuracy gate: few-shot GSM8K against an OpenAI-compatible server, scored against a pass mark.
 
-smoke catches garbage; it does not catch a server whose answers are fluent
-and worse (the seed's FP8 KV cache without calibrated scales), and vLLM
-caught a CUTLASS NVFP4 bug on SM12x only by a GSM8K score of 0.0
-(vllm-project/vllm#48898). So the gate asks grade-school maths as SGLang's
-own benchmark does (sglang.test.few_shot_gsm8k, benchmark/gsm8k): the first
-`shots` solved examples of train, then "Question: ...\\nAnswer:" for a
-question of test, at temperature 0, stopped at the next "Question"; the
-answer is the last number in the text, commas removed, compared with the
-last number of the reference solution (the one after `####`). The questions
-are a seeded sample of test, the same for every run with the same seed.
-Requests go out `concurrency` at a time through the smoke client
-(client.py); each has its own time bound and the whole run has one too: a
-question not asked in time counts as wrong and makes the run incomplete,
-which fails it. An interrupt (Ctrl-C, SIGTERM) ends the run at once.
+smoke catches garbage, not a server whose answers are fluent and worse (the seed's FP8 KV cache without calibrated
+scales); vLLM caught a CUTLASS NVFP4 bug on SM12x only by a GSM8K score of 0.0 (vllm-project/vllm#48898). So the
+gate asks grade-school maths as SGLang's own benchmark does (sglang.test.few_shot_gsm8k, benchmark/gsm8k): the
+first `shots` solved examples of train, then "Question: ...\\nAnswer:" for a question of test, at temperature 0,
+stopped at the next "Question"; the answer is the last number in the text, commas removed, compared with the last
+number of the reference solution (after `####`). The questions are a seeded sample of test, the same for every run
+with the same seed. Requests go out `concurrency` at a time; each has its own time bound and the whole run has one
+too: a question not asked in time counts as wrong and makes the run incomplete, which fails it. An interrupt
+(Ctrl-C, SIGTERM) ends the run at once.
 """
 
 from __future__ import annotations

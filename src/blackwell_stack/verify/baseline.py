@@ -1,13 +1,10 @@
 """Baselines: the figures a bench result is compared with.
 
-A baseline is a JSON file of expectations. Each names a metric of a bench
-level (`output_tok_s`, or a summary field such as `decode_tok_s.p50`), the
-level(s) it applies to (`concurrency`, or every level from
-`min_concurrency` up, where the best one counts), a value and a relation:
-`at_least` (measured >= value x (1 - tolerance)) or `about` (within the
-tolerance either side, reported as a ratio). The default target's baseline
-(the seed report's figures, docs/reference-deployment.md#results) ships in
-baselines/ beside this file.
+A baseline is a JSON file of expectations. Each names a metric of a bench level (`output_tok_s`, or a summary field
+such as `decode_tok_s.p50`), the level(s) it applies to (`concurrency`, or every level from `min_concurrency` up,
+where the best one counts), a value and a relation: `at_least` (measured >= value x (1 - tolerance)) or `about`
+(within the tolerance either side, reported as a ratio). The default target's baseline (the seed report's figures,
+docs/reference-deployment.md#results) ships in baselines/ beside this file.
 """
 
 from __future__ import annotations
@@ -97,13 +94,9 @@ def compare(baseline: Baseline, levels: list[dict]) -> list[dict]:
                "measured": None, "at_concurrency": None, "ratio": None, "status": "not measured"}
         if values:
             measured, conc = max(values)
-            ratio = measured / exp.value
-            if ratio < 1 - baseline.tolerance:
-                status = "below"
-            elif exp.relation == "about" and ratio > 1 + baseline.tolerance:
-                status = "above"
-            else:
-                status = "ok"
+            ratio, tolerance = measured / exp.value, baseline.tolerance
+            above = exp.relation == "about" and ratio > 1 + tolerance
+            status = "below" if ratio < 1 - tolerance else "above" if above else "ok"
             row.update(measured=measured, at_concurrency=conc, ratio=ratio, status=status)
         rows.append(row)
     return rows

@@ -1,21 +1,16 @@
 """`bench`: a concurrency sweep run by SGLang's own client, `python -m sglang.bench_serving`.
 
-Each level is one bench_serving run with the serving venv's interpreter:
-random token ids as prompts (`random-ids`: nothing downloaded), a fixed
-request count, the level's concurrency, warmed up first at that concurrency
-(a first batch of a new size, or a kernel compiled just in time, lands there,
-not in the figures: benchmarks/sglang-gpu/). bench_serving waits up to six
-hours for a request (`AIOHTTP_TIMEOUT` in sglang/bench_serving.py), so each
-run is bounded here, its whole process group ended when the bound passes.
+Each level is one bench_serving run with the serving venv's interpreter: random token ids as prompts (`random-ids`:
+nothing downloaded), a fixed request count, the level's concurrency, warmed up first at that concurrency (a first
+batch of a new size, or a kernel compiled just in time, lands there, not in the figures: benchmarks/sglang-gpu/).
+bench_serving waits up to six hours for a request (`AIOHTTP_TIMEOUT` in sglang/bench_serving.py), so each run is
+bounded here, its whole process group ended when the bound passes.
 
-What this adds: the sweep, the figures the seed's baseline names
-(baseline.py), and the garbage check of every answer, read from the run's
-`--output-details` file after the level: a throughput figure means nothing
-if the answers were garbage (the seed deployment streamed runs of `!` at
-full speed). bench_serving counts an answer as its full requested length
-unless the server streams usage, which it is not asked for (bench_serving
-0.5.9 fails on a stream event without choices), so tokens are its
-re-tokenized count.
+What this adds: the sweep, the figures the seed's baseline names (baseline.py), and the garbage check of every
+answer, read from the run's `--output-details` file after the level: a throughput figure means nothing if the
+answers were garbage (the seed deployment streamed runs of `!` at full speed). bench_serving counts an answer as its
+full requested length unless the server streams usage, which it is not asked for (bench_serving 0.5.9 fails on a
+stream event without choices), so tokens are its re-tokenized count.
 """
 
 from __future__ import annotations
@@ -64,7 +59,6 @@ class BenchConfig:
 
 
 def parse_levels(text: str, option: str) -> tuple[int, ...]:
-    """Comma-separated concurrency levels, each a positive integer."""
     try:
         levels = tuple(positive_int(x) for x in text.split(",") if x.strip())
     except argparse.ArgumentTypeError:
@@ -84,7 +78,6 @@ def _lengths(mean: int, config: BenchConfig) -> tuple[int, float]:
 
 def bench_serving_argv(python: str, endpoint: Endpoint, model: str, config: BenchConfig, concurrency: int,
                        output_file: Path) -> list[str]:
-    """One level's bench_serving command."""
     input_len, ratio = _lengths(config.input_len, config)
     output_len, _ = _lengths(config.output_len, config)
     return [
@@ -134,11 +127,7 @@ def run_level(python: str, endpoint: Endpoint, model: str, config: BenchConfig, 
 
 def _summary(data: dict, **fields: str) -> dict:
     """{name: data[key] in seconds} for each field given as name=key (in ms), None where bench_serving gave none."""
-    return {name: data[key] * 1e-3 if _number(data.get(key)) else None for name, key in fields.items()}
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return {name: data[key] * 1e-3 if type(data.get(key)) in (int, float) else None for name, key in fields.items()}
 
 
 def level_result(data: dict, concurrency: int, config: BenchConfig) -> dict:
@@ -155,15 +144,9 @@ def level_result(data: dict, concurrency: int, config: BenchConfig) -> dict:
             text = text if isinstance(text, str) else None
             judged.append((index, degeneracy.failure_text(text) + degeneracy.inspect_text(text, ANSWER_DETECTORS)))
     return {
-        "concurrency": concurrency,
-        "requests": requests,
-        "ok": ok,
-        "errors": requests - ok,
-        "wall_s": wall,
-        "output_tokens": tokens,
-        "output_tokens_asked": int(data.get("total_output_tokens") or 0),
-        "output_tok_s": tokens / wall,
-        "requests_per_s": ok / wall,
+        "concurrency": concurrency, "requests": requests, "ok": ok, "errors": requests - ok, "wall_s": wall,
+        "output_tokens": tokens, "output_tokens_asked": int(data.get("total_output_tokens") or 0),
+        "output_tok_s": tokens / wall, "requests_per_s": ok / wall,
         "ttft_s": _summary(data, mean="mean_ttft_ms", p50="median_ttft_ms", p99="p99_ttft_ms"),
         "itl_s": _summary(data, mean="mean_itl_ms", p50="median_itl_ms", p95="p95_itl_ms", p99="p99_itl_ms"),
         "e2e_s": _summary(data, mean="mean_e2e_latency_ms", p50="median_e2e_latency_ms",

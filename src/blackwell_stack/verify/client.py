@@ -1,11 +1,8 @@
 """A small client of an OpenAI-compatible server (SGLang, vLLM, transformers serve) on http.client.
 
-`smoke` asks a few questions one at a time and lists the model for `bench`:
-standard library only, so that it runs wherever the CLI runs. Nothing a
-server sends is trusted to be small or quick: every request has a deadline
-(connecting and each read included), an answer is read up to a size that
-its max_tokens explains, and an answer that is not the OpenAI format is a
-ServerError that quotes it.
+Standard library only, so that it runs wherever the CLI runs. Nothing a server sends is trusted to be small or
+quick: every request has a deadline (connecting and each read included), an answer is read up to a size that its
+max_tokens explains, and an answer that is not the OpenAI format is a ServerError that quotes it.
 """
 
 from __future__ import annotations
@@ -74,8 +71,7 @@ class Endpoint:
         return cls(parts.scheme, parts.hostname, port, prefix, api_key)
 
     @property
-    def root(self) -> str:
-        """scheme://host:port and the path before /v1: the base URL bench_serving wants."""
+    def root(self) -> str:  # the base URL bench_serving wants
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.prefix.removesuffix('/v1')}"
 
@@ -93,12 +89,10 @@ class _Request:
         self.what = f"{method} {endpoint.base_url}{path}"
         cls = http.client.HTTPSConnection if endpoint.scheme == "https" else http.client.HTTPConnection
         self.conn = cls(endpoint.host, endpoint.port, timeout=timeout)
-        headers = {"User-Agent": "blackwell-stack", "Accept": "application/json, text/event-stream"}
         payload = None if body is None else json.dumps(body).encode()
-        if payload is not None:
-            headers["Content-Type"] = "application/json"
-        if endpoint.api_key:
-            headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        headers = {"User-Agent": "blackwell-stack", "Accept": "application/json, text/event-stream",
+                   **({"Content-Type": "application/json"} if payload is not None else {}),
+                   **({"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {})}
         try:
             self.conn.request(method, endpoint.prefix + path, body=payload, headers=headers)
             self.response = self.conn.getresponse()
@@ -146,7 +140,6 @@ class _Request:
 
 
 def json_object(payload: bytes, what: str) -> dict:
-    """payload parsed as a JSON object, or a ServerError that quotes its start."""
     try:
         data = json.loads(payload)
     except ValueError:

@@ -248,13 +248,9 @@ def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
     made = sum(lv["output_tokens"] for lv in levels)
     asked = sum(lv["output_tokens_asked"] for lv in levels)
     return {
-        "judged": sum(lv["ok"] for lv in levels),
-        "broken": sum(lv["broken"] for lv in levels),
-        "findings": dict(findings),
-        "output_tokens": made,
-        "output_tokens_asked": asked,
-        "short": bool(asked) and made < asked * bench_mod.SHORT_ANSWERS_WARNING,
-        "ignore_eos": config.ignore_eos,
+        "judged": sum(lv["ok"] for lv in levels), "broken": sum(lv["broken"] for lv in levels),
+        "findings": dict(findings), "output_tokens": made, "output_tokens_asked": asked,
+        "short": bool(asked) and made < asked * bench_mod.SHORT_ANSWERS_WARNING, "ignore_eos": config.ignore_eos,
         "samples": [s for lv in levels for s in lv["broken_samples"]][:5],
     }
 

@@ -1,17 +1,14 @@
 """Detectors of garbage model output.
 
-The deployment this project reproduces first answered with runs of `!`,
-null content and "NaN happened" (docs/reference-deployment.md#failures-and-fixes).
-Each detector here looks at one symptom of broken numerics and returns a
-Finding that names the check and quotes the offending text, or None. That
-deployment's own failure text is data (failure-text.json beside this file).
+The deployment this project reproduces first answered with runs of `!`, null content and "NaN happened"
+(docs/reference-deployment.md#failures-and-fixes). Each detector looks at one symptom of broken numerics and returns
+a Finding that names the check and quotes the offending text, or None. That deployment's own failure text is data
+(failure-text.json beside this file).
 
-Thresholds are chosen for the smoke prompts (short factual answers at
-temperature 0): a healthy model does not write twenty identical
-non-space characters in a row, loop on one short phrase, write text made
-of a handful of distinct characters, or emit U+FFFD (which a server writes
-when the tokens it decodes are not valid UTF-8: random or NaN logits pick
-lone byte tokens).
+Thresholds are chosen for the smoke prompts (short factual answers at temperature 0): a healthy model does not write
+twenty identical non-space characters in a row, loop on one short phrase, write text made of a handful of distinct
+characters, or emit U+FFFD (which a server writes when the tokens it decodes are not valid UTF-8: random or NaN
+logits pick lone byte tokens).
 """
 
 from __future__ import annotations
@@ -74,18 +71,14 @@ def replacement_chars(text: str) -> Finding | None:
 
 def control_chars(text: str) -> Finding | None:
     bad = [i for i, ch in enumerate(text) if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc"]
-    if not bad:
-        return None
     return Finding("control-char", f"{len(bad)} control character(s) such as {text[bad[0]]!r}",
-                   excerpt(text, max(0, bad[0] - 20), bad[0] + 40))
+                   excerpt(text, max(0, bad[0] - 20), bad[0] + 40)) if bad else None
 
 
 def char_run(text: str) -> Finding | None:
     match = _CHAR_RUN.search(text)
-    if not match:
-        return None
     return Finding("char-run", f"{match.group(1)!r} repeated {match.end() - match.start()} times in a row",
-                   excerpt(text, match.start(), match.end()))
+                   excerpt(text, match.start(), match.end())) if match else None
 
 
 def repeated_unit(text: str) -> Finding | None:

@@ -1,12 +1,9 @@
 """The GSM8K files of the accuracy gate: pinned by URL and sha256 (gsm8k.json beside this file), fetched once.
 
-The data is openai/grade-school-math at one commit, never part of this
-project: it is downloaded on the user's host into the user cache
-(paths.cache_dir) the first time the gate runs, or read from a directory
-the user names (`--data DIR`, which holds train.jsonl and test.jsonl). Either
-way every file is read whole (it is a few MB) and checked against its pinned
-size and sha256 before a row of it is used. The pass mark per profile lives
-in the same file, with its source.
+The data is openai/grade-school-math at one commit, never part of this project: it is downloaded on the user's host
+into the user cache (paths.cache_dir) the first time the gate runs, or read from `--data DIR` (train.jsonl and
+test.jsonl). Either way every file is read whole (a few MB) and checked against its pinned size and sha256 before a
+row of it is used. The pass mark per profile lives in the same file, with its source.
 """
 
 from __future__ import annotations
@@ -41,7 +38,6 @@ class Threshold:
 
 @functools.cache
 def pins() -> dict[str, Any]:
-    """gsm8k.json, checked."""
     return registry.load("gsm8k")
 
 

@@ -1,14 +1,10 @@
 """`smoke`: fixed prompts at temperature 0, streamed and not, judged for garbage and for their content.
 
-Every prompt goes to its endpoint twice (stream and no stream). A verdict is
-one failed check on one answer and names the prompt, the mode, the check
-and the offending text. Garbage (degeneracy.py) is not
-enough to pass: a server that gives one sentence to every prompt, or fluent
-wrong answers, is as broken. So the answers must also hold what any working
-model writes at temperature 0 (the capital of France, the digits of a
-count), and different prompts must get different answers. Reasoning models
-(Qwen3.5 thinks by default) may put their text in `reasoning_content`; that
-text is judged too, and an answer is empty only when both fields are.
+Every prompt goes to its endpoint twice (stream and no stream); a verdict is one failed check on one answer. Garbage
+(degeneracy.py) is not enough to pass: a server that gives one sentence to every prompt, or fluent wrong answers, is
+as broken, so the answers must also hold what any working model writes at temperature 0 (the capital of France, the
+digits of a count), and different prompts must get different answers. Reasoning models (Qwen3.5 thinks by default)
+may put their text in `reasoning_content`: it is judged too, and an answer is empty only when both fields are.
 """
 
 from __future__ import annotations
@@ -165,8 +161,6 @@ def _ask(endpoint: Endpoint, model: str, prompt: Prompt, mode: str, max_tokens: 
 
 
 def _failed(prompt: Prompt, mode: str, exc: ServerError, events: list[dict], chat: bool) -> Verdict:
-    if exc.kind == "timeout":
-        return Verdict(prompt.name, mode, "http", NO_ANSWER, str(exc))
     if exc.kind == "dropped":
         so_far = Answer(prompt.name, prompt.api, mode)
         with contextlib.suppress(ServerError):
@@ -174,9 +168,9 @@ def _failed(prompt: Prompt, mode: str, exc: ServerError, events: list[dict], cha
         shown = degeneracy.excerpt(so_far.text, width=60) if so_far.text else "-"
         return Verdict(prompt.name, mode, "dropped", f"the server closed the connection before the answer "
                        f"ended: {exc}", f"text so far: {shown}")
-    if exc.kind == "http":
-        return Verdict(prompt.name, mode, "http", f"HTTP status {exc.status}", str(exc)[:200])
-    return Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200])
+    check, detail = {"timeout": ("http", NO_ANSWER), "http": ("http", f"HTTP status {exc.status}")}.get(
+        exc.kind, ("protocol", "answer is not valid OpenAI JSON/SSE"))
+    return Verdict(prompt.name, mode, check, detail, str(exc) if exc.kind == "timeout" else str(exc)[:200])
 
 
 def _same_answers(answers: list[Answer]) -> None:

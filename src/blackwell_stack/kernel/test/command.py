@@ -90,16 +90,18 @@ def cmd_test(args: argparse.Namespace) -> int:
         if args.wheel:
             site = selection.unpack_wheel(args.wheel, Path(tmp) / "site")
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-        files, _checks = selection.chosen(tests_dir, rules, only)
-        target = selection.probe(args.python, selection.modules_to_probe(tests_dir, files), env, args.gpu)
+        files, checks = selection.chosen(tests_dir, rules, only)
+        imports = selection.imports(tests_dir, files)
+        target = selection.probe(args.python, set().union(*imports.values()), env, args.gpu)
         if not target.runnable_archs:
             raise StackError(
                 f"this sgl_kernel was built for {', '.join(target.wheel_archs or ())}, and none of those runs on this "
                 f"GPU ({target.capability}): its import would refuse it",
                 f"build for this GPU: blackwell-stack kernel build --arch {target.capability}a", code=ExitCode.CHECK_FAILED)
-        items = selection.select(tests_dir, rules, target, only)
+        items = selection.select(tests_dir, rules, target, imports, checks)
         if args.dry_run:
-            return _print_test_selection(target, items, args.json)
+            _print_test_selection(target, items, args.json)
+            return 0
         logs = Path(args.logs).resolve() if args.logs else Path(tmp) / "logs"
         results = runner.run(
             items, args.python, env, tests_dir, logs, timeout=timeout,
@@ -114,26 +116,25 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else int(ExitCode.CHECK_FAILED)
 
 
-def _print_target(heading: str, target: selection.Target) -> None:
-    output.heading(heading)
+def _heading(title: str, target: selection.Target) -> None:
+    output.heading(title)
     gpus = ", ".join(f"{n} ({c})" for n, c in zip(target.gpu_names, target.gpus))
     built = ", ".join(target.wheel_archs) if target.wheel_archs is not None else "upstream's list"
     print(f"GPU: {gpus}; torch {target.torch or '(not asked)'} ({target.python})")
     print(f"sgl_kernel: {target.package_dir} (built for {built}; runs {', '.join(target.runnable_archs)} here)")
 
 
-def _print_test_selection(target: selection.Target, items: list[selection.Item], as_json: bool) -> int:
+def _print_test_selection(target: selection.Target, items: list[selection.Item], as_json: bool) -> None:
     if as_json:
         output.dump_json({"target": target.to_json(), "files": [{"name": i.name, "run": i.skip is None, "skip": i.skip}
                                                                 for i in items]})
-        return 0
-    _print_target("sgl-kernel tests that would run", target)
-    output.table(["file", "runs", "why not"], [[i.name, i.skip is None, i.skip or ""] for i in items])
-    return 0
+    else:
+        _heading("sgl-kernel tests that would run", target)
+        output.table(["file", "runs", "why not"], [[i.name, i.skip is None, i.skip or ""] for i in items])
 
 
 def _print_test_report(target: selection.Target, results: list[runner.FileResult], *, kept_logs: bool) -> None:
-    _print_target("sgl-kernel tests", target)
+    _heading("sgl-kernel tests", target)
     output.table(["file", "result", "passed", "failed", "skipped", "errors", "s", "note"],
                  [[r.name, r.status, r.passed, r.failed, r.skipped, r.errors, r.seconds if r.status != "skipped" else "",
                    r.note] for r in results])

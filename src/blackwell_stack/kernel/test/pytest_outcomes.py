@@ -1,13 +1,11 @@
 """A pytest plugin that appends every test's progress to a file as it happens, one JSON object a line.
 
-`blackwell-stack kernel test` copies this file beside each test process and
-loads it with `-p`; the file named by $BLACKWELL_STACK_TEST_OUTCOMES gets a
-`start` line when a test begins, one `report` line per phase (setup, call,
-teardown) and an `end` line when it is done, `collect_error` or `collect_skip`
-for a file that cannot be collected or skips itself, then `finish` with
-pytest's exit status. Each line is written and closed at once, so when a kernel kills the
-process (a segmentation fault) the file still says which test was running.
-Standard library only: it runs in the environment under test.
+`blackwell-stack kernel test` copies this file beside each test process and loads it with `-p`; the file named by
+$BLACKWELL_STACK_TEST_OUTCOMES gets a `start` line when a test begins, one `report` line per phase (setup, call,
+teardown) and an `end` line when it is done, `collect_error` or `collect_skip` for a file that cannot be collected
+or skips itself, then `finish` with pytest's exit status. Each line is written and closed at once, so when a kernel
+kills the process (a segmentation fault) the file still says which test was running. Standard library only: it
+runs in the environment under test.
 """
 
 import json

@@ -1,12 +1,9 @@
 """Run kernel tests one file per process and count what happened: `kernel test`'s runner.
 
-Each upstream test file runs in its own pytest process (a kernel that kills
-its process takes only that file with it), in a process group of its own
-(killed whole when the file runs past its time limit or when the run is
-interrupted), with its output in a log. The plugin kernel/test/pytest_outcomes.py
-writes each test's progress as it happens, so a crash is reported with the
-test that was running. Project checks (pkgs/sgl-kernel/gpu_check.py) run as
-scripts: their exit code is their verdict.
+Each upstream test file runs in its own pytest process (a kernel that kills its process takes only that file with
+it), in a process group of its own (killed whole past its time limit or on an interrupt), with its output in a log.
+The plugin pytest_outcomes.py writes each test's progress as it happens, so a crash names the test that was running.
+Project checks (pkgs/sgl-kernel/gpu_check.py) run as scripts: their exit code is their verdict.
 """
 
 from __future__ import annotations
@@ -108,7 +105,6 @@ def _killed(code: int | None, timeout: float, running: str = "") -> tuple[str, s
 
 def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: Path, plugin_dir: Path,
              timeout: float) -> FileResult:
-    """Run one test file (or project check) and return its verdict and counts."""
     stem = item.name.replace("/", "__")
     log = logs / f"{stem}.log"
     if item.kind == "script":
@@ -143,12 +139,11 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
 
 
 def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, logs: Path, *, timeout: float,
-        say: Callable[[str], None] = lambda _text: None, summary: Callable[[list[FileResult]], dict] | None = None,
-        ) -> list[FileResult]:
+        say: Callable[[str], None], summary: Callable[[list[FileResult]], dict]) -> list[FileResult]:
     """Run every item that is not skipped, in order; skipped ones are reported with their reason.
 
-    After each file the results so far are written to logs/summary.json (with `summary`
-    building the object), so an interrupted run still leaves what it found.
+    After each file the results so far are written to logs/summary.json (summary(results)), so an interrupted run
+    still leaves what it found.
     """
     plugin_dir = logs / "plugin"  # only the outcome plugin, put on the test processes' path
     plugin_dir.mkdir(parents=True, exist_ok=True)
@@ -168,16 +163,13 @@ def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, l
             results.append(result)
             say(f"{item.name}: {result.status} ({result.passed} passed, {result.failed} failed, {result.skipped} "
                 f"skipped, {result.errors} errors, {result.seconds:g} s){' ' + result.note if result.note else ''}")
-            if summary is not None:
-                atomic_write_json(logs / "summary.json", summary(results))
-    finally:
-        if summary is not None:
             atomic_write_json(logs / "summary.json", summary(results))
+    finally:
+        atomic_write_json(logs / "summary.json", summary(results))
     return results
 
 
-def totals(results: Iterable[FileResult]) -> dict[str, int]:
-    results = list(results)
+def totals(results: list[FileResult]) -> dict[str, int]:
     out = {key: sum(getattr(r, key) for r in results) for key in ("passed", "failed", "skipped", "errors")}
     out["files_run"] = sum(1 for r in results if r.status != SKIPPED)
     out["files_skipped"] = sum(1 for r in results if r.status == SKIPPED)  # by the rules, or by themselves

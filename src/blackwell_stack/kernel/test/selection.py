@@ -1,11 +1,8 @@
 """Which of upstream's kernel tests apply to a wheel on this host: `kernel test`'s selection.
 
-The target is read from the interpreter that will run the tests
-(kernel/test/target_probe.py): its GPUs, torch, the sgl_kernel package it imports
-(the wheel's architectures from `_build_archs.py`, its libraries) and which
-of the modules the test files import are installed. The rules are data
-(pkgs/sgl-kernel/kernel-tests.json): a file runs unless a rule or a missing
-import says why not, and that reason is reported with the skip.
+The target is what the interpreter that runs the tests reports (target_probe.py). The rules are data
+(pkgs/sgl-kernel/kernel-tests.json): a file runs unless a rule or a missing import says why not, and that
+reason is reported with the skip.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ def _check_project_checks(data: dict[str, Any], path: Path) -> None:
             raise DataError(path, f"project_checks.{name}", None, "names no script in pkgs/sgl-kernel/", "fix the name")
 
 
-def project_check_path(name: str) -> Path:
-    """Where the project check `name` ("gpu_check.py") lives."""
+def project_check_path(name: str) -> Path:  # name: "gpu_check.py"
     return registry.path("kernel-check", name.removesuffix(".py"))
 
 
@@ -122,13 +118,13 @@ def probe(python: str, modules: Iterable[str], env: Mapping[str, str], gpu: str 
                   tuple(kernel["libraries"]), kernel["dir"], facts["modules"])
 
 
-def test_files(tests_dir: Path) -> list[str]:
-    """Upstream's test files under tests_dir (test_*.py, subdirectories too), as sorted relative paths."""
-    return sorted(p.relative_to(tests_dir).as_posix() for p in tests_dir.rglob("test_*.py") if p.is_file())
+def imports(tests_dir: Path, names: Iterable[str]) -> dict[str, set[str]]:
+    """Each test file's module-level imports (top-level names), less the test directory's own modules."""
+    local = {p.stem for p in tests_dir.rglob("*.py")} | {p.name for p in tests_dir.rglob("*") if p.is_dir()}
+    return {name: _imported_modules(tests_dir / name, local) for name in names}
 
 
-def imported_modules(path: Path, local: set[str]) -> set[str]:
-    """Top-level names of the modules a file imports at module level, less the test directory's own modules."""
+def _imported_modules(path: Path, local: set[str]) -> set[str]:
     try:
         tree = ast.parse(inputfiles.read_bytes(path, limit=inputfiles.TEXT_FILE_LIMIT), filename=str(path))
     except (SyntaxError, ValueError):
@@ -140,11 +136,6 @@ def imported_modules(path: Path, local: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
     return names - local - {"__future__"}
-
-
-def local_modules(tests_dir: Path) -> set[str]:
-    """Modules a test can import from its own directory (utils, test_flash_attention, ...)."""
-    return {p.stem for p in tests_dir.rglob("*.py")} | {p.name for p in tests_dir.rglob("*") if p.is_dir()}
 
 
 @dataclass(frozen=True)
@@ -177,17 +168,10 @@ def _skip_reason(rule: Mapping[str, Any], target: Target, missing: Sequence[str]
     return None
 
 
-def modules_to_probe(tests_dir: Path, names: Iterable[str]) -> set[str]:
-    local = local_modules(tests_dir)
-    out: set[str] = set()
-    for name in names:
-        out |= imported_modules(tests_dir / name, local)
-    return out
-
-
 def chosen(tests_dir: Path, rules: Mapping[str, Any], only: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
-    """(test files, project checks) to consider: all, or those named in `only`, in that order."""
-    files = test_files(tests_dir)
+    """(test files, project checks) to consider: all (test_*.py under tests_dir), or those named in `only`, in that
+    order."""
+    files = sorted(p.relative_to(tests_dir).as_posix() for p in tests_dir.rglob("test_*.py") if p.is_file())
     checks = sorted(rules["project_checks"])
     if not only:
         return files, checks
@@ -198,18 +182,16 @@ def chosen(tests_dir: Path, rules: Mapping[str, Any], only: Sequence[str] | None
     return [n for n in only if n in files], [n for n in only if n in checks]
 
 
-def select(tests_dir: Path, rules: Mapping[str, Any], target: Target, only: Sequence[str] | None = None) -> list[Item]:
-    """Every test file (or those in `only`, in that order) and project check, each with its skip reason or None."""
-    files, checks = chosen(tests_dir, rules, only)
-    local = local_modules(tests_dir)
+def select(tests_dir: Path, rules: Mapping[str, Any], target: Target, imports: Mapping[str, set[str]],
+           checks: Iterable[str]) -> list[Item]:
+    """The test files of `imports` and the project checks, each with its skip reason or None."""
     items = []
-    for name in files:
-        path = tests_dir / name
-        missing = sorted(m for m in imported_modules(path, local) if not target.modules.get(m, True))
-        items.append(Item(name, path, "pytest", _skip_reason(rules["files"].get(name, {}), target, missing)))
+    for name, found in imports.items():
+        missing = sorted(m for m in found if not target.modules.get(m, True))
+        items.append(Item(name, tests_dir / name, "pytest", _skip_reason(rules["files"].get(name, {}), target, missing)))
     for name in checks:
-        items.append(Item(name, project_check_path(name), "script",
-                          _skip_reason(rules["project_checks"][name], target, [])))
+        rule = rules["project_checks"][name]
+        items.append(Item(name, project_check_path(name), "script", _skip_reason(rule, target, [])))
     return items
 
 

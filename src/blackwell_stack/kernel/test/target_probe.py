@@ -1,11 +1,9 @@
 """Facts about a Python environment, its GPUs and its sgl_kernel package, printed as one JSON object.
 
-`blackwell-stack kernel test` runs this file's text with `python -c` in the
-interpreter that will run the tests (with the wheel under test on its path),
-so it uses the standard library and torch only. It never imports sgl_kernel:
-its import loads the kernels, and refuses a GPU the build has none for. The
-arguments are module names to look for; each is found (importlib's find_spec)
-or not, without being imported.
+`blackwell-stack kernel test` runs this file's text with `python -c` in the interpreter that will run the tests
+(with the wheel under test on its path), so it uses the standard library and torch only. It never imports
+sgl_kernel: its import loads the kernels, and refuses a GPU the build has none for. The arguments are module names
+to look for; each is found (importlib's find_spec) or not, without being imported.
 """
 
 import ast
@@ -53,14 +51,11 @@ def main(modules):
         import torch
     except Exception as exc:  # any import failure: report it, the caller says what to do
         out.update(torch=None, torch_error=f"{type(exc).__name__}: {exc}", gpus=[])
-        print(json.dumps(out))
-        return
-    gpus = []
-    if torch.cuda.is_available():
-        for index in range(torch.cuda.device_count()):
-            major, minor = torch.cuda.get_device_capability(index)
-            gpus.append({"name": torch.cuda.get_device_name(index), "capability": f"{major}.{minor}"})
-    out.update(torch=torch.__version__, torch_cuda=torch.version.cuda, gpus=gpus)
+    else:
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        gpus = [{"name": torch.cuda.get_device_name(i),
+                 "capability": ".".join(map(str, torch.cuda.get_device_capability(i)))} for i in range(count)]
+        out.update(torch=torch.__version__, torch_cuda=torch.version.cuda, gpus=gpus)
     print(json.dumps(out))
 
 
