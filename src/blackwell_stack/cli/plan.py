@@ -56,7 +56,16 @@ def sections(stacks: list[Stack], report: Report | None, *, shown: bool = True) 
     """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack, then each area's
     part for those stacks; the GPU host's items that the acceptance report verified, marked (and, for the
     sections `shown`, what it was refused for noted)."""
-    found = [section for part in areas.PLAN_SECTIONS for section in part(stacks)]
+    found: list[PlanSection] = []
+    for part in areas.PLAN_SECTIONS:
+        if not isinstance(part, tuple):
+            found += filter(None, [part(stacks)])
+            continue
+        # A section per stack: `X` when the plan shows one stack, else `X-<name>` (a stack's own always, so that
+        # `plan stack-NAME` names one stack whichever is shown).
+        key, section_of = part
+        found += [section_of(stack, key if len(stacks) == 1 and key != "stack" else f"{key}-{stack.name}")
+                  for stack in stacks]
     if report is not None:
         refused = acceptance_report.apply(report.data, report.sha256, found, stacks)
         for line in refused if shown else ():

@@ -12,15 +12,12 @@ from blackwell_stack.kernel.inputs import patch_series, recipe
 from blackwell_stack.kernel.inputs import sources as kernel_sources
 
 
-def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
+def plan_section(stacks: list[Stack]) -> PlanSection | None:
     """The source build, when one of the stacks shown builds its sgl-kernel (the others take theirs from the lock)."""
     builders = [s.name for s in stacks if s.kernel["from"] == "source"]
-    return [plan_section(builders)] if builders else []
-
-
-def plan_section(stacks: list[str] | None = None) -> PlanSection:
-    title = "sgl-kernel for SM120, built from source" + (f" (stacks: {', '.join(stacks)})" if stacks else "")
-    sec = PlanSection(key="kernel", title=title)
+    if not builders:
+        return None
+    sec = PlanSection(key="kernel", title=f"sgl-kernel for SM120, built from source (stacks: {', '.join(builders)})")
     sources = kernel_sources.load()
     sg = sources["sglang"]
     sec.items.append(PlanItem(

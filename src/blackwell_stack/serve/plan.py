@@ -12,12 +12,7 @@ from blackwell_stack.errors import StackError
 from blackwell_stack.serve.service import command_line, configure
 
 
-def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
-    """The service of each stack: key `service` when the plan shows one stack, `service-<name>` for several."""
-    return [plan_section(stack, key="service" if len(stacks) == 1 else f"service-{stack.name}") for stack in stacks]
-
-
-def plan_section(stack: Stack, *, key: str = "service") -> PlanSection:
+def plan_section(stack: Stack, key: str) -> PlanSection:
     """The service of `stack`: its first profile on its lock's versions."""
     section = PlanSection(key=key, title=f"SGLang service (stack {stack.name})")
     extra_source = None

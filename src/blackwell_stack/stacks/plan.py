@@ -81,14 +81,9 @@ def summary_row(stack: Stack) -> PinRow:
     )
 
 
-def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
-    """One section per stack shown."""
-    return [plan_section(stack) for stack in stacks]
-
-
-def plan_section(stack: Stack) -> PlanSection:
+def plan_section(stack: Stack, key: str) -> PlanSection:
     name = stack.name
-    sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
+    sec = PlanSection(key=key, title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
     sec.commands = [f"nix build .#{stack.env_attribute}"]
     if not stack.locked:
         sec.items.insert(0, PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False,
