@@ -247,7 +247,7 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     from blackwell_stack.cli.plan import sections
     from blackwell_stack.data.stack import load
 
-    found = sections([load("current"), load("stable"), load("nightly")], None)
+    found, _refused = sections([load("current"), load("stable"), load("nightly")], None)
     current, stable, nightly = [s for s in found if s.key.startswith("service")]
     assert [s.key for s in (current, stable, nightly)] == ["service-current", "service-stable", "service-nightly"]
     items = {i.name: i for i in current.items}
@@ -259,7 +259,7 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     # No lock: the profile's own runtime block, and the command that makes the lock.
     runtime = {i.name: i for i in nightly.items}["runtime"]
     assert runtime.value == "sglang 0.5.9, flashinfer 0.6.5" and "blackwell-stack stack lock nightly --wheels DIR" in runtime.source
-    assert [s.key for s in sections([load("current")], None)][1:] == ["stack-current", "service", "doctor", "verify"]
+    assert [s.key for s in sections([load("current")], None)[0]][1:] == ["stack-current", "service", "doctor", "verify"]
 
 
 @pytest.mark.parametrize(("setting", "refused_by"), [
