@@ -17,7 +17,7 @@ from dataclasses import asdict
 from blackwell_stack import output
 from blackwell_stack.cli import areas, plan_text
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, STANDINGS, UNVERIFIED, PlanSection, standing
+from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKED_HERE, STANDINGS, UNVERIFIED, PlanSection, standing
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.verify import acceptance_report
@@ -60,7 +60,7 @@ def verdict_text(counts: dict[str, int]) -> str:
     settings = counts[UNVERIFIED] - blocking
     if settings:
         parts.append(f"{output.counted(settings, 'setting')} {UNVERIFIED} before serving")
-    parts.append(f"{output.counted(counts[NOT_CHECKABLE], 'value')} {NOT_CHECKABLE}")
+    parts.append(f"{output.counted(counts[NOT_CHECKED_HERE], 'value')} {NOT_CHECKED_HERE}")
     return f"{head}; {'; '.join(parts)}"
 
 
@@ -68,14 +68,10 @@ def what_it_is(stack: Stack) -> str:
     """Its SGLang, flashinfer, torch and kernel as its lock has them (the stack's description before it has one)."""
     if not stack.locked:
         return f"(no lock yet) {stack.data['description']}"
-    versions = stack.versions()
-    kernel = stack.kernel
-    if kernel["from"] == "source":
-        built = f"{kernel['package']} {kernel['version']} built from source"
-    else:
-        locked = stack.lock().get(kernel["package"])
-        built = f"{kernel['package']} {locked.version if locked else '?'} (wheel from the lock)"
-    return f"SGLang {versions['sglang']}, flashinfer {versions['flashinfer']}, torch {versions['torch']}, {built}"
+    versions, kernel = stack.versions(), stack.kernel
+    built = "built from source" if kernel["from"] == "source" else "(wheel from the lock)"
+    return (f"SGLang {versions['sglang']}, flashinfer {versions['flashinfer']}, torch {versions['torch']}, "
+            f"{kernel['package']} {acceptance_report.kernel_version(stack) or '?'} {built}")
 
 
 def summary(stack: Stack, secs: list[PlanSection]) -> dict:

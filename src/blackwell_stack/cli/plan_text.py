@@ -18,7 +18,7 @@ import textwrap
 from collections import Counter
 
 from blackwell_stack import output
-from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, checked_words, standing
+from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKED_HERE, UNVERIFIED, checked_words, standing
 
 LEGEND = (
     "checked: what checked a value on this project's machines (a hash computed here, PyPI's own sha256, a test on "
@@ -52,7 +52,7 @@ def _stacks(plan: dict, width: int | None) -> None:
 
 def _section_counts(section: dict) -> str:
     standings = Counter(standing(item) for item in section["items"])
-    counts = {kind: standings[kind] for kind in (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKABLE)}
+    counts = {kind: standings[kind] for kind in (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKED_HERE)}
     rows = [i for i in section["items"] if not i["detail"]]
     files = len(section["items"]) - len(rows)
     parts = [output.counted(len(rows), "item") + (f" and {output.counted(files, 'locked file')}" if files else "")]

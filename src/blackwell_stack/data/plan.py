@@ -26,9 +26,8 @@ GPU_HOST = "gpu-host"
 
 UNVERIFIED = "unverified"
 NEEDS_GPU_HOST = "waits for the GPU host"
-NOT_CHECKABLE = NOT_CHECKED_HERE
 CHECKED = "checked here"
-STANDINGS = (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKABLE, CHECKED)
+STANDINGS = (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKED_HERE, CHECKED)
 
 
 @dataclass
@@ -71,7 +70,7 @@ def standing(item: dict) -> str:
     if item.get("needs") == GPU_HOST:
         return NEEDS_GPU_HOST
     if (item["checked_by"] or "").startswith(NOT_CHECKED_HERE):  # only not_checked_here() writes it
-        return NOT_CHECKABLE
+        return NOT_CHECKED_HERE
     return CHECKED
 
 
