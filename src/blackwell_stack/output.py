@@ -109,11 +109,9 @@ def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int]) 
 
 
 def _print_row(row: Sequence[str], widths: Sequence[int]) -> None:
-    wrapped = [_wrap(c, w) for c, w in zip(row, widths)]
-    height = max((len(lines) for lines in wrapped), default=1)
-    for k in range(height):
-        parts = [(lines[k] if k < len(lines) else "").ljust(w) for lines, w in zip(wrapped, widths)]
-        print(_SEP.join(parts).rstrip())
+    wrapped = [_wrap(cell, width) for cell, width in zip(row, widths)]
+    for line in itertools.zip_longest(*wrapped, fillvalue=""):
+        print(_SEP.join(part.ljust(width) for part, width in zip(line, widths)).rstrip())
 
 
 def _wrap(text: str, width: int) -> list[str]:

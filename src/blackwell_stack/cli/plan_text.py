@@ -1,15 +1,8 @@
 """How `plan` reads in a terminal: the answer first and in one screen, the detail on request.
 
-- `print_screen` (the default): each stack's versions, verdict and next
-  command; the sections of the stack asked for, one line each; its
-  unverified items, one line each. Lines are cut to the terminal with an
-  ellipsis, never wrapped into tall cells.
-- `print_sections` (`plan SECTION`): each item as a short block (name and
-  value, then what checked it and where it came from), wrapped at spaces so
-  that no hash or path is split.
-- `print_everything` (`plan --wide`): every section as a table, every row
-  whole on one line, the locked files included.
-- `print_unverified` (`plan unverified`): every unverified item with its note.
+The default screen's lines are cut to the terminal with an ellipsis, never wrapped into tall cells; `plan SECTION`
+gives each item as a short block wrapped at spaces, so that no hash or path is split; `plan --wide` every section
+as a table, every row whole on one line, the locked files included; `plan unverified` every unverified item.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""What each part of the stack contributes to `blackwell-stack plan`.
-
-Every area (pins, kernel, serve, doctor, verify) has a `plan_section()`
-returning a PlanSection; `plan` prints them in order and lists every
-unverified item at the end.
+"""What each part of the stack contributes to `blackwell-stack plan` (cli/areas.py lists the parts).
 
 Two things are said about each value, and kept apart. `verified`: its
 source vouches for it (an unverified pin names the command that fills it).
