@@ -162,9 +162,9 @@ def test_table_wraps_cells_instead_of_cutting_them(capsys, monkeypatch):
 
 
 def test_fit_widths_keeps_narrow_columns_and_shares_the_rest():
-    assert output.fit_widths([4, 10, 200], 80) == [4, 10, 62]
-    assert output.fit_widths([4, 10, 20], 80) == [4, 10, 20]
-    widths = output.fit_widths([30, 100, 100, 8], 100)
+    assert output.fit_widths([4, 10, 200], 80, [0, 0, 0]) == [4, 10, 62]
+    assert output.fit_widths([4, 10, 20], 80, [0, 0, 0]) == [4, 10, 20]
+    widths = output.fit_widths([30, 100, 100, 8], 100, [0, 0, 0, 0])
     assert sum(widths) + 2 * 3 <= 100 and widths[3] == 8
 
 

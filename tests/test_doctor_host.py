@@ -134,7 +134,7 @@ def test_cpu_only_torch_is_a_failure():
 
 def test_plan_section_lists_the_checks():
     stack = stack_data.load()
-    section = plan_section(stack)
+    section = plan_section(stack, "doctor")
     names = [i.name for i in section.items]
     for expected in ("NVIDIA driver", "GPUs", "compute capability", "interconnect", "torch", "sgl-kernel ABI",
                      "sgl-kernel architectures", "flashinfer", "sglang", "memory for a kernel build"):

@@ -240,7 +240,10 @@ def test_build_refuses_a_directory_that_is_not_a_checkout(tmp_path):
 
 
 def test_plan_section_shows_pin_patches_recipe_and_jobs():
-    sec = plan_section()
+    from blackwell_stack.data import stack as stack_data
+
+    sec = plan_section([stack_data.load("current"), stack_data.load()])
+    assert sec is not None and sec.title.endswith(f"(stacks: {stack_data.default_name()})")
     names = [i.name for i in sec.items]
     assert names[0].startswith("sglang source")
     assert "v0.5.9" in sec.items[0].value

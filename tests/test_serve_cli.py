@@ -115,7 +115,7 @@ def test_run_execs_python_with_the_argv():
 
 def test_plan_section_shows_the_service_command():
     stack = stack_data.load()
-    section = plan_section(stack)
+    section = plan_section(stack, "service")
     items = {i.name: i for i in section.items}
     assert "sglang.launch_server" in items["service command"].value
     assert "--fp4-gemm-backend flashinfer_cudnn" in items["service command"].value
@@ -244,10 +244,11 @@ def test_a_stack_without_a_lock_names_the_command_that_makes_it():
 
 
 def test_plan_shows_each_stacks_service_on_its_own_versions():
+    from blackwell_stack.cli.plan import sections
     from blackwell_stack.data.stack import load
-    from blackwell_stack.serve.plan import plan_sections
 
-    current, stable, nightly = plan_sections([load("current"), load("stable"), load("nightly")])
+    found, _refused = sections([load("current"), load("stable"), load("nightly")], None)
+    current, stable, nightly = [s for s in found if s.key.startswith("service")]
     assert [s.key for s in (current, stable, nightly)] == ["service-current", "service-stable", "service-nightly"]
     items = {i.name: i for i in current.items}
     assert items["runtime"].value == "sglang 0.5.23, flashinfer 0.7.2" and items["runtime"].source == "stacks/current/uv.lock"
@@ -258,7 +259,7 @@ def test_plan_shows_each_stacks_service_on_its_own_versions():
     # No lock: the profile's own runtime block, and the command that makes the lock.
     runtime = {i.name: i for i in nightly.items}["runtime"]
     assert runtime.value == "sglang 0.5.9, flashinfer 0.6.5" and "blackwell-stack stack lock nightly --wheels DIR" in runtime.source
-    assert [s.key for s in plan_sections([load("current")])] == ["service"]
+    assert [s.key for s in sections([load("current")], None)[0]][1:] == ["stack-current", "service", "doctor", "verify"]
 
 
 @pytest.mark.parametrize(("setting", "refused_by"), [

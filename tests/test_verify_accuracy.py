@@ -75,7 +75,7 @@ def test_every_profile_has_a_threshold_that_says_where_it_comes_from():
 
 
 def test_plan_lists_the_gate_with_its_threshold_as_waiting_for_the_gpu_host():
-    section = verify_plan.plan_section()
+    section = verify_plan.plan_section([])
     item = next(i for i in section.items if i.name == "accuracy gate")
     assert item.needs == GPU_HOST and "fails below 0.5, a floor meant to catch garbage" in item.value
     assert any(c.startswith("blackwell-stack accuracy http://") for c in section.commands)

@@ -68,7 +68,7 @@ def test_missing_baseline_file(tmp_path):
 
 
 def test_plan_section_names_the_default_target():
-    section = plan.plan_section()
+    section = plan.plan_section([])
     assert section.key == "verify"
     smoke, gate, bench = section.commands
     assert smoke.startswith("blackwell-stack smoke http://127.0.0.1:30000 --model ")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import select
@@ -34,17 +35,15 @@ def set_wide(on: bool) -> None:
     _wide = on
 
 
-def is_wide() -> bool:
-    return _wide
-
-
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """"1 distribution", "2 distributions": n and its noun, in the plural (`plural`, else noun + "s") unless n is 1."""
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def terminal_width() -> int | None:
-    """Columns to fit tables into: $COLUMNS, else the terminal's width; None for pipes and files."""
+    """Columns to fit tables into: $COLUMNS, else the terminal's width; None with --wide, for pipes and files."""
+    if _wide:
+        return None
     env = os.environ.get("COLUMNS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
@@ -59,14 +58,11 @@ def terminal_width() -> int | None:
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, max_width: int | None = None) -> None:
     """Print rows under headers, columns padded to their widest cell, fitted to the terminal (whole with --wide);
     max_width cuts longer cells with an ellipsis (for one-line summaries)."""
-    cells = [[_cell(c) if max_width is None else clip(_cell(c), max_width) for c in row] for row in rows]
-    natural = [len(h) for h in headers]
-    longest_word = [max((len(w) for w in h.split()), default=0) for h in headers]
-    for row in cells:
-        for i, c in enumerate(row):
-            natural[i] = max(natural[i], max((len(part) for part in c.split("\n")), default=0))
-            longest_word[i] = max(longest_word[i], max((len(w) for w in c.split()), default=0))
-    width = None if _wide else terminal_width()
+    cells = [[clip(_cell(c), max_width) for c in row] for row in rows]
+    columns = list(itertools.zip_longest(headers, *cells, fillvalue=""))
+    natural = [max(len(line) for cell in column for line in cell.split("\n")) for column in columns]
+    longest_word = [max((len(word) for cell in column for word in cell.split()), default=0) for column in columns]
+    width = terminal_width()
     widths = fit_widths(natural, width, longest_word) if width else natural
     _print_row(list(headers), widths)
     print(_SEP.join("-" * w for w in widths))
@@ -89,43 +85,33 @@ def grouped_rows(members: Iterable[Mapping[str, Any]], most: int = 3) -> list[li
     return rows
 
 
-def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int] | None = None) -> list[int]:
+def fit_widths(natural: Sequence[int], total: int, longest_word: Sequence[int]) -> list[int]:
     """Column widths that fit `total` characters: narrow columns keep their width, wide ones share the rest; none
     narrower than its longest word while all fit (cells wrap at spaces), else than MIN_COLUMN (words split)."""
-    n = len(natural)
-    room = total - len(_SEP) * (n - 1)
+    room = total - len(_SEP) * (len(natural) - 1)
     if sum(natural) <= room:
         return list(natural)
-    floors = [min(natural[i], MIN_COLUMN) for i in range(n)]
-    if longest_word is not None:
-        by_words = [min(natural[i], max(floors[i], longest_word[i])) for i in range(n)]
-        if sum(by_words) <= room:
-            floors = by_words
+    floors = [min(width, MIN_COLUMN) for width in natural]
+    by_words = [min(width, max(floor, word)) for width, floor, word in zip(natural, floors, longest_word)]
+    if sum(by_words) <= room:
+        floors = by_words
 
     def widths_at(level: int) -> list[int]:
-        return [max(floors[i], min(natural[i], level)) for i in range(n)]
+        return [max(floor, min(width, level)) for width, floor in zip(natural, floors)]
 
     # The highest common level that fits: every column gets min(its natural width, level), never below its floor.
-    level = max(natural)
-    while level > 0 and sum(widths_at(level)) > room:
-        level -= 1
-    widths = widths_at(level)
-    spare = room - sum(widths)
-    for i in range(n):  # what the level leaves over, one column at a time, left to right
-        if spare <= 0:
-            break
-        if widths[i] < natural[i]:
-            widths[i] += 1
-            spare -= 1
+    widths = widths_at(next((level for level in range(max(natural), 0, -1) if sum(widths_at(level)) <= room), 0))
+    # What the level leaves over: a character more to each column short of its natural width, left to right.
+    short = [i for i, width in enumerate(natural) if widths[i] < width]
+    for i in short[:max(room - sum(widths), 0)]:
+        widths[i] += 1
     return widths
 
 
 def _print_row(row: Sequence[str], widths: Sequence[int]) -> None:
-    wrapped = [_wrap(c, w) for c, w in zip(row, widths)]
-    height = max((len(lines) for lines in wrapped), default=1)
-    for k in range(height):
-        parts = [(lines[k] if k < len(lines) else "").ljust(w) for lines, w in zip(wrapped, widths)]
-        print(_SEP.join(parts).rstrip())
+    wrapped = [_wrap(cell, width) for cell, width in zip(row, widths)]
+    for line in itertools.zip_longest(*wrapped, fillvalue=""):
+        print(_SEP.join(part.ljust(width) for part, width in zip(line, widths)).rstrip())
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -146,9 +132,9 @@ def ellipsis() -> str:
     return "…"
 
 
-def clip(text: str, max_width: int) -> str:
-    """text cut to max_width characters, the cut marked with an ellipsis."""
-    if len(text) <= max_width:
+def clip(text: str, max_width: int | None) -> str:
+    """text cut to max_width characters (None: whole), the cut marked with an ellipsis."""
+    if max_width is None or len(text) <= max_width:
         return text
     mark = ellipsis()
     return text[: max(max_width - len(mark), 0)] + mark
@@ -164,7 +150,7 @@ def _cell(value: Any) -> str:
 
 def paragraph(text: str, *, indent: str = "") -> None:
     """Prose wrapped to the terminal (continuation lines indented two more spaces); whole with --wide or in a pipe."""
-    width = None if _wide else terminal_width()
+    width = terminal_width()
     if width is None:
         print(indent + text)
         return

@@ -4,10 +4,12 @@ Every area has the same two entry points, typed here so that the type checker
 follows them from the command line into the area:
 
     register(subparsers)       adds the area's commands (each sets `func(args) -> int`)
-    plan_sections(stacks)      its sections of `plan` for the stacks shown (already resolved)
+    plan_section(stacks)       its section of `plan` for the stacks shown (already resolved), if any
+    plan_section(stack, key)   or, in an area with one section per stack, that stack's under `key`
 
 COMMANDS is in the order `--help` lists them (after `plan`, the command line's
-own); PLAN_SECTIONS in the order `plan` prints them.
+own); PLAN_SECTIONS in the order `plan` prints them, a section per stack with its
+key's first word (cli/plan.py makes the keys).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from blackwell_stack.verify import commands as verify_commands
 from blackwell_stack.verify import plan as verify_plan
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-Sections = Callable[[list[Stack]], list[PlanSection]]
+Shared = Callable[[list[Stack]], PlanSection | None]
+PerStack = Callable[[Stack, str], PlanSection]
 
 COMMANDS: tuple[Register, ...] = (
     stacks_commands.register,  # stack lock|audit|doctor
@@ -42,11 +45,11 @@ COMMANDS: tuple[Register, ...] = (
     verify_commands.register,  # smoke, bench
 )
 
-PLAN_SECTIONS: tuple[Sections, ...] = (
-    pins_plan.plan_sections,  # what every stack builds on
-    stacks_plan.plan_sections,  # one per stack
-    kernel_plan.plan_sections,  # the source build, when a stack shown has one
-    serve_plan.plan_sections,  # the service of each stack
-    doctor_plan.plan_sections,  # what doctor checks on the host, per stack
-    verify_plan.plan_sections,  # smoke and bench
+PLAN_SECTIONS: tuple[Shared | tuple[str, PerStack], ...] = (
+    pins_plan.plan_section,  # what every stack builds on
+    ("stack", stacks_plan.plan_section),  # each stack's own
+    kernel_plan.plan_section,  # the source build, when a stack shown has one
+    ("service", serve_plan.plan_section),  # the service of each stack
+    ("doctor", doctor_plan.plan_section),  # what doctor checks on the host, per stack
+    verify_plan.plan_section,  # smoke and bench
 )

@@ -12,19 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict
 
 from blackwell_stack import output
 from blackwell_stack.cli import areas, plan_text
 from blackwell_stack.data import stack as stack_data
-from blackwell_stack.data.plan import (
-    NEEDS_GPU_HOST,
-    NOT_CHECKABLE,
-    STANDINGS,
-    UNVERIFIED,
-    PlanSection,
-    standing,
-)
+from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKED_HERE, STANDINGS, UNVERIFIED, PlanSection, standing
 from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import StackError
 from blackwell_stack.verify import acceptance_report
@@ -38,53 +31,36 @@ BLOCKING = "blocking"
 UNVERIFIED_SECTION = "unverified"
 
 
-@dataclass
-class Report:
-    """An acceptance report given with --report, and what it was refused for."""
-
-    path: str
-    data: dict
-    sha256: str
-    refused: dict[str, str] = field(default_factory=dict)  # section key -> why
-
-    def to_json(self) -> dict:
-        return {"file": self.path, "sha256": self.sha256, "host": self.data["host"], "date": self.data["date"],
-                "stack": self.data["stack"], "profile": self.data["profile"], "refused": self.refused}
-
-
-def sections(stacks: list[Stack], report: Report | None, *, shown: bool = True) -> list[PlanSection]:
+def sections(stacks: list[Stack], report: tuple[dict, str] | None) -> tuple[list[PlanSection], dict[str, str]]:
     """The plan's sections, in the order of cli/areas.py: pinned inputs, one section per stack, then each area's
-    part for those stacks; the GPU host's items that the acceptance report verified, marked (and, for the
-    sections `shown`, what it was refused for noted)."""
-    found = [section for part in areas.PLAN_SECTIONS for section in part(stacks)]
-    if report is not None:
-        refused = acceptance_report.apply(report.data, report.sha256, found, stacks)
-        for line in refused if shown else ():
-            key, why = line.split(": ", 1)
-            report.refused[key] = why
-    return found
-
-
-def _count(secs: dict[str, dict]) -> dict[str, int]:
-    """How many items stand each way (data/plan.py's STANDINGS), and how many of the unverified stop the build
-    (BLOCKING: those outside the service's settings, which only warn)."""
-    counts = Counter(standing(i) for s in secs.values() for i in s["items"])
-    blocking = sum(not i["verified"] for key, s in secs.items() if not key.startswith(SERVICE) for i in s["items"])
-    return {**{name: counts.get(name, 0) for name in STANDINGS}, BLOCKING: blocking}
+    part for those stacks; the GPU host's items that the acceptance report (its data and sha256) verified,
+    marked, and what it was refused for (section key -> why)."""
+    found: list[PlanSection] = []
+    for part in areas.PLAN_SECTIONS:
+        if not isinstance(part, tuple):
+            found += filter(None, [part(stacks)])
+            continue
+        # A section per stack: `X` when the plan shows one stack, else `X-<name>` (a stack's own always, so that
+        # `plan stack-NAME` names one stack whichever is shown).
+        key, section_of = part
+        found += [section_of(stack, key if len(stacks) == 1 and key != "stack" else f"{key}-{stack.name}")
+                  for stack in stacks]
+    refused = acceptance_report.apply(*report, found, stacks) if report else []
+    return found, {key: why for key, _, why in (line.partition(": ") for line in refused)}
 
 
 def verdict_text(counts: dict[str, int]) -> str:
     """Broken apart from pending: `ready to build; 11 checks wait for the GPU host; 1 setting unverified before
     serving; 7 values not checked here`, or `blocked: 3 unverified items stop the build; ...`."""
     blocking = counts[BLOCKING]
-    head = "ready to build" if not blocking else f"blocked: {output.counted(blocking, 'unverified item')} stop" + (
-        "s" if blocking == 1 else "") + " the build"
+    head = "ready to build" if not blocking else \
+        f"blocked: {output.counted(blocking, 'unverified item')} stop{'s' if blocking == 1 else ''} the build"
     gpu = counts[NEEDS_GPU_HOST]
     parts = [f"{output.counted(gpu, 'check')} wait{'s' if gpu == 1 else ''} for the GPU host"]
     settings = counts[UNVERIFIED] - blocking
     if settings:
         parts.append(f"{output.counted(settings, 'setting')} {UNVERIFIED} before serving")
-    parts.append(f"{output.counted(counts[NOT_CHECKABLE], 'value')} {NOT_CHECKABLE}")
+    parts.append(f"{output.counted(counts[NOT_CHECKED_HERE], 'value')} {NOT_CHECKED_HERE}")
     return f"{head}; {'; '.join(parts)}"
 
 
@@ -92,18 +68,18 @@ def what_it_is(stack: Stack) -> str:
     """Its SGLang, flashinfer, torch and kernel as its lock has them (the stack's description before it has one)."""
     if not stack.locked:
         return f"(no lock yet) {stack.data['description']}"
-    versions = stack.versions()
-    kernel = stack.kernel
-    if kernel["from"] == "source":
-        built = f"{kernel['package']} {kernel['version']} built from source"
-    else:
-        locked = stack.lock().get(kernel["package"])
-        built = f"{kernel['package']} {locked.version if locked else '?'} (wheel from the lock)"
-    return f"SGLang {versions['sglang']}, flashinfer {versions['flashinfer']}, torch {versions['torch']}, {built}"
+    versions, kernel = stack.versions(), stack.kernel
+    built = "built from source" if kernel["from"] == "source" else "(wheel from the lock)"
+    return (f"SGLang {versions['sglang']}, flashinfer {versions['flashinfer']}, torch {versions['torch']}, "
+            f"{kernel['package']} {acceptance_report.kernel_version(stack) or '?'} {built}")
 
 
-def summary(stack: Stack, secs: dict[str, dict]) -> dict:
-    counts = _count(secs)
+def summary(stack: Stack, secs: list[PlanSection]) -> dict:
+    """The stack's verdict: how many items stand each way (data/plan.py's STANDINGS), and how many of the
+    unverified stop the build (BLOCKING: those outside the service's settings, which only warn)."""
+    standings = Counter(standing(asdict(i)) for s in secs for i in s.items)
+    counts = {**{name: standings[name] for name in STANDINGS},
+              BLOCKING: sum(not i.verified for s in secs if not s.key.startswith(SERVICE) for i in s.items)}
     return {
         "default": stack.default,
         "what": what_it_is(stack),
@@ -115,14 +91,13 @@ def summary(stack: Stack, secs: dict[str, dict]) -> dict:
     }
 
 
-def build_plan(stacks: list[Stack], summarised: list[Stack], report: Report | None) -> dict:
+def build_plan(stacks: list[Stack], summarised: list[Stack], report_path: str | None) -> dict:
     """Every section of `stacks`, every unverified item, and the summary of each stack in `summarised`, with
-    what an acceptance report verified."""
-    secs = sections(stacks, report)
-    by_name = {}
-    for stack in summarised:
-        own = secs if [s.name for s in stacks] == [stack.name] else sections([stack], report, shown=False)
-        by_name[stack.name] = summary(stack, {s.key: s.to_json() for s in own})
+    what the acceptance report at `report_path` verified."""
+    report = acceptance_report.load(report_path) if report_path else None
+    secs, refused = sections(stacks, report)
+    by_name = {stack.name: summary(stack, secs if [s.name for s in stacks] == [stack.name] else
+                                   sections([stack], report)[0]) for stack in summarised}
     found = {
         "plan_version": PLAN_VERSION, "target": TARGET, "stacks": by_name,
         "sections": {s.key: s.to_json() for s in secs},
@@ -130,8 +105,12 @@ def build_plan(stacks: list[Stack], summarised: list[Stack], report: Report | No
                        if not i.verified],
     }
     if report is not None:
-        verified = sum((i.checked_by or "").startswith(acceptance_report.VERIFIED) for s in secs for i in s.items)
-        found["report"] = {**report.to_json(), "verified": verified}
+        data, sha256 = report
+        found["report"] = {
+            "file": report_path, "sha256": sha256, **{key: data[key] for key in ("host", "date", "stack", "profile")},
+            "refused": refused,
+            "verified": sum((i.checked_by or "").startswith(acceptance_report.VERIFIED) for s in secs for i in s.items),
+        }
     return found
 
 
@@ -170,11 +149,9 @@ def run(args: argparse.Namespace) -> int:
     shown = stack_data.select(args.stack or (named if named in stack_data.names() else None))
     # The default answer gives every stack's verdict, the default stack's first.
     everyone = shown + [s for s in stack_data.select("all") if s.name != shown[0].name] if args.stack is None else shown
-    report = Report(args.report, *acceptance_report.load(args.report)) if args.report else None
-    plan = build_plan(shown, everyone, report)
-    if report is not None:
-        for key, why in report.refused.items():
-            print(f"warning: --report {args.report}: {key}: {why}", file=sys.stderr)
+    plan = build_plan(shown, everyone, args.report)
+    for key, why in plan.get("report", {}).get("refused", {}).items():
+        print(f"warning: --report {args.report}: {key}: {why}", file=sys.stderr)
     if args.json:
         output.dump_json(plan if not args.section or args.section == UNVERIFIED_SECTION
                          else {**plan, "sections": {k: plan["sections"][k] for k in _pick(plan, args.section)}})

@@ -1,15 +1,8 @@
 """How `plan` reads in a terminal: the answer first and in one screen, the detail on request.
 
-- `print_screen` (the default): each stack's versions, verdict and next
-  command; the sections of the stack asked for, one line each; its
-  unverified items, one line each. Lines are cut to the terminal with an
-  ellipsis, never wrapped into tall cells.
-- `print_sections` (`plan SECTION`): each item as a short block (name and
-  value, then what checked it and where it came from), wrapped at spaces so
-  that no hash or path is split.
-- `print_everything` (`plan --wide`): every section as a table, every row
-  whole on one line, the locked files included.
-- `print_unverified` (`plan unverified`): every unverified item with its note.
+The default screen's lines are cut to the terminal with an ellipsis, never wrapped into tall cells; `plan SECTION`
+gives each item as a short block wrapped at spaces, so that no hash or path is split; `plan --wide` every section
+as a table, every row whole on one line, the locked files included; `plan unverified` every unverified item.
 """
 
 from __future__ import annotations
@@ -18,7 +11,7 @@ import textwrap
 from collections import Counter
 
 from blackwell_stack import output
-from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKABLE, UNVERIFIED, checked_words, standing
+from blackwell_stack.data.plan import NEEDS_GPU_HOST, NOT_CHECKED_HERE, UNVERIFIED, checked_words, standing
 
 LEGEND = (
     "checked: what checked a value on this project's machines (a hash computed here, PyPI's own sha256, a test on "
@@ -34,15 +27,6 @@ MORE = ("more: `plan SECTION` lists a section item by item ({sections}, unverifi
         "whole; `plan --json` everything; `plan --stack NAME|all` another stack")
 
 
-def _width() -> int | None:
-    return None if output.is_wide() else output.terminal_width()
-
-
-def _line(text: str, width: int | None) -> None:
-    """One line, cut to the terminal with an ellipsis."""
-    print(output.clip(text, width) if width else text)
-
-
 def _block(text: str, width: int | None, indent: str = "", more: str = "    ") -> None:
     """Prose wrapped at spaces (a word longer than the line is left whole), later lines indented by `more`."""
     if not width:
@@ -56,12 +40,12 @@ def _stacks(plan: dict, width: int | None) -> None:
     for name, s in plan["stacks"].items():
         _block(f"{name}{' (default)' if s['default'] else ''}: {s['what']}", width)
         _block(s["verdict"], width, indent="  ", more="  ")
-        _line(f"  next: {s['next']}", width)
+        print(output.clip(f"  next: {s['next']}", width))
 
 
 def _section_counts(section: dict) -> str:
     standings = Counter(standing(item) for item in section["items"])
-    counts = {kind: standings[kind] for kind in (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKABLE)}
+    counts = {kind: standings[kind] for kind in (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKED_HERE)}
     rows = [i for i in section["items"] if not i["detail"]]
     files = len(section["items"]) - len(rows)
     parts = [output.counted(len(rows), "item") + (f" and {output.counted(files, 'locked file')}" if files else "")]
@@ -72,8 +56,8 @@ def _section_counts(section: dict) -> str:
 
 def print_screen(plan: dict, shown: list[str]) -> None:
     """The default answer: fits 40 lines of a 100-column terminal."""
-    width = _width()
-    _line(f"blackwell-stack plan: {plan['target']}", width)
+    width = output.terminal_width()
+    print(output.clip(f"blackwell-stack plan: {plan['target']}", width))
     report = plan.get("report")
     if report:
         refused = f"; refused for {', '.join(report['refused'])}" if report["refused"] else ""
@@ -82,26 +66,23 @@ def print_screen(plan: dict, shown: list[str]) -> None:
     print()
     _stacks(plan, width)
     print()
-    _line(f"== {'stack ' + shown[0] if len(shown) == 1 else 'stacks ' + ', '.join(shown)}, section by section ==",
-          width)
-    keys = list(plan["sections"])
-    pad = max(len(k) for k in keys)
+    print(output.clip(f"== {'stack ' + shown[0] if len(shown) == 1 else 'stacks ' + ', '.join(shown)}, section by "
+                      "section ==", width))
+    pad = max(len(key) for key in plan["sections"])
     for key, section in plan["sections"].items():
         counts = _section_counts(section)
         head = f"  {key:<{pad}}  "
-        title = section["title"]
-        if width:
-            title = output.clip(title, max(width - len(head) - len(counts) - 2, 12))
-        _line(f"{head}{title}: {counts}", width)
+        title = output.clip(section["title"], width and max(width - len(head) - len(counts) - 2, 12))
+        print(output.clip(f"{head}{title}: {counts}", width))
     if plan["unverified"]:
         print()
-        _line(f"== unverified ({len(plan['unverified'])}; `plan unverified` gives each in full) ==", width)
+        print(output.clip(f"== unverified ({len(plan['unverified'])}; `plan unverified` gives each in full) ==", width))
         for u in plan["unverified"][:UNVERIFIED_LINES]:
-            _line(f"  [{u['section']}] {u['name']}: {' '.join((u['note'] or '').split())}", width)
+            print(output.clip(f"  [{u['section']}] {u['name']}: {' '.join((u['note'] or '').split())}", width))
         if len(plan["unverified"]) > UNVERIFIED_LINES:
-            _line(f"  ... and {len(plan['unverified']) - UNVERIFIED_LINES} more", width)
+            print(output.clip(f"  ... and {len(plan['unverified']) - UNVERIFIED_LINES} more", width))
     print()
-    short = sorted({k.split("-", 1)[0] for k in keys}, key=[k.split("-", 1)[0] for k in keys].index)
+    short = dict.fromkeys(key.split("-", 1)[0] for key in plan["sections"])
     _block(MORE.format(sections=", ".join(short)), width, more="  ")
 
 
@@ -113,7 +94,7 @@ def print_sections(plan: dict, keys: list[str], *, wide: bool) -> None:
         return
     # Wrapped in a pipe too (at PROSE_WIDTH): a value is one item's prose, never a line of a thousand characters
     # (`--wide` and `--json` have each whole).
-    width = _width() or PROSE_WIDTH
+    width = output.terminal_width() or PROSE_WIDTH
     for key in keys:
         section = plan["sections"][key]
         _block(f"== {section['title']} ({key}) ==", width)
@@ -156,7 +137,7 @@ def print_everything(plan: dict) -> None:
 
 
 def print_unverified(plan: dict) -> None:
-    width = _width()
+    width = output.terminal_width()
     _block(f"== Unverified ({len(plan['unverified'])}) ==", width)
     if not plan["unverified"]:
         print("every pin is verified")

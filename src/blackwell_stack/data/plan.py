@@ -1,8 +1,4 @@
-"""What each part of the stack contributes to `blackwell-stack plan`.
-
-Every area (pins, kernel, serve, doctor, verify) has a `plan_section()`
-returning a PlanSection; `plan` prints them in order and lists every
-unverified item at the end.
+"""What each part of the stack contributes to `blackwell-stack plan` (cli/areas.py lists the parts).
 
 Two things are said about each value, and kept apart. `verified`: its
 source vouches for it (an unverified pin names the command that fills it).
@@ -26,9 +22,8 @@ GPU_HOST = "gpu-host"
 
 UNVERIFIED = "unverified"
 NEEDS_GPU_HOST = "waits for the GPU host"
-NOT_CHECKABLE = NOT_CHECKED_HERE
 CHECKED = "checked here"
-STANDINGS = (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKABLE, CHECKED)
+STANDINGS = (UNVERIFIED, NEEDS_GPU_HOST, NOT_CHECKED_HERE, CHECKED)
 
 
 @dataclass
@@ -71,7 +66,7 @@ def standing(item: dict) -> str:
     if item.get("needs") == GPU_HOST:
         return NEEDS_GPU_HOST
     if (item["checked_by"] or "").startswith(NOT_CHECKED_HERE):  # only not_checked_here() writes it
-        return NOT_CHECKABLE
+        return NOT_CHECKED_HERE
     return CHECKED
 
 

@@ -12,12 +12,7 @@ DOCS = "docs/reference-deployment.md"
 ON_THE_HOST = not_checked_here("`doctor` on the GPU host")
 
 
-def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
-    """What doctor checks for each stack: key `doctor` for one stack, `doctor-<name>` for several."""
-    return [plan_section(stack, key="doctor" if len(stacks) == 1 else f"doctor-{stack.name}") for stack in stacks]
-
-
-def plan_section(stack: Stack, *, key: str = "doctor") -> PlanSection:
+def plan_section(stack: Stack, key: str) -> PlanSection:
     """What doctor checks for `stack`."""
     s = PlanSection(key=key, title=f"Host checks (doctor) for stack {stack.name}")
     try:

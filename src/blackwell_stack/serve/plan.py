@@ -12,22 +12,11 @@ from blackwell_stack.errors import StackError
 from blackwell_stack.serve.service import command_line, configure
 
 
-def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
-    """The service of each stack: key `service` when the plan shows one stack, `service-<name>` for several."""
-    return [plan_section(stack, key="service" if len(stacks) == 1 else f"service-{stack.name}") for stack in stacks]
-
-
-def plan_section(stack: Stack, *, key: str = "service") -> PlanSection:
+def plan_section(stack: Stack, key: str) -> PlanSection:
     """The service of `stack`: its first profile on its lock's versions."""
     section = PlanSection(key=key, title=f"SGLang service (stack {stack.name})")
-    extra_source = None
-    try:
-        if not stack.locked:
-            # No lock to read versions from: the profile's own runtime block, said so below.
-            extra_source = f"the {stack.name} stack has no lock yet (`{stack.lock_command}`)"
-            service = configure(stack.profiles[0])
-        else:
-            service = configure(stack=stack)
+    try:  # with no lock to read versions from, the profile's own runtime block (said so in the runtime's source)
+        service = configure(stack=stack) if stack.locked else configure(stack.profiles[0])
     except StackError as exc:
         section.items.append(PlanItem("profile", "unreadable", verified=False, note=str(exc)))
         return section
@@ -41,7 +30,8 @@ def plan_section(stack: Stack, *, key: str = "service") -> PlanSection:
         PlanItem("flag table", f"sglang {table.data['sglang_version']} ({len(table.data['flags'])} flags)",
                  source=f"{table.data['wheel']['filename']} sha256 {table.data['wheel']['sha256']}"),
         PlanItem("runtime", f"sglang {runtime.sglang}, flashinfer {runtime.flashinfer}",
-                 source=runtime.source + (f"; {extra_source}" if extra_source else "")),
+                 source=runtime.source + ("" if stack.locked else
+                                          f"; the {stack.name} stack has no lock yet (`{stack.lock_command}`)")),
         PlanItem("service command", command_line(service.rendered),
                  source="lib/sglang-service.nix render = serve/render.py"),
     ]
@@ -51,7 +41,7 @@ def plan_section(stack: Stack, *, key: str = "service") -> PlanSection:
                                       verified=False, note=reason))
     section.items += [PlanItem(f"rule {v.id}", v.severity, source=v.source, verified=v.severity != "error",
                                note="; ".join(v.messages)) for v in service.verdicts if v.fired]
-    where = f" --stack {stack.name}" if extra_source is None else ""
+    where = f" --stack {stack.name}" if stack.locked else ""
     section.commands += [
         f"blackwell-stack serve render{where}",
         f"blackwell-stack serve check{where}",

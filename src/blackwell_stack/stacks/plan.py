@@ -81,18 +81,12 @@ def summary_row(stack: Stack) -> PinRow:
     )
 
 
-def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
-    """One section per stack shown."""
-    return [plan_section(stack) for stack in stacks]
-
-
-def plan_section(stack: Stack) -> PlanSection:
+def plan_section(stack: Stack, key: str) -> PlanSection:
     name = stack.name
-    sec = PlanSection(key=f"stack-{name}", title=f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}")
-    sec.commands = [f"nix build .#{stack.env_attribute}"]
+    sec = PlanSection(key, f"Stack {name}{' (default)' if stack.default else ''}: {stack.data['description']}",
+                      commands=[f"nix build .#{stack.env_attribute}"])
     if not stack.locked:
-        sec.items.insert(0, PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False,
-                                     stack.missing_lock_message()))
+        sec.items = [PlanItem("uv.lock", "none", f"{stack.relpath}/stack.json", False, stack.missing_lock_message())]
         sec.commands.insert(0, stack.lock_command)
         return sec
     lock = stack.lock()
@@ -108,8 +102,8 @@ def plan_section(stack: Stack) -> PlanSection:
         f"{len(files) - checked} file(s) not checked ({problem or 'see below'}). Fill it in with: "
         f"blackwell-stack stack audit {name} --write",
         checked_by=f"{checked} of {len(files)} files hashed by `stack audit`; `uv lock --check` in the tests"))
-    for key, package in stack.data["versions_from_lock"].items():
-        sec.items.append(_file_item(key, f"{versions[key]} ({package})", by_package[package]))
+    sec.items += [_file_item(what, f"{versions[what]} ({package})", by_package[package])
+                  for what, package in stack.data["versions_from_lock"].items()]
     kernel = stack.kernel
     locked_kernel = lock.get(kernel["package"])
     kernel_version = kernel.get("version") or (locked_kernel.version if locked_kernel else None)

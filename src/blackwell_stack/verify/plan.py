@@ -34,12 +34,8 @@ def _accuracy_item() -> PlanItem:
     )
 
 
-def plan_sections(stacks: list[Stack]) -> list[PlanSection]:
+def plan_section(stacks: list[Stack]) -> PlanSection:
     """One section whatever the stacks: smoke and bench of the default target."""
-    return [plan_section()]
-
-
-def plan_section() -> PlanSection:
     try:  # the target of the serving profile, read by its validated loader
         profile = load_profile()
         service, source = profile.data["service"], f"modules/profiles/{profile.path.name}"
