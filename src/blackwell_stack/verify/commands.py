@@ -22,6 +22,12 @@ from blackwell_stack.verify import smoke as smoke_mod
 from blackwell_stack.verify.plot import require_matplotlib, write_plot
 
 
+def _server_arguments(p: argparse.ArgumentParser) -> None:
+    """The server a command asks (smoke, accuracy): its URL and the model to name."""
+    p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
+    p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke",
@@ -34,8 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "temperature 0 (Paris, the digits of a count) or that another prompt got too. --timeout bounds every "
         "request, the model listing included; after a request that gets no answer in time, the rest are not asked.",
     )
-    p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
-    p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
+    _server_arguments(p)
     p.add_argument("--max-tokens", type=positive_int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
     p.add_argument("--timeout", type=positive_float, default=smoke_mod.DEFAULT_TIMEOUT_S,
                    help="seconds for each request, the model listing included (default %(default)s)")
@@ -320,8 +325,7 @@ def _register_accuracy(sub: argparse._SubParsersAction) -> None:
         "math at a pinned commit, by sha256) is downloaded once into the user cache ($BLACKWELL_STACK_CACHE, "
         "else $XDG_CACHE_HOME/blackwell-stack), or read from --data DIR.",
     )
-    p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
-    p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
+    _server_arguments(p)
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help="the profile whose threshold applies (default %(default)s)")
     p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
