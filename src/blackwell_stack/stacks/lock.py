@@ -3,7 +3,9 @@
 The uv that writes a lock must write a format the locked uv2nix reads: the
 stack names its uv version (stack.json `uv`, the uv-bin of the locked uv2nix
 revision) and nothing else is used. The interpreter is Python 3.12 found on
-this machine (uv must not download one: UV_PYTHON_DOWNLOADS=never).
+this machine (uv must not download one: UV_PYTHON_DOWNLOADS=never). It is
+found here, not by uv's `--python 3.12`: uv stops at the first python3.12 on
+PATH, and a pyenv shim there that has no 3.12 selected fails uv outright.
 
 Nothing is left half-written: the old uv.lock is restored when uv fails or
 the new lock does not pass `validate` (every file with a sha256, the key
@@ -12,7 +14,9 @@ versions present, the source-built kernel kept out).
 A stack whose pyproject takes some wheels from `./wheels/simple` (the
 nightly) is locked against a directory holding them (`--wheels DIR`): they
 are copied into the stack's wheels/ directory (not committed) and a PEP 503
-index with their sha256 is written next to them.
+index with their sha256 is written next to them. Not a uv flat index
+(`format = "flat"`): uv 0.10.7 locks a local flat index's wheels without a
+hash (measured), and every locked file needs its sha256.
 """
 
 from __future__ import annotations
