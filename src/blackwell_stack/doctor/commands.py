@@ -110,7 +110,7 @@ def print_inspect(report: dict) -> None:
 def _inspect_row(f: dict, failing: set[str]) -> list:
     if f["error"]:
         return [f["name"], "error", None, None, None, None, None]
-    cxx = (f.get("cxx_runtime") or {}).get("verdict")
+    cxx = f["cxx_runtime"]["verdict"]
     return [f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None, ", ".join(f["cubin"]) or None,
             ", ".join(f["ptx"]) or None, cxx.upper() if cxx and f["name"] in failing else cxx]
 
