@@ -124,8 +124,7 @@ class ElfFile:
 
     @property
     def soname(self) -> str | None:
-        names = self._dynamic_strings(DT_SONAME)
-        return names[0] if names else None
+        return next(iter(self._dynamic_strings(DT_SONAME)), None)
 
     @property
     def runpath(self) -> list[str]:
