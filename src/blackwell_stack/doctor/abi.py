@@ -145,16 +145,14 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
     pypi = _pypi_remote(spec)
     if pypi is not None:
         return _load_remote_torch(pypi[1], kernel)
-    version = None
+    version, where = None, Path(spec)
     if spec == ENV:
-        path, version = _installed_dir("torch", "torch/lib", environment)
-        source = wheelzip.DirSource(path)
-    else:
-        source = wheelzip.open_source(spec)
-        if source.kind == "directory" and (source.path / "torch" / "lib").is_dir():
-            source = wheelzip.DirSource(source.path / "torch" / "lib")
-        elif source.kind == "directory" and (source.path / "lib").is_dir() and (source.path / "__init__.py").is_file():
-            source = wheelzip.DirSource(source.path / "lib")
+        where, version = _installed_dir("torch", "torch/lib", environment)
+    elif (where / "torch" / "lib").is_dir():  # a site-packages
+        where = where / "torch" / "lib"
+    elif (where / "lib").is_dir() and (where / "__init__.py").is_file():  # the torch package directory
+        where = where / "lib"
+    source = wheelzip.open_source(where)
     if source.kind == "wheel":
         version = (inspection.distribution_of(source) or {}).get("version")
     side = Side(label=source.label, version=version)

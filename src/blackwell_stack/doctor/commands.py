@@ -85,12 +85,10 @@ def print_inspect(report: dict) -> None:
     output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime"],
                  [_inspect_row(f, failing) for f in report["files"]])
     print()
-    runtimes = ", ".join(str(r) for r in report["cuda_runtime"]) or "none (no CUDA runtime linked)"
-    print(f"CUDA runtime: {runtimes}")
+    print(f"CUDA runtime: {', '.join(map(str, report['cuda_runtime'])) or 'none (no CUDA runtime linked)'}")
     print(f"cubin:        {', '.join(report['cubin']) or 'none'}")
     print(f"ptx:          {', '.join(report['ptx']) or 'none'}")
-    libs = ", ".join(report["torch_libraries"]) or "none"
-    print(f"torch:        {report['torch_symbols']} symbols from {libs}")
+    print(f"torch:        {report['torch_symbols']} symbols from {', '.join(report['torch_libraries']) or 'none'}")
     record = report.get("record")
     if record:
         verdict = "every file matches" if record["ok"] else "DISAGREES with the files (see the errors below)"
