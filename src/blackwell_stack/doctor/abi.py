@@ -13,16 +13,14 @@ torch 2.10 changed the 4th parameter to unsigned int.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack.doctor import inspection
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import demangle, elf, linkage, remote_zip, wheelzip
+from blackwell_stack.formats import demangle, linkage, remote_zip, wheelzip
 from blackwell_stack.formats.installed import Environment
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.progress import Progress
@@ -124,9 +122,9 @@ def load_kernel(spec: str, environment=None) -> Side:
     # The same per-library reports as `inspect`, read in parallel.
     report = inspection.inspect_path(spec, check_record=False)
     side = Side(label=report["path"], version=version or (report["distribution"] or {}).get("version"))
-    files = [f for f in report["files"] if not f["error"]]
     if report["errors"]:
         raise StackError("cannot read {name}: {error}".format(**report["errors"][0]))
+    files = report["files"]  # none with an error (no RECORD check here)
     if not files:
         raise StackError(f"{report['path']} holds no ELF libraries", "pass the kernel package (wheel or directory)")
     side.cxx_runtime_problems = inspection.cxx_runtime_problems(files)
@@ -175,13 +173,7 @@ def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
         if not names:
             raise StackError(f"{remote.filename} has no torch/lib libraries", "is this a torch wheel?")
         paths = {name: wheel.fetch_member(name) for name in names}  # each fetch shows its own download progress
-
-        @contextlib.contextmanager
-        def open_elf(name: str) -> Iterator[elf.ElfFile]:
-            with wheelzip.map_file(paths[name]) as buf:
-                yield elf.parse(buf, f"{remote.filename}:{name}")
-
-        _add_torch_libraries(side, names, open_elf)
+        _add_torch_libraries(side, names, lambda name: wheelzip.open_member_elf("file", paths[name], name))
     return side
 
 
