@@ -62,8 +62,7 @@ def _metadata_differences(a: zipfile.ZipInfo, b: zipfile.ZipInfo) -> list[str]:
 
 
 def _record_differences(text_a: str, text_b: str) -> str:
-    rows_a = {ln.split(",")[0]: ln for ln in text_a.splitlines() if ln}
-    rows_b = {ln.split(",")[0]: ln for ln in text_b.splitlines() if ln}
+    rows_a, rows_b = ({ln.split(",")[0]: ln for ln in text.splitlines() if ln} for text in (text_a, text_b))
     changed = sorted(k for k in rows_a.keys() & rows_b.keys() if rows_a[k] != rows_b[k])
     added, removed = len(rows_b.keys() - rows_a.keys()), len(rows_a.keys() - rows_b.keys())
     parts = [f"{len(changed)} entries changed ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
@@ -125,9 +124,7 @@ def _path_only_difference(a: bytes, b: bytes) -> list[bytes] | None:
 
 
 def diff(path_a: str | Path, path_b: str | Path) -> dict:
-    path_a, path_b = Path(path_a), Path(path_b)
-    for p in (path_a, path_b):
-        inputfiles.regular_file(p, hint="pass two wheel files")
+    path_a, path_b = (inputfiles.regular_file(p, hint="pass two wheel files") for p in (path_a, path_b))
     with Progress("hashing both wheels", path_a.stat().st_size + path_b.stat().st_size) as bar:
         sha_a, sha_b = sha256_file(path_a, progress=bar.advance), sha256_file(path_b, progress=bar.advance)
     result = {"a": str(path_a), "b": str(path_b), "sha256_a": sha_a, "sha256_b": sha_b}
