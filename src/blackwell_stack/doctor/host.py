@@ -144,9 +144,8 @@ def _gpu_checks(facts: HostFacts, target_cc: str) -> list[Check]:
         return [Check("host", "GPUs", FAIL, "0", "the driver is loaded but nvidia-smi lists no GPU",
                       "check `nvidia-smi`, the device permissions and CUDA_VISIBLE_DEVICES")]
     out = []
-    names = sorted({g.name for g in facts.gpus})
     ccs = sorted({g.compute_cap for g in facts.gpus})
-    value = f"{len(facts.gpus)} x {', '.join(names)}"
+    value = f"{len(facts.gpus)} x {', '.join(sorted({g.name for g in facts.gpus}))}"
     if len(facts.gpus) >= TARGET_GPUS:
         out.append(Check("host", "GPUs", OK, value, f"--tp {TARGET_GPUS} needs {TARGET_GPUS} GPUs"))
     else:
@@ -165,16 +164,14 @@ def _gpu_checks(facts: HostFacts, target_cc: str) -> list[Check]:
 
 
 def interconnect_check(facts: HostFacts) -> Check:
-    topo = parse_topology(facts.topology or "")
-    active_links = parse_nvlink_status(facts.nvlink_status or "")
     if len(facts.gpus) < 2:
+        active_links = parse_nvlink_status(facts.nvlink_status or "")
         detail = f"{active_links} active NVLink link(s) on the GPU" if active_links else "no active NVLink link"
         return Check("host", "interconnect", OK, "single GPU",
                      f"one visible GPU, so no all-reduce between GPUs ({detail})")
-    links = topo["links"]
+    links = parse_topology(facts.topology or "")["links"]
     if links.get("NVLink"):
-        pcie = sum(v for k, v in links.items() if k != "NVLink")
-        if pcie:
+        if any(kind != "NVLink" for kind in links):
             return Check("host", "interconnect", WARN, "NVLink between some GPUs",
                          "some GPU pairs talk over PCIe: custom all-reduce needs every pair on NVLink/P2P",
                          "keep --disable-custom-all-reduce")
