@@ -38,11 +38,10 @@ try:
     importlib.import_module(name)
 except ModuleNotFoundError as exc:
     print(json.dumps({"outcome": "missing", "module": exc.name, "detail": str(exc)}))
-    sys.exit(3)
 except BaseException as exc:
     print(json.dumps({"outcome": "error", "detail": f"{type(exc).__name__}: {exc}"[:2000]}))
-    sys.exit(3)
-print(json.dumps({"outcome": "imported"}))
+else:
+    print(json.dumps({"outcome": "imported"}))
 """
 
 
@@ -72,8 +71,7 @@ def _cc(text: str) -> tuple[int, ...]:
 def imports_for(sglang: str, *, architecture: str | None, gpu_cc: str | None,
                 env: dict[str, str]) -> list[Startup] | None:
     """What SGLang `sglang` imports at start-up here (None: no list for that version)."""
-    data = registry.load("startup-imports")
-    entries = data["sglang"].get(sglang)
+    entries = registry.load("startup-imports")["sglang"].get(sglang)
     if entries is None:
         return None
     return [Startup(e["module"], e["why"], f"{e['source']['file']}:{e['source']['line']}")
