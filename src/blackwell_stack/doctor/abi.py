@@ -59,11 +59,10 @@ def _pypi_remote(spec: str) -> tuple[str, remote_zip.RemoteFile] | None:
     if not m or Path(spec).exists():
         return None
     name, version = m.groups()
-    stem = name.replace("-", "_")
     last: StackError | None = None
     for pattern in PYPI_WHEEL_PATTERNS:
         try:
-            return name, remote_zip.pypi_file(name, version, pattern.format(stem=stem, version=version))
+            return name, remote_zip.pypi_file(name, version, pattern.format(stem=name.replace("-", "_"), version=version))
         except StackError as exc:
             if exc.code != StackError.code:
                 raise  # network trouble: no point trying other patterns
@@ -268,8 +267,7 @@ def _explain_missing(missing: list[str], kernel: Side, torch: Side) -> list[dict
             p = name_prefix(sym)
             if p in wanted_prefixes:
                 candidates.setdefault(p, []).append(sym)
-    all_names = list(missing) + [c for cs in candidates.values() for c in cs]
-    readable = demangle.demangle(all_names)
+    readable = demangle.demangle(missing + [c for cs in candidates.values() for c in cs])
     return [{"symbol": s, "demangled": readable.get(s, s), "needed_by": sorted(set(kernel.undefined[s])),
              "torch_has": [{"symbol": c, "demangled": readable.get(c, c), "library": torch.defined[c],
                             "difference": signature_difference(readable.get(s, s), readable.get(c, c))}
