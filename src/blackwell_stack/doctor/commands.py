@@ -89,8 +89,7 @@ def print_inspect(report: dict) -> None:
     print(f"cubin:        {', '.join(report['cubin']) or 'none'}")
     print(f"ptx:          {', '.join(report['ptx']) or 'none'}")
     print(f"torch:        {report['torch_symbols']} symbols from {', '.join(report['torch_libraries']) or 'none'}")
-    record = report.get("record")
-    if record:
+    if record := report.get("record"):
         verdict = "every file matches" if record["ok"] else "DISAGREES with the files (see the errors below)"
         print(f"RECORD:       {record['checked']} files checked by sha256 and size; {verdict}")
     for f in report["files"]:

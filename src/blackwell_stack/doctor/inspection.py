@@ -116,8 +116,7 @@ def _check_record(source: wheelzip.WheelSource, results: list[dict], report: dic
     with Progress("checking RECORD", left) as bar:
         record = wheelrecord.check(source.path, known=known, progress=bar.advance)
     report["record"] = record.to_json()
-    for problem in record.problems():
-        report["errors"].append({"name": "RECORD", "error": problem})
+    report["errors"] += [{"name": "RECORD", "error": problem} for problem in record.problems()]
 
 
 def summarize(source, results: list[dict]) -> dict:

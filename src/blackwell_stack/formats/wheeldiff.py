@@ -156,11 +156,7 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict:
 
 
 def _compare_member(za, zb, ia: zipfile.ZipInfo, ib: zipfile.ZipInfo, pa: Path, pb: Path) -> tuple[str, str] | None:
-    """(class, detail) of a member in both wheels, None when they hold it alike."""
-    same_bytes = ia.CRC == ib.CRC and ia.file_size == ib.file_size and (
-        member_digest(za, ia, pa) == member_digest(zb, ib, pb)
-    )
-    if same_bytes:
+    if ia.CRC == ib.CRC and ia.file_size == ib.file_size and member_digest(za, ia, pa) == member_digest(zb, ib, pb):
         meta = _metadata_differences(ia, ib)
         return ("zip-metadata", "; ".join(meta)) if meta else None
     if ia.filename.endswith(".dist-info/RECORD"):
