@@ -50,12 +50,8 @@ class RecordReport:
 
 
 def check(path: str | Path, *, known: dict[str, str], progress: Callable[[int], None]) -> RecordReport:
-    """Compare every member of the wheel at `path` with its RECORD entry.
-
-    known: hex sha256 of members already hashed (by inspect's workers): they
-    are not read again. progress is called with the number of uncompressed
-    bytes read after each block.
-    """
+    """Compare every member of the wheel at `path` with its RECORD entry; those in `known` (hex sha256, hashed by
+    inspect's workers) are not read again, the others' uncompressed bytes go to `progress` block by block."""
     path = Path(path)
     with wheelzip.open_zip(path) as zf:
         # open_zip has checked that there is a <name>-<version>.dist-info/WHEEL: RECORD is beside it

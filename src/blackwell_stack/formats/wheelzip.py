@@ -158,8 +158,6 @@ class DirSource(_Source):
 
 
 class FileSource(_Source):
-    """A single library file."""
-
     kind = "file"
 
     def __init__(self, path: str | Path):
@@ -173,7 +171,6 @@ class FileSource(_Source):
 
 
 def open_source(path: str | Path):
-    """A WheelSource, DirSource or FileSource for path, by what it is."""
     p = Path(path)
     hint = "pass a wheel, an installed package directory, or a .so file"
     if not p.exists():
