@@ -13,16 +13,14 @@ torch 2.10 changed the 4th parameter to unsigned int.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackwell_stack.doctor import inspection
 from blackwell_stack.download import download
 from blackwell_stack.errors import StackError
-from blackwell_stack.formats import demangle, elf, linkage, remote_zip, wheelzip
+from blackwell_stack.formats import demangle, linkage, remote_zip, wheelzip
 from blackwell_stack.formats.installed import Environment
 from blackwell_stack.paths import cache_dir
 from blackwell_stack.progress import Progress
@@ -61,11 +59,10 @@ def _pypi_remote(spec: str) -> tuple[str, remote_zip.RemoteFile] | None:
     if not m or Path(spec).exists():
         return None
     name, version = m.groups()
-    stem = name.replace("-", "_")
     last: StackError | None = None
     for pattern in PYPI_WHEEL_PATTERNS:
         try:
-            return name, remote_zip.pypi_file(name, version, pattern.format(stem=stem, version=version))
+            return name, remote_zip.pypi_file(name, version, pattern.format(stem=name.replace("-", "_"), version=version))
         except StackError as exc:
             if exc.code != StackError.code:
                 raise  # network trouble: no point trying other patterns
@@ -124,9 +121,9 @@ def load_kernel(spec: str, environment=None) -> Side:
     # The same per-library reports as `inspect`, read in parallel.
     report = inspection.inspect_path(spec, check_record=False)
     side = Side(label=report["path"], version=version or (report["distribution"] or {}).get("version"))
-    files = [f for f in report["files"] if not f["error"]]
     if report["errors"]:
         raise StackError("cannot read {name}: {error}".format(**report["errors"][0]))
+    files = report["files"]  # none with an error (no RECORD check here)
     if not files:
         raise StackError(f"{report['path']} holds no ELF libraries", "pass the kernel package (wheel or directory)")
     side.cxx_runtime_problems = inspection.cxx_runtime_problems(files)
@@ -145,16 +142,14 @@ def load_torch(spec: str, kernel: Side, environment=None) -> Side:
     pypi = _pypi_remote(spec)
     if pypi is not None:
         return _load_remote_torch(pypi[1], kernel)
-    version = None
+    version, where = None, Path(spec)
     if spec == ENV:
-        path, version = _installed_dir("torch", "torch/lib", environment)
-        source = wheelzip.DirSource(path)
-    else:
-        source = wheelzip.open_source(spec)
-        if source.kind == "directory" and (source.path / "torch" / "lib").is_dir():
-            source = wheelzip.DirSource(source.path / "torch" / "lib")
-        elif source.kind == "directory" and (source.path / "lib").is_dir() and (source.path / "__init__.py").is_file():
-            source = wheelzip.DirSource(source.path / "lib")
+        where, version = _installed_dir("torch", "torch/lib", environment)
+    elif (where / "torch" / "lib").is_dir():  # a site-packages
+        where = where / "torch" / "lib"
+    elif (where / "lib").is_dir() and (where / "__init__.py").is_file():  # the torch package directory
+        where = where / "lib"
+    source = wheelzip.open_source(where)
     if source.kind == "wheel":
         version = (inspection.distribution_of(source) or {}).get("version")
     side = Side(label=source.label, version=version)
@@ -177,13 +172,7 @@ def _load_remote_torch(remote: remote_zip.RemoteFile, kernel: Side) -> Side:
         if not names:
             raise StackError(f"{remote.filename} has no torch/lib libraries", "is this a torch wheel?")
         paths = {name: wheel.fetch_member(name) for name in names}  # each fetch shows its own download progress
-
-        @contextlib.contextmanager
-        def open_elf(name: str) -> Iterator[elf.ElfFile]:
-            with wheelzip.map_file(paths[name]) as buf:
-                yield elf.parse(buf, f"{remote.filename}:{name}")
-
-        _add_torch_libraries(side, names, open_elf)
+        _add_torch_libraries(side, names, lambda name: wheelzip.open_member_elf("file", paths[name], name))
     return side
 
 
@@ -278,8 +267,7 @@ def _explain_missing(missing: list[str], kernel: Side, torch: Side) -> list[dict
             p = name_prefix(sym)
             if p in wanted_prefixes:
                 candidates.setdefault(p, []).append(sym)
-    all_names = list(missing) + [c for cs in candidates.values() for c in cs]
-    readable = demangle.demangle(all_names)
+    readable = demangle.demangle(missing + [c for cs in candidates.values() for c in cs])
     return [{"symbol": s, "demangled": readable.get(s, s), "needed_by": sorted(set(kernel.undefined[s])),
              "torch_has": [{"symbol": c, "demangled": readable.get(c, c), "library": torch.defined[c],
                             "difference": signature_difference(readable.get(s, s), readable.get(c, c))}

@@ -85,14 +85,11 @@ def print_inspect(report: dict) -> None:
     output.table(["file", "machine", "CUDA", "torch syms", "cubin", "ptx", "C++ runtime"],
                  [_inspect_row(f, failing) for f in report["files"]])
     print()
-    runtimes = ", ".join(str(r) for r in report["cuda_runtime"]) or "none (no CUDA runtime linked)"
-    print(f"CUDA runtime: {runtimes}")
+    print(f"CUDA runtime: {', '.join(map(str, report['cuda_runtime'])) or 'none (no CUDA runtime linked)'}")
     print(f"cubin:        {', '.join(report['cubin']) or 'none'}")
     print(f"ptx:          {', '.join(report['ptx']) or 'none'}")
-    libs = ", ".join(report["torch_libraries"]) or "none"
-    print(f"torch:        {report['torch_symbols']} symbols from {libs}")
-    record = report.get("record")
-    if record:
+    print(f"torch:        {report['torch_symbols']} symbols from {', '.join(report['torch_libraries']) or 'none'}")
+    if record := report.get("record"):
         verdict = "every file matches" if record["ok"] else "DISAGREES with the files (see the errors below)"
         print(f"RECORD:       {record['checked']} files checked by sha256 and size; {verdict}")
     for f in report["files"]:
@@ -110,7 +107,7 @@ def print_inspect(report: dict) -> None:
 def _inspect_row(f: dict, failing: set[str]) -> list:
     if f["error"]:
         return [f["name"], "error", None, None, None, None, None]
-    cxx = (f.get("cxx_runtime") or {}).get("verdict")
+    cxx = f["cxx_runtime"]["verdict"]
     return [f["name"], f["machine"], f["cuda_runtime"], len(f["torch_symbols"]) or None, ", ".join(f["cubin"]) or None,
             ", ".join(f["ptx"]) or None, cxx.upper() if cxx and f["name"] in failing else cxx]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,23 +70,17 @@ def parse_proc_driver_version(text: str) -> str | None:
 
 def parse_topology(text: str) -> dict:
     """GPU-to-GPU links from `nvidia-smi topo -m`: NV# cells are NVLink, PIX/PXB/PHB/NODE/SYS are PCIe paths."""
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     header = next((ln for ln in lines if re.search(r"\bGPU0\b", ln) and not ln.lstrip().startswith("GPU0 ")), None)
     if header is None:
         return {"gpus": 0, "links": {}}
-    cols = [c for c in re.split(r"\s+", header.strip()) if re.fullmatch(r"GPU\d+", c)]
-    links: dict[str, int] = {}
-    for ln in lines:
-        cells = re.split(r"\s+", ln.strip())
-        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
-            continue
-        row = cells[0]
-        for col, cell in zip(cols, cells[1 : 1 + len(cols)]):
-            if col == row or cell == "X":
-                continue
-            kind = "NVLink" if re.fullmatch(r"NV\d+", cell) else cell
-            links[kind] = links.get(kind, 0) + 1
-    return {"gpus": len(cols), "links": links}
+    cols = [c for c in header.split() if re.fullmatch(r"GPU\d+", c)]
+    links: Counter[str] = Counter()
+    for row, *cells in map(str.split, lines):
+        if re.fullmatch(r"GPU\d+", row):
+            links.update("NVLink" if re.fullmatch(r"NV\d+", cell) else cell
+                         for col, cell in zip(cols, cells) if col != row and cell != "X")
+    return {"gpus": len(cols), "links": dict(links)}
 
 
 def parse_nvlink_status(text: str) -> int:
@@ -98,9 +93,8 @@ def parse_nvlink_status(text: str) -> int:
 def gather() -> HostFacts:
     facts = HostFacts(cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     try:
-        mem = dict(re.findall(r"^(\w+):\s+(\d+)", Path("/proc/meminfo").read_text(), re.M))
-        facts.mem_total_kib = int(mem["MemTotal"]) if "MemTotal" in mem else None
-        facts.swap_total_kib = int(mem["SwapTotal"]) if "SwapTotal" in mem else None
+        mem = {key: int(kib) for key, kib in re.findall(r"^(\w+):\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)}
+        facts.mem_total_kib, facts.swap_total_kib = mem.get("MemTotal"), mem.get("SwapTotal")
     except OSError as exc:
         facts.errors.append(f"/proc/meminfo: {exc}")
     smi = shutil.which("nvidia-smi")
@@ -150,9 +144,8 @@ def _gpu_checks(facts: HostFacts, target_cc: str) -> list[Check]:
         return [Check("host", "GPUs", FAIL, "0", "the driver is loaded but nvidia-smi lists no GPU",
                       "check `nvidia-smi`, the device permissions and CUDA_VISIBLE_DEVICES")]
     out = []
-    names = sorted({g.name for g in facts.gpus})
     ccs = sorted({g.compute_cap for g in facts.gpus})
-    value = f"{len(facts.gpus)} x {', '.join(names)}"
+    value = f"{len(facts.gpus)} x {', '.join(sorted({g.name for g in facts.gpus}))}"
     if len(facts.gpus) >= TARGET_GPUS:
         out.append(Check("host", "GPUs", OK, value, f"--tp {TARGET_GPUS} needs {TARGET_GPUS} GPUs"))
     else:
@@ -171,16 +164,14 @@ def _gpu_checks(facts: HostFacts, target_cc: str) -> list[Check]:
 
 
 def interconnect_check(facts: HostFacts) -> Check:
-    topo = parse_topology(facts.topology or "")
-    active_links = parse_nvlink_status(facts.nvlink_status or "")
     if len(facts.gpus) < 2:
+        active_links = parse_nvlink_status(facts.nvlink_status or "")
         detail = f"{active_links} active NVLink link(s) on the GPU" if active_links else "no active NVLink link"
         return Check("host", "interconnect", OK, "single GPU",
                      f"one visible GPU, so no all-reduce between GPUs ({detail})")
-    links = topo["links"]
+    links = parse_topology(facts.topology or "")["links"]
     if links.get("NVLink"):
-        pcie = sum(v for k, v in links.items() if k != "NVLink")
-        if pcie:
+        if any(kind != "NVLink" for kind in links):
             return Check("host", "interconnect", WARN, "NVLink between some GPUs",
                          "some GPU pairs talk over PCIe: custom all-reduce needs every pair on NVLink/P2P",
                          "keep --disable-custom-all-reduce")

@@ -111,13 +111,12 @@ def inspect_path(path: str, *, jobs: int | None = None, check_record: bool = Tru
 
 def _check_record(source: wheelzip.WheelSource, results: list[dict], report: dict) -> None:
     """RECORD against the wheel's files; the ELF members' hashes come from the workers that read them."""
-    known = {r["name"]: r["sha256"] for r in results if r.get("sha256")}
-    left = wheelrecord.total_bytes(source.path) - sum(r["size"] for r in results if r.get("sha256"))
+    known = {r["name"]: r["sha256"] for r in results if r["sha256"]}
+    left = sum(info.file_size for name, info in source.infos.items() if name not in known)
     with Progress("checking RECORD", left) as bar:
         record = wheelrecord.check(source.path, known=known, progress=bar.advance)
     report["record"] = record.to_json()
-    for problem in record.problems():
-        report["errors"].append({"name": "RECORD", "error": problem})
+    report["errors"] += [{"name": "RECORD", "error": problem} for problem in record.problems()]
 
 
 def summarize(source, results: list[dict]) -> dict:
@@ -130,17 +129,15 @@ def summarize(source, results: list[dict]) -> dict:
     runtimes = sorted({r["cuda_runtime"] for r in ok if r["cuda_runtime"]})
     if len(runtimes) > 1:
         notes.append(f"mixed CUDA runtimes {runtimes}: one library was built against another CUDA major")
-    dist = distribution_of(source)
-    problems = cxx_runtime_problems(ok)
     return {
-        "path": source.label, "kind": source.kind, "distribution": dist, "host_machine": host,
+        "path": source.label, "kind": source.kind, "distribution": distribution_of(source), "host_machine": host,
         "elf_files": len(results), "cuda_runtime": runtimes,
         "cubin": sorted({a for r in ok for a in r["cubin"]}, key=fatbin.arch_sort_key),
         "ptx": sorted({a for r in ok for a in r["ptx"]}, key=fatbin.arch_sort_key),
         "torch_libraries": sorted({lib for r in ok for lib in r["torch_libraries"]}),
         "torch_symbols": len({s for r in ok for s in r["torch_symbols"]}),
         "errors": [{"name": r["name"], "error": r["error"]} for r in results if r["error"]],
-        "problems": problems, "notes": notes, "files": results,
+        "problems": cxx_runtime_problems(ok), "notes": notes, "files": results,
     }
 
 
@@ -149,14 +146,13 @@ def cxx_runtime_problems(reports: list[dict]) -> list[dict]:
     runtime without linking it, when it is a torch extension (torch's own libtorch.so leans on libtorch_cpu.so's)."""
     out = []
     for r in reports:
-        verdict = r.get("cxx_runtime") or {}
-        kind = verdict.get("verdict")
+        found = r["cxx_runtime"]
         extension = r["torch_symbols"] and r["name"].rsplit("/", 1)[-1] not in linkage.TORCH_LIBRARIES
-        if kind == cxxruntime.EMBEDDED or (kind == cxxruntime.UNLINKED and extension):
-            runtime = cxxruntime.CxxRuntime(kind, verdict.get("runtime_library"), tuple(verdict.get("defined") or ()),
-                                            verdict.get("defined_count", 0), verdict.get("used_count", 0))
+        if found["verdict"] == cxxruntime.EMBEDDED or (found["verdict"] == cxxruntime.UNLINKED and extension):
+            runtime = cxxruntime.CxxRuntime(found["verdict"], found["runtime_library"], tuple(found["defined"]),
+                                            found["defined_count"], found["used_count"])
             out.append({"name": r["name"], "check": "C++ runtime", "message": runtime.message(r["name"]),
-                        "fix": runtime.fix})
+                        "fix": cxxruntime.FIX})
     return out
 
 

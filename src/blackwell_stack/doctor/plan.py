@@ -13,7 +13,6 @@ ON_THE_HOST = not_checked_here("`doctor` on the GPU host")
 
 
 def plan_section(stack: Stack, key: str) -> PlanSection:
-    """What doctor checks for `stack`."""
     s = PlanSection(key=key, title=f"Host checks (doctor) for stack {stack.name}")
     try:
         runtime = stack.versions()

@@ -22,6 +22,12 @@ from blackwell_stack.errors import BuildError, ToolchainError
 
 IMPORTED, MISSING, ERROR, CRASHED, TIMED_OUT = "imported", "missing", "error", "crashed", "timed out"
 DEFAULT_TIMEOUT_S = 300.0
+_FIXES = {
+    CRASHED: "a crash at import is a broken build, not a missing package: check the library with "
+             "`blackwell-stack inspect` (C++ runtime) and rebuild it",
+    MISSING: "install the stack's lock into this environment (`uv sync --frozen` of stacks/NAME, or "
+             "`blackwell-stack stack doctor NAME` for what differs)",
+}
 
 # Runs in the environment's interpreter: one import, its outcome as the last line of stdout.
 _CHILD = """
@@ -32,11 +38,10 @@ try:
     importlib.import_module(name)
 except ModuleNotFoundError as exc:
     print(json.dumps({"outcome": "missing", "module": exc.name, "detail": str(exc)}))
-    sys.exit(3)
 except BaseException as exc:
     print(json.dumps({"outcome": "error", "detail": f"{type(exc).__name__}: {exc}"[:2000]}))
-    sys.exit(3)
-print(json.dumps({"outcome": "imported"}))
+else:
+    print(json.dumps({"outcome": "imported"}))
 """
 
 
@@ -66,8 +71,7 @@ def _cc(text: str) -> tuple[int, ...]:
 def imports_for(sglang: str, *, architecture: str | None, gpu_cc: str | None,
                 env: dict[str, str]) -> list[Startup] | None:
     """What SGLang `sglang` imports at start-up here (None: no list for that version)."""
-    data = registry.load("startup-imports")
-    entries = data["sglang"].get(sglang)
+    entries = registry.load("startup-imports")["sglang"].get(sglang)
     if entries is None:
         return None
     return [Startup(e["module"], e["why"], f"{e['source']['file']}:{e['source']['line']}")
@@ -124,14 +128,8 @@ def _check(startup: Startup, outcome: Outcome, gpu_cc: str | None) -> Check:
     if outcome.outcome == IMPORTED:
         return Check("startup", name, OK, IMPORTED, f"as SGLang does ({startup.source})")
     detail = f"{outcome.detail}; SGLang imports it at start-up ({startup.source}): {startup.why}"
-    if outcome.outcome == CRASHED:
-        return Check("startup", name, FAIL, CRASHED, detail,
-                     "a crash at import is a broken build, not a missing package: check the library with "
-                     "`blackwell-stack inspect` (C++ runtime) and rebuild it")
-    if outcome.outcome == MISSING:
-        return Check("startup", name, FAIL, MISSING, detail,
-                     "install the stack's lock into this environment (`uv sync --frozen` of stacks/NAME, or "
-                     "`blackwell-stack stack doctor NAME` for what differs)")
+    if outcome.outcome in _FIXES:
+        return Check("startup", name, FAIL, outcome.outcome, detail, _FIXES[outcome.outcome])
     # An exception without a GPU may be the GPU's absence: SGLang's kernels ask for one while they load.
     status = WARN if gpu_cc is None else FAIL
     more = "; no GPU on this host, which such an import may need" if gpu_cc is None else ""

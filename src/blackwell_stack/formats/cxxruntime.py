@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
@@ -61,8 +61,7 @@ _HEADLINE = {"__cxa_throw": 0, "_ZSt9terminatev": 1, "__gxx_personality_v0": 2, 
 _READABLE = {"_ZSt9terminatev": "std::terminate()"}
 
 SHARED, EMBEDDED, UNLINKED, NONE = "shared", "embedded", "unlinked", "none"
-# The first two words of a finding's message name its class for a person.
-_FIX = ("link it with a compiler whose libstdc++ is a shared library (`CXX -print-file-name=libstdc++.so` prints a "
+FIX = ("link it with a compiler whose libstdc++ is a shared library (`CXX -print-file-name=libstdc++.so` prints a "
         "path, not the bare name), without -static-libstdc++")
 
 
@@ -82,8 +81,6 @@ class CxxRuntime:
     defined_count: int
     used_count: int  # C++ runtime symbols it refers to or defines
 
-    fix = _FIX
-
     @property
     def ok(self) -> bool:
         return self.verdict in (SHARED, NONE)
@@ -102,8 +99,7 @@ class CxxRuntime:
         return f"{name}: C++ runtime {self.verdict}" + (f" ({self.runtime_library})" if self.runtime_library else "")
 
     def to_json(self) -> dict:
-        return {"verdict": self.verdict, "ok": self.ok, "runtime_library": self.runtime_library,
-                "defined": list(self.defined), "defined_count": self.defined_count, "used_count": self.used_count}
+        return {"verdict": self.verdict, "ok": self.ok, **asdict(self), "defined": list(self.defined)}
 
 
 def classify(e: elf.ElfFile) -> CxxRuntime:
@@ -148,10 +144,10 @@ def check_wheel(path: str | Path) -> list[tuple[str, CxxRuntime]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main() -> int:
     """`python -m blackwell_stack.formats.cxxruntime WHEEL...`: the check the Nix derivation runs on its wheel
     (standard library only, like kernel/jobs.py); exit 1 when a library carries its own C++ runtime."""
-    names = argv if argv is not None else sys.argv[1:]
+    names = sys.argv[1:]
     if not names:
         print("usage: python -m blackwell_stack.formats.cxxruntime WHEEL_OR_DIRECTORY...", file=sys.stderr)
         return 2
@@ -169,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             print(("ok   " if verdict.ok else "FAIL ") + verdict.message(f"{name}:{member}"))
             failed = failed or not verdict.ok
     if failed:
-        print(f"fix: {_FIX}", file=sys.stderr)
+        print(f"fix: {FIX}", file=sys.stderr)
     return 1 if failed else 0
 
 

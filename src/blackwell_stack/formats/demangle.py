@@ -6,6 +6,7 @@ correct, only less readable.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 from blackwell_stack import proc
@@ -16,16 +17,13 @@ def demangle(names: list[str]) -> dict[str, str]:
     """Map each mangled name to its demangled form (itself when c++filt is missing or fails)."""
     names = list(dict.fromkeys(names))
     tool = shutil.which("c++filt")
-    if not names or tool is None:
-        return {n: n for n in names}
-    try:
-        result = proc.run([tool], input="\n".join(names) + "\n", check=False, timeout=60)
-    except StackError:
-        return {n: n for n in names}
-    lines = result.stdout.splitlines()
-    if result.returncode != 0 or len(lines) != len(names):
-        return {n: n for n in names}
-    return dict(zip(names, lines))
+    if names and tool:
+        with contextlib.suppress(StackError):
+            result = proc.run([tool], input="\n".join(names) + "\n", check=False, timeout=60)
+            lines = result.stdout.splitlines()
+            if result.returncode == 0 and len(lines) == len(names):
+                return dict(zip(names, lines))
+    return {n: n for n in names}
 
 
 def parameters(demangled: str) -> list[str]:

@@ -124,8 +124,7 @@ class ElfFile:
 
     @property
     def soname(self) -> str | None:
-        names = self._dynamic_strings(DT_SONAME)
-        return names[0] if names else None
+        return next(iter(self._dynamic_strings(DT_SONAME)), None)
 
     @property
     def runpath(self) -> list[str]:
@@ -183,7 +182,6 @@ def is_elf(head: bytes) -> bool:
 
 
 def parse(data, label: str = "<buffer>") -> ElfFile:
-    """Parse the ELF header and section table of data (bytes or mmap)."""
     if len(data) < 16 or not is_elf(data[:4]):
         raise NotElfError(f"{label} is not an ELF file (it starts with {bytes(data[:4])!r})", NOT_ELF_HINT)
     ei_class, ei_data = data[4], data[5]

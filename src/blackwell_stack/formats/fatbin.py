@@ -93,10 +93,7 @@ def parse_fatbin(raw, label: str = "<fatbin>") -> list[FatbinEntry]:
 
 
 def fatbin_entries(elf: ElfFile, section: str = LOADABLE_SECTION) -> list[FatbinEntry]:
-    """The cubins and PTX embedded in a host ELF (empty when it has no device code).
-
-    By default the loadable ones; section=RELOCATABLE_SECTION gives the device-link inputs.
-    """
+    """The cubins and PTX in a host ELF: the loadable ones, or with RELOCATABLE_SECTION the device-link inputs."""
     return [entry for sec in elf.sections if sec.name == section
             for entry in parse_fatbin(elf.section_bytes(sec), f"{elf.label} [{sec.name}]")]
 

@@ -15,7 +15,6 @@ _CUDA_RUNTIME = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink)\.so\
 
 # Mangled names in torch's namespaces (c10, at, torch, caffe2), vtables and typeinfo included.
 _TORCH_SYMBOL = re.compile(r"^_Z(?:T[VIST])?N?[KVrLOR]*(?:3c10|2at|5torch|6caffe2)")
-_TORCH_C_SYMBOL = re.compile(r"^THP")
 
 
 def cuda_runtime_major(needed: list[str]) -> int | None:
@@ -29,4 +28,4 @@ def torch_libraries(needed: list[str]) -> list[str]:
 
 
 def is_torch_symbol(name: str) -> bool:
-    return bool(_TORCH_SYMBOL.match(name) or _TORCH_C_SYMBOL.match(name))
+    return bool(_TORCH_SYMBOL.match(name)) or name.startswith("THP")

@@ -74,25 +74,21 @@ class HttpRangeFile(io.RawIOBase):
         if self._pos >= self.size or len(buf) == 0:
             return 0
         if self._resp is None or self._resp_pos != self._pos:
-            self._open()
-        assert self._resp is not None  # _open() set it
+            if self._resp is not None:
+                self._resp.close()
+            resp = open_url(self.url, headers={"Range": f"bytes={self._pos}-"})
+            if resp.status != 206:
+                resp.close()
+                raise NetworkError(f"{self.url} does not serve byte ranges (HTTP {resp.status})",
+                                   "download the whole wheel and pass its path instead")
+            self._resp = resp
+        assert self._resp is not None  # for mypy: set just above
         n = self._resp.readinto(buf)
         if not n:
             raise NetworkError(f"{self.url}: the server closed the connection at byte {self._pos} of {self.size}")
         self._pos += n
         self._resp_pos = self._pos
         return n
-
-    def _open(self) -> None:
-        if self._resp is not None:
-            self._resp.close()
-        resp = open_url(self.url, headers={"Range": f"bytes={self._pos}-"})
-        if resp.status != 206:
-            resp.close()
-            raise NetworkError(f"{self.url} does not serve byte ranges (HTTP {resp.status})",
-                               "download the whole wheel and pass its path instead")
-        self._resp = resp
-        self._resp_pos = self._pos
 
     def close(self) -> None:
         if self._resp is not None:

@@ -29,9 +29,9 @@ from blackwell_stack.hashes import sha256_file
 from blackwell_stack.progress import Progress
 
 CLASSES = ("zip-metadata", "record", "build-id", "build-paths", "content", "only-in-a", "only-in-b")
-SEVERITY = {c: i for i, c in enumerate(CLASSES)}
 SHF_ALLOC = 0x2
 _PATHLIKE = re.compile(rb"^[\x20-\x7e]*/[\x20-\x7e]*$")
+_TIMESTAMP = "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}"
 
 
 def member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> str:
@@ -49,7 +49,7 @@ def member_digest(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path) -> 
 def _metadata_differences(a: zipfile.ZipInfo, b: zipfile.ZipInfo) -> list[str]:
     out = []
     if a.date_time != b.date_time:
-        out.append(f"timestamp {_ts(a.date_time)} -> {_ts(b.date_time)}")
+        out.append(f"timestamp {_TIMESTAMP.format(*a.date_time)} -> {_TIMESTAMP.format(*b.date_time)}")
     if a.external_attr != b.external_attr:
         out.append(f"permissions {oct(a.external_attr >> 16)} -> {oct(b.external_attr >> 16)}")
     if a.compress_type != b.compress_type:
@@ -61,13 +61,8 @@ def _metadata_differences(a: zipfile.ZipInfo, b: zipfile.ZipInfo) -> list[str]:
     return out
 
 
-def _ts(dt: tuple) -> str:
-    return "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}".format(*dt)
-
-
 def _record_differences(text_a: str, text_b: str) -> str:
-    rows_a = {ln.split(",")[0]: ln for ln in text_a.splitlines() if ln}
-    rows_b = {ln.split(",")[0]: ln for ln in text_b.splitlines() if ln}
+    rows_a, rows_b = ({ln.split(",")[0]: ln for ln in text.splitlines() if ln} for text in (text_a, text_b))
     changed = sorted(k for k in rows_a.keys() & rows_b.keys() if rows_a[k] != rows_b[k])
     added, removed = len(rows_b.keys() - rows_a.keys()), len(rows_a.keys() - rows_b.keys())
     parts = [f"{len(changed)} entries changed ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
@@ -77,34 +72,34 @@ def _record_differences(text_a: str, text_b: str) -> str:
 
 def classify_elf(ea: elf.ElfFile, eb: elf.ElfFile) -> tuple[str, str]:
     """(class, detail) for two ELF files with different bytes."""
-    secs_a = {s.name: s for s in ea.sections}
-    secs_b = {s.name: s for s in eb.sections}
-    alloc_names, alloc_names_b = ([s.name for s in e.sections if s.flags & SHF_ALLOC and s.name != ".note.gnu.build-id"]
-                                  for e in (ea, eb))
-    if alloc_names != alloc_names_b:
+    loaded_a, loaded_b = ([s for s in e.sections if s.flags & SHF_ALLOC and s.name != ".note.gnu.build-id"]
+                          for e in (ea, eb))
+    if [s.name for s in loaded_a] != [s.name for s in loaded_b]:
         return "content", "different section layout"
-    differing = [n for n in alloc_names if bytes(ea.section_bytes(secs_a[n])) != bytes(eb.section_bytes(secs_b[n]))]
-    build_id_differs = ea.build_id != eb.build_id
+    differing, paths = [], []
+    for sa, sb in zip(loaded_a, loaded_b):
+        ra, rb = bytes(ea.section_bytes(sa)), bytes(eb.section_bytes(sb))
+        if ra == rb:
+            continue
+        found = _path_only_difference(ra, rb)
+        if found is None:
+            return "content", f"section {sa.name} differs"
+        differing.append(sa.name)
+        paths.extend(found)
+    if differing:
+        shown = ", ".join(sorted({p.decode(errors='replace') for p in paths})[:3])
+        return "build-paths", f"only embedded paths differ in {', '.join(differing)} (e.g. {shown})"
+    secs_b = {s.name: s for s in eb.sections}
     other = [
         s.name for s in ea.sections
         if not s.flags & SHF_ALLOC and s.name in secs_b
         and bytes(ea.section_bytes(s)) != bytes(eb.section_bytes(secs_b[s.name]))
     ]
-    if not differing:
-        if other:
-            return "build-paths", f"code and data equal; non-loaded sections differ: {', '.join(other[:5])}"
-        if build_id_differs:
-            return "build-id", f"build ID {ea.build_id} -> {eb.build_id}"
-        return "build-paths", "code and data equal; headers differ"
-    paths = []
-    for n in differing:
-        ra, rb = bytes(ea.section_bytes(secs_a[n])), bytes(eb.section_bytes(secs_b[n]))
-        found = _path_only_difference(ra, rb)
-        if found is None:
-            return "content", f"section {n} differs"
-        paths.extend(found)
-    shown = ", ".join(sorted({p.decode(errors='replace') for p in paths})[:3])
-    return "build-paths", f"only embedded paths differ in {', '.join(differing)} (e.g. {shown})"
+    if other:
+        return "build-paths", f"code and data equal; non-loaded sections differ: {', '.join(other[:5])}"
+    if ea.build_id != eb.build_id:
+        return "build-id", f"build ID {ea.build_id} -> {eb.build_id}"
+    return "build-paths", "code and data equal; headers differ"
 
 
 def _path_only_difference(a: bytes, b: bytes) -> list[bytes] | None:
@@ -129,9 +124,7 @@ def _path_only_difference(a: bytes, b: bytes) -> list[bytes] | None:
 
 
 def diff(path_a: str | Path, path_b: str | Path) -> dict:
-    path_a, path_b = Path(path_a), Path(path_b)
-    for p in (path_a, path_b):
-        inputfiles.regular_file(p, hint="pass two wheel files")
+    path_a, path_b = (inputfiles.regular_file(p, hint="pass two wheel files") for p in (path_a, path_b))
     with Progress("hashing both wheels", path_a.stat().st_size + path_b.stat().st_size) as bar:
         sha_a, sha_b = sha256_file(path_a, progress=bar.advance), sha256_file(path_b, progress=bar.advance)
     result = {"a": str(path_a), "b": str(path_b), "sha256_a": sha_a, "sha256_b": sha_b}
@@ -141,43 +134,36 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict:
         infos_a = {i.filename: i for i in za.infolist()}
         infos_b = {i.filename: i for i in zb.infolist()}
         members: list[dict] = []
-        for name in sorted(infos_a.keys() - infos_b.keys()):
-            members.append({"name": name, "class": "only-in-a", "detail": f"{infos_a[name].file_size} bytes"})
-        for name in sorted(infos_b.keys() - infos_a.keys()):
-            members.append({"name": name, "class": "only-in-b", "detail": f"{infos_b[name].file_size} bytes"})
+        for cls, mine, theirs in (("only-in-a", infos_a, infos_b), ("only-in-b", infos_b, infos_a)):
+            members += [{"name": name, "class": cls, "detail": f"{mine[name].file_size} bytes"}
+                        for name in sorted(mine.keys() - theirs.keys())]
         common = sorted(infos_a.keys() & infos_b.keys())
         with Progress(f"comparing {len(common)} members", sum(infos_a[n].file_size for n in common)) as bar:
             for name in common:
-                entry = _compare_member(za, zb, infos_a[name], infos_b[name], path_a, path_b)
-                if entry:
-                    members.append(entry)
+                difference = _compare_member(za, zb, infos_a[name], infos_b[name], path_a, path_b)
+                if difference:
+                    members.append({"name": name, "class": difference[0], "detail": difference[1]})
                 bar.advance(infos_a[name].file_size)
         order_a = [n for n in za.namelist() if n in infos_b]
         order_b = [n for n in zb.namelist() if n in infos_a]
         if order_a != order_b:
             members.append({"name": "(archive)", "class": "zip-metadata", "detail": "members stored in another order"})
-    classes = dict(Counter(m["class"] for m in members))
-    verdict = max(classes, key=SEVERITY.__getitem__) if classes else "zip-metadata"
     if not members:
         members.append({"name": "(archive)", "class": "zip-metadata", "detail": "zip headers or comment differ"})
-        classes = {"zip-metadata": 1}
+    classes = dict(Counter(m["class"] for m in members))
+    verdict = max(classes, key=CLASSES.index)
     return {**result, "identical": False, "verdict": verdict, "members": members, "classes": classes}
 
 
-def _compare_member(za, zb, ia: zipfile.ZipInfo, ib: zipfile.ZipInfo, pa: Path, pb: Path) -> dict | None:
-    same_bytes = ia.CRC == ib.CRC and ia.file_size == ib.file_size and (
-        member_digest(za, ia, pa) == member_digest(zb, ib, pb)
-    )
-    if same_bytes:
+def _compare_member(za, zb, ia: zipfile.ZipInfo, ib: zipfile.ZipInfo, pa: Path, pb: Path) -> tuple[str, str] | None:
+    if ia.CRC == ib.CRC and ia.file_size == ib.file_size and member_digest(za, ia, pa) == member_digest(zb, ib, pb):
         meta = _metadata_differences(ia, ib)
-        return {"name": ia.filename, "class": "zip-metadata", "detail": "; ".join(meta)} if meta else None
+        return ("zip-metadata", "; ".join(meta)) if meta else None
     if ia.filename.endswith(".dist-info/RECORD"):
-        detail = _record_differences(za.read(ia).decode(errors="replace"), zb.read(ib).decode(errors="replace"))
-        return {"name": ia.filename, "class": "record", "detail": detail}
+        return "record", _record_differences(za.read(ia).decode(errors="replace"), zb.read(ib).decode(errors="replace"))
     with za.open(ia) as fa, zb.open(ib) as fb:
         heads = fa.read(4), fb.read(4)
     if all(elf.is_elf(h) for h in heads):
         with wheelzip.open_member_elf("wheel", pa, ia.filename) as ea, wheelzip.open_member_elf("wheel", pb, ib.filename) as eb:
-            cls, detail = classify_elf(ea, eb)
-        return {"name": ia.filename, "class": cls, "detail": detail}
-    return {"name": ia.filename, "class": "content", "detail": f"{ia.file_size} -> {ib.file_size} bytes"}
+            return classify_elf(ea, eb)
+    return "content", f"{ia.file_size} -> {ib.file_size} bytes"

@@ -14,7 +14,7 @@ import hashlib
 import io
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
@@ -46,19 +46,12 @@ class RecordReport:
         return out
 
     def to_json(self) -> dict:
-        return {"record": self.record, "ok": self.ok, "checked": self.checked, "mismatched": self.mismatched,
-                "missing": self.missing, "unlisted": self.unlisted}
+        return {"record": self.record, "ok": self.ok, **asdict(self)}
 
 
-def check(path: str | Path, *, known: dict[str, str] | None = None,
-          progress: Callable[[int], None] | None = None) -> RecordReport:
-    """Compare every member of the wheel at `path` with its RECORD entry.
-
-    known: hex sha256 of members already hashed (by inspect's workers): they
-    are not read again. progress, when given, is called with the number of
-    uncompressed bytes read after each block.
-    """
-    known = known or {}
+def check(path: str | Path, *, known: dict[str, str], progress: Callable[[int], None]) -> RecordReport:
+    """Compare every member of the wheel at `path` with its RECORD entry; those in `known` (hex sha256, hashed by
+    inspect's workers) are not read again, the others' uncompressed bytes go to `progress` block by block."""
     path = Path(path)
     with wheelzip.open_zip(path) as zf:
         # open_zip has checked that there is a <name>-<version>.dist-info/WHEEL: RECORD is beside it
@@ -118,7 +111,7 @@ def parse_record(text: str, where: str, *, hint: str = "the wheel is malformed",
 
 
 def _compare(zf: zipfile.ZipFile, member: zipfile.ZipInfo, algorithm: str, digest: str | None, size: int | None,
-             hashed: str | None, progress: Callable[[int], None] | None) -> str | None:
+             hashed: str | None, progress: Callable[[int], None]) -> str | None:
     """What differs between a member and its RECORD row; `hashed`: its hex digest when already known."""
     if algorithm not in hashlib.algorithms_guaranteed or algorithm in ("md5", "sha1"):
         return f"RECORD hashes it with {algorithm!r}, which is not a secure hash"
@@ -130,16 +123,10 @@ def _compare(zf: zipfile.ZipFile, member: zipfile.ZipInfo, algorithm: str, diges
             with zf.open(member) as fh:
                 while block := fh.read(1 << 20):
                     h.update(block)
-                    if progress:
-                        progress(len(block))
+                    progress(len(block))
         except wheelzip.READ_ERRORS as exc:
             return f"cannot be read ({exc})"
         hashed = h.hexdigest()
     actual = hex_to_record(hashed)
     return None if actual == digest else f"{algorithm} {actual}, RECORD says {digest}"
 
-
-def total_bytes(path: str | Path) -> int:
-    """Uncompressed bytes of all members (the progress total of check())."""
-    with wheelzip.open_zip(path) as zf:
-        return sum(i.file_size for i in zf.infolist() if not i.is_dir())

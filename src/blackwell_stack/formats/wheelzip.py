@@ -38,10 +38,6 @@ MEMBER_LIMIT = 64 << 20
 READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError)
 
 
-class NotAWheelError(StackError):
-    pass
-
-
 def _looks_like_library(name: str) -> bool:
     base = name.rsplit("/", 1)[-1]
     return base.endswith((".so", ".cubin", ".o")) or ".so." in base
@@ -68,20 +64,20 @@ def open_zip(path: str | Path, *, require_wheel: bool = True) -> zipfile.ZipFile
     try:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
-        raise NotAWheelError(f"{path} is not a readable zip archive ({exc}; {path.stat().st_size} bytes)",
-                             "a wheel is a zip file: if the download was interrupted the end of the file (its "
-                             "central directory) is missing; download it again") from None
+        raise StackError(f"{path} is not a readable zip archive ({exc}; {path.stat().st_size} bytes)",
+                         "a wheel is a zip file: if the download was interrupted the end of the file (its "
+                         "central directory) is missing; download it again") from None
     except OSError as exc:
         raise StackError(f"cannot read {path}: {exc.strerror or exc}") from None
     climbing = next((n for n in zf.namelist() if climbs(n)), None)
     if climbing is not None:
         zf.close()
-        raise NotAWheelError(f"{path}: member {climbing!r} climbs out of the archive: an installer would write it "
-                             "outside the directory it installs into", "this is not a wheel to use: check where it came from")
+        raise StackError(f"{path}: member {climbing!r} climbs out of the archive: an installer would write it "
+                         "outside the directory it installs into", "this is not a wheel to use: check where it came from")
     if require_wheel and not any(n.endswith(".dist-info/WHEEL") and n.count("/") == 1 for n in zf.namelist()):
         zf.close()
-        raise NotAWheelError(f"{path} is a zip archive but not a wheel (no <name>.dist-info/WHEEL inside)",
-                             "pass a .whl built by pip/poetry/scikit-build, or a directory of installed packages")
+        raise StackError(f"{path} is a zip archive but not a wheel (no <name>.dist-info/WHEEL inside)",
+                         "pass a .whl built by pip/poetry/scikit-build, or a directory of installed packages")
     return zf
 
 
@@ -96,9 +92,6 @@ class _Source:
         self.path = Path(path)
         self.label = str(self.path)
 
-    def read_text(self, name: str) -> str | None:
-        return None
-
     def open_elf(self, name: str):
         return open_member_elf(self.kind, self.path, name)
 
@@ -109,10 +102,10 @@ class WheelSource(_Source):
     def __init__(self, path: str | Path):
         super().__init__(path)
         with open_zip(self.path) as zf:
-            self._infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
-            self.names = list(self._infos)
+            self.infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
+            self.names = list(self.infos)
             self.elf_members = []
-            for info in self._infos.values():
+            for info in self.infos.values():
                 if not _looks_like_library(info.filename) or info.file_size < 4:
                     continue
                 try:
@@ -124,7 +117,7 @@ class WheelSource(_Source):
                     self.elf_members.append(Member(info.filename, info.file_size))
 
     def read_text(self, name: str) -> str | None:
-        info = self._infos.get(name)
+        info = self.infos.get(name)
         if info is None:
             return None
         with open_zip(self.path) as zf:
@@ -165,8 +158,6 @@ class DirSource(_Source):
 
 
 class FileSource(_Source):
-    """A single library file."""
-
     kind = "file"
 
     def __init__(self, path: str | Path):
@@ -180,7 +171,6 @@ class FileSource(_Source):
 
 
 def open_source(path: str | Path):
-    """A WheelSource, DirSource or FileSource for path, by what it is."""
     p = Path(path)
     hint = "pass a wheel, an installed package directory, or a .so file"
     if not p.exists():
