@@ -55,6 +55,25 @@ def test_topology_single_gpu(device):
     assert host.parse_nvlink_status(device["nvidia-smi nvlink --status"]) == 0
 
 
+# A DGX A100's matrix as published in NVIDIA/nccl#1505 (its first four rows; NIC columns cut), with the header
+# underlined as nvidia-smi writes it into a pipe (the H200 capture above shows the escapes).
+DGX_A100 = (
+    "\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tNIC1\tCPU Affinity\x1b[0m\n"
+    "GPU0\t X \tNV12\tNV12\tNV12\tNV12\tNV12\tNV12\tNV12\tPXB\tPXB\t48-63,176-191\n"
+    "GPU1\tNV12\t X \tNV12\tNV12\tNV12\tNV12\tNV12\tNV12\tPXB\tPXB\t48-63,176-191\n"
+    "GPU2\tNV12\tNV12\t X \tNV12\tNV12\tNV12\tNV12\tNV12\tSYS\tSYS\t16-31,144-159\n"
+    "GPU3\tNV12\tNV12\tNV12\t X \tNV12\tNV12\tNV12\tNV12\tSYS\tSYS\t16-31,144-159\n"
+)
+
+
+def test_topology_reads_every_gpu_column_under_the_underlined_header():
+    assert host.parse_topology(DGX_A100) == {"gpus": 8, "links": {"NVLink": 28}}
+    # One PCIe pair among NVLink ones is what the interconnect check must warn about, in any column.
+    mixed = host.parse_topology(DGX_A100.replace("GPU3\tNV12\tNV12\tNV12\t X \tNV12\tNV12\tNV12\tNV12",
+                                                 "GPU3\tNV12\tNV12\tNV12\t X \tNV12\tNV12\tNV12\tSYS"))
+    assert mixed == {"gpus": 8, "links": {"NVLink": 27, "SYS": 1}}
+
+
 def test_checks_on_the_h200(device):
     by_name = {c.name: c for c in host.checks(_facts(device))}
     assert by_name["NVIDIA driver"].status == OK and by_name["NVIDIA driver"].value == "580.159.04"

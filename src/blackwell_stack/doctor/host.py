@@ -70,13 +70,15 @@ def parse_proc_driver_version(text: str) -> str | None:
 
 def parse_topology(text: str) -> dict:
     """GPU-to-GPU links from `nvidia-smi topo -m`: NV# cells are NVLink, PIX/PXB/PHB/NODE/SYS are PCIe paths."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    header = next((ln for ln in lines if re.search(r"\bGPU0\b", ln) and not ln.lstrip().startswith("GPU0 ")), None)
+    # nvidia-smi underlines the header with ANSI escapes even into a pipe ("\t\x1b[4mGPU0\t..."); the header is the
+    # indented line, each GPU's row starts at the margin.
+    lines = [ln for ln in re.sub(r"\x1b\[[\d;]*m", "", text).splitlines() if ln.strip()]
+    header = next((ln for ln in lines if ln[0].isspace() and re.search(r"\bGPU0\b", ln)), None)
     if header is None:
         return {"gpus": 0, "links": {}}
     cols = [c for c in header.split() if re.fullmatch(r"GPU\d+", c)]
     links: Counter[str] = Counter()
-    for row, *cells in map(str.split, lines):
+    for row, *cells in (ln.split() for ln in lines if not ln[0].isspace()):
         if re.fullmatch(r"GPU\d+", row):
             links.update("NVLink" if re.fullmatch(r"NV\d+", cell) else cell
                          for col, cell in zip(cols, cells) if col != row and cell != "X")
