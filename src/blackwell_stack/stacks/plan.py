@@ -105,12 +105,10 @@ def plan_section(stack: Stack, key: str) -> PlanSection:
     sec.items += [_file_item(what, f"{versions[what]} ({package})", by_package[package])
                   for what, package in stack.data["versions_from_lock"].items()]
     kernel = stack.kernel
-    locked_kernel = lock.get(kernel["package"])
-    kernel_version = kernel.get("version") or (locked_kernel.version if locked_kernel else None)
     pairs = (audit or {}).get("torch_pairs", {}).get("pairs", {})
     kpair = pairs.get(kernel["package"], {})
     sec.items.append(PlanItem(
-        kernel["package"], f"{kernel_version} from {kernel['from']}"
+        kernel["package"], f"{stack.kernel_version} from {kernel['from']}"
         + (f" against torch {versions['torch']} (pkgs/sgl-kernel)" if kernel["from"] == "source"
            else " (the PyPI wheel, its sha256 below)"),
         (f"stack audit: {kpair['found']}" if kpair else f"{stack.relpath}/stack.json")
