@@ -129,8 +129,7 @@ def _validate(path: Path, data: Any) -> None:
 
 
 def load_rules(path: Path | None = None) -> dict[str, Any]:
-    return registry.load("rules", file=path, check=_check_rules,
-                         missing=DataError(path or registry.path("rules"), None, None, "the rules file is missing"))
+    return registry.load("rules", file=path, check=_check_rules)
 
 
 def _check_rules(data: dict[str, Any], path: Path) -> None:

@@ -63,8 +63,6 @@ class DataFile:
         return sorted(p for p in root.glob(self.pattern.format(name="*")) if p.is_file())
 
 
-REGENERATE_AUDIT = "write it again with `blackwell-stack stack audit NAME --write`"
-
 FILES: tuple[DataFile, ...] = (
     DataFile("stack", "stacks/{name}/stack.json", "what a stack's lock cannot say (data/stack.py)",
              ("cli", "nix"), schemas.STACK),
@@ -73,7 +71,8 @@ FILES: tuple[DataFile, ...] = (
     DataFile("stack-pyproject", "stacks/{name}/pyproject.toml", "what a stack's lock is made from", ("cli", "nix"),
              schemas.STACK_PYPROJECT, format="toml"),
     DataFile("audit", "stacks/{name}/wheels.json", "what a stack's locked wheels hold (`stack audit`)",
-             ("cli", "nix"), schemas.AUDIT, hint=REGENERATE_AUDIT),
+             ("cli", "nix"), schemas.AUDIT,
+             hint="write it again with `blackwell-stack stack audit NAME --write`"),
     DataFile("profile", "modules/profiles/{name}.json", "a serving profile (data/profile.py)", ("cli", "nix"),
              schemas.PROFILE, hint="see modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json"),
     DataFile("rules", "modules/rules.json", "the rules over a rendered service (serve/rules.py)", ("cli", "nix"),
