@@ -47,7 +47,7 @@ class DataFile:
     hint: str | None = None  # what to do about a file of the wrong shape
 
     def path(self, name: str | None = None) -> Path:
-        rel = self.pattern.format(name=name) if "{name}" in self.pattern else self.pattern
+        rel = self.pattern.format(name=name)
         return PACKAGE_ROOT / rel if self.in_package else data_path(rel)
 
     def directory(self) -> Path:
@@ -56,9 +56,6 @@ class DataFile:
 
     def files(self) -> list[Path]:
         """Every file of this kind that is there now."""
-        if "{name}" not in self.pattern:
-            path = self.path()
-            return [path] if path.is_file() else []
         root = PACKAGE_ROOT if self.in_package else data_path()
         return sorted(p for p in root.glob(self.pattern.format(name="*")) if p.is_file())
 

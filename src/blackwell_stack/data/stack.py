@@ -156,10 +156,7 @@ def names() -> list[str]:
 
 def _names_on_disk() -> list[str]:
     """Every stack (a directory of stacks/ with a stack.json), sorted."""
-    root = data_path(STACKS_DIR)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "stack.json").is_file())
+    return sorted(p.parent.name for p in registry.entry("stack").files())
 
 
 def load(name: str | None = None) -> Stack:
