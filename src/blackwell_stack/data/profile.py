@@ -104,11 +104,9 @@ def load_profile(name_or_path: str | None = None) -> Profile:
 def _validate(path: Path, data: Any) -> None:
     """Across a profile's fields (its shape is the registry's: data/schemas.py PROFILE)."""
     for component in RUNTIME_COMPONENTS:
-        value = data["runtime"].get(component)
-        if value is None and component != "sglang":
-            continue
         try:
-            versions.parse(value)
+            if data["runtime"][component] is not None:  # flashinfer may be null; the shape makes sglang a string
+                versions.parse(data["runtime"][component])
         except StackError as exc:
             raise DataError(path, "runtime", component, exc.message, exc.hint) from None
     for name, spec in data["flags"].items():
