@@ -121,8 +121,8 @@ FLAG_TABLE = Obj({
     "sglang_version": Str(nonempty=True),
     "wheel": Obj({"filename": Str(nonempty=True), "sha256": SHA256}),
     "flags": Map(Obj({
-        "dest": Str(nonempty=True), "aliases": NAMES, "action": Str(), "type": Opt(Str()),
-        "takes_value": Literal(("none", "one", "optional", "many")), "choices": Opt(ListOf(AnyValue())), "negations": NAMES,
+        "dest": Str(nonempty=True), "aliases": NAMES, "action": Str(), "type": Opt(Str()), "negations": NAMES,
+        "takes_value": Literal(("none", "one", "optional", "many")), "choices": Opt(ListOf(AnyValue())),
     }), nonempty=True),
     "options": Map(Str(nonempty=True), nonempty=True),
     "abbreviations": Map(Str(nonempty=True)),

@@ -74,8 +74,8 @@ def update(*, github: str = GITHUB, offline: bool = False, today: datetime.date 
                                f"find out which is right before recording either; {path} is left as it was")
         original = node.get("original", {})
         ref = f"/{original['ref']}" if original.get("ref") else ""
-        record = {"url": f"github:{original.get('owner')}/{original.get('repo')}{ref}", "rev": locked["rev"], "lastModified": locked["lastModified"],
-                  "narHash": locked["narHash"]}
+        record = {"url": f"github:{original.get('owner')}/{original.get('repo')}{ref}", "rev": locked["rev"],
+                  "lastModified": locked["lastModified"], "narHash": locked["narHash"]}
         follows = _follows(node)
         if follows:
             record["follows"] = follows

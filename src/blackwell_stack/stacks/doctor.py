@@ -209,9 +209,10 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> Report:
     out: list[Difference] = []
     matched = 0
     if ".".join(env.version.split(".")[:2]) != stack.python:
+        venv = Path(python).parent.parent
         out.append(Difference(PYTHON, "python", stack.python, env.version,
                               f"the stack is locked for Python {stack.python}; its wheels may not install here",
-                              f"UV_PYTHON_DOWNLOADS=never uv venv --python {stack.python} {Path(python).parent.parent}"))
+                              f"UV_PYTHON_DOWNLOADS=never uv venv --python {stack.python} {venv}"))
     for pkg in sorted(lock.packages.values(), key=lambda p: p.name):
         if pkg.source.get("virtual") or (wheel := wheels.uv_choice(pkg, target)) is None:
             continue

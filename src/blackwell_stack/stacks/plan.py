@@ -52,8 +52,8 @@ def locked_files(stack: Stack) -> dict[str, PinRow]:
         rows[name] = PinRow(
             what=f"{name} ({stack.name} stack)", version=pkg.version,
             url=wheel.get("url") or wheel.get("path"), hash=f"sha256:{digest}" if digest else None,
-            hash_source=source + (f"; {checked['checked']} (stack audit)" if ok else ""), hash_checked="registry",
-            verified=ok,
+            hash_source=source + (f"; {checked['checked']} (stack audit)" if ok else ""),
+            hash_checked="registry", verified=ok,
             reason=None if ok else (problem or f"{name}'s file is not in {stack.relpath}/wheels.json"),
             file=f"{stack.relpath}/uv.lock", update_command=fill,
         )
