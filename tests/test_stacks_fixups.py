@@ -153,7 +153,7 @@ def _torch_requirement(stack: str, package: str) -> str | None:
     with remote_zip.RemoteWheel(libraries.remote_file(wheels.uv_choice(pkg))) as rw:
         meta = rw.fetch_member(f"{package.replace('-', '_')}-{pkg.version}.dist-info/METADATA").read_text()
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
-    return pairing._metadata_pin(requires, "torch")
+    return pairing._metadata_pin(requires)
 
 
 @pytest.mark.network

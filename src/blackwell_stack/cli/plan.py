@@ -71,7 +71,7 @@ def what_it_is(stack: Stack) -> str:
     versions, kernel = stack.versions(), stack.kernel
     built = "built from source" if kernel["from"] == "source" else "(wheel from the lock)"
     return (f"SGLang {versions['sglang']}, flashinfer {versions['flashinfer']}, torch {versions['torch']}, "
-            f"{kernel['package']} {acceptance_report.kernel_version(stack) or '?'} {built}")
+            f"{kernel['package']} {stack.kernel_version or '?'} {built}")
 
 
 def summary(stack: Stack, secs: list[PlanSection]) -> dict:

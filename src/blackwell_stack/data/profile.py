@@ -104,11 +104,9 @@ def load_profile(name_or_path: str | None = None) -> Profile:
 def _validate(path: Path, data: Any) -> None:
     """Across a profile's fields (its shape is the registry's: data/schemas.py PROFILE)."""
     for component in RUNTIME_COMPONENTS:
-        value = data["runtime"].get(component)
-        if value is None and component != "sglang":
-            continue
         try:
-            versions.parse(value)
+            if data["runtime"][component] is not None:  # flashinfer may be null; the shape makes sglang a string
+                versions.parse(data["runtime"][component])
         except StackError as exc:
             raise DataError(path, "runtime", component, exc.message, exc.hint) from None
     for name, spec in data["flags"].items():
@@ -129,8 +127,7 @@ def _validate(path: Path, data: Any) -> None:
 
 
 def load_rules(path: Path | None = None) -> dict[str, Any]:
-    return registry.load("rules", file=path, check=_check_rules,
-                         missing=DataError(path or registry.path("rules"), None, None, "the rules file is missing"))
+    return registry.load("rules", file=path, check=_check_rules)
 
 
 def _check_rules(data: dict[str, Any], path: Path) -> None:

@@ -47,7 +47,7 @@ class DataFile:
     hint: str | None = None  # what to do about a file of the wrong shape
 
     def path(self, name: str | None = None) -> Path:
-        rel = self.pattern.format(name=name) if "{name}" in self.pattern else self.pattern
+        rel = self.pattern.format(name=name)
         return PACKAGE_ROOT / rel if self.in_package else data_path(rel)
 
     def directory(self) -> Path:
@@ -56,14 +56,9 @@ class DataFile:
 
     def files(self) -> list[Path]:
         """Every file of this kind that is there now."""
-        if "{name}" not in self.pattern:
-            path = self.path()
-            return [path] if path.is_file() else []
         root = PACKAGE_ROOT if self.in_package else data_path()
         return sorted(p for p in root.glob(self.pattern.format(name="*")) if p.is_file())
 
-
-REGENERATE_AUDIT = "write it again with `blackwell-stack stack audit NAME --write`"
 
 FILES: tuple[DataFile, ...] = (
     DataFile("stack", "stacks/{name}/stack.json", "what a stack's lock cannot say (data/stack.py)",
@@ -73,7 +68,8 @@ FILES: tuple[DataFile, ...] = (
     DataFile("stack-pyproject", "stacks/{name}/pyproject.toml", "what a stack's lock is made from", ("cli", "nix"),
              schemas.STACK_PYPROJECT, format="toml"),
     DataFile("audit", "stacks/{name}/wheels.json", "what a stack's locked wheels hold (`stack audit`)",
-             ("cli", "nix"), schemas.AUDIT, hint=REGENERATE_AUDIT),
+             ("cli", "nix"), schemas.AUDIT,
+             hint="write it again with `blackwell-stack stack audit NAME --write`"),
     DataFile("profile", "modules/profiles/{name}.json", "a serving profile (data/profile.py)", ("cli", "nix"),
              schemas.PROFILE, hint="see modules/profiles/qwen3.5-397b-a17b-nvfp4-sm120.json"),
     DataFile("rules", "modules/rules.json", "the rules over a rendered service (serve/rules.py)", ("cli", "nix"),

@@ -33,16 +33,14 @@ from blackwell_stack.errors import DataError
 SHA256 = Str(pattern=r"[0-9a-f]{64}")
 _SRI = Str(pattern=r"sha256-[A-Za-z0-9+/]{43}=", means="a sha256 SRI hash (sha256-<base64>)")
 NAMES = ListOf(Str(nonempty=True))
-TAKES_VALUE = ("none", "one", "optional", "many")
 
 
 # stacks/<name>/stack.json (docs/stacks.md); data/stack.py checks that it names its own directory.
-KEY_VERSIONS = ("sglang", "flashinfer", "torch")
 _TEXT = Str(nonempty=True)
 STACK = Obj({
     "schema_version": Literal((1,)), "name": _TEXT, "description": _TEXT, "audience": _TEXT, "system": _TEXT,
     "python": _TEXT, "uv": _TEXT, "default": Bool(),
-    "versions_from_lock": Obj(dict.fromkeys(KEY_VERSIONS, _TEXT)),
+    "versions_from_lock": Obj(dict.fromkeys(("sglang", "flashinfer", "torch"), _TEXT)),
     "kernel": Either((Obj({"package": _TEXT, "from": Literal(("source",)), "version": _TEXT}),
                       Obj({"package": _TEXT, "from": Literal(("lock",))}))),
     "torch_pairs": Map(Obj({"check": Literal(("metadata", "symbols", "source", "lock", "unpaired")), "why": _TEXT})),
@@ -123,8 +121,8 @@ FLAG_TABLE = Obj({
     "sglang_version": Str(nonempty=True),
     "wheel": Obj({"filename": Str(nonempty=True), "sha256": SHA256}),
     "flags": Map(Obj({
-        "dest": Str(nonempty=True), "aliases": NAMES, "action": Str(), "type": Opt(Str()),
-        "takes_value": Literal(TAKES_VALUE), "choices": Opt(ListOf(AnyValue())), "negations": NAMES,
+        "dest": Str(nonempty=True), "aliases": NAMES, "action": Str(), "type": Opt(Str()), "negations": NAMES,
+        "takes_value": Literal(("none", "one", "optional", "many")), "choices": Opt(ListOf(AnyValue())),
     }), nonempty=True),
     "options": Map(Str(nonempty=True), nonempty=True),
     "abbreviations": Map(Str(nonempty=True)),
@@ -281,11 +279,10 @@ NIX_ONLY: Shape = AnyValue()
 
 # src/blackwell_stack/verify/baselines/<name>.json; verify/baseline.py checks that each expectation names one
 # of concurrency and min_concurrency.
-BASELINE_RELATIONS = ("at_least", "about")
 BASELINE = Obj({
     "target": Str(), "model": _TEXT, "source": Str(),
     "expectations": ListOf(Obj({"name": _TEXT, "metric": _TEXT, "value": Num(above=0),
-                                "relation": Literal(BASELINE_RELATIONS)},
+                                "relation": Literal(("at_least", "about"))},
                                optional={"concurrency": Int(minimum=1), "min_concurrency": Int(minimum=1)}), key="name"),
 }, optional={"tolerance": Num(minimum=0, below=1)})
 

@@ -20,7 +20,6 @@ lib/stacks.nix reads the same files with builtins only; tests compare the two.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,46 +32,41 @@ STACKS_DIR = "stacks"
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
-@dataclass
 class Stack:
     """One stack, resolved where a command starts and passed down; its lock is parsed once."""
 
-    name: str
-    path: Path  # stacks/<name>
-    data: dict[str, Any]
-    # What stack.json says, by name; the profiles are serving profiles (modules/profiles/<name>.json), the first
-    # the stack's default; env_attribute is the flake's package of its environment (lib/stacks.nix `envName`).
-    relpath: str = field(init=False)
-    lock_path: Path = field(init=False)
-    lock_command: str = field(init=False)
-    python: str = field(init=False)
-    system: str = field(init=False)
-    uv_version: str = field(init=False)
-    default: bool = field(init=False)
-    kernel: dict[str, Any] = field(init=False)
-    torch_pairs: dict[str, dict[str, str]] = field(init=False)
-    profiles: list[str] = field(init=False)
-    env_attribute: str = field(init=False)
-    # The parsed lock and the file state it was parsed from: parsed again only when the file changes
-    # (`stack lock` writes a new one).
-    _lock: tuple[tuple[int, int, int], Lock] | None = field(default=None, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.relpath = f"{STACKS_DIR}/{self.name}"
-        self.lock_path = self.path / "uv.lock"
-        self.lock_command = self.data["lock"]["command"]
-        self.python = self.data["python"]
-        self.system = self.data["system"]
-        self.uv_version = self.data["uv"]
-        self.default = bool(self.data.get("default"))
-        self.kernel = self.data["kernel"]
-        self.torch_pairs = self.data["torch_pairs"]
-        self.profiles = list(self.data["profiles"])
-        self.env_attribute = "sglang-env" if self.default else f"sglang-env-{self.name}"
+    def __init__(self, name: str, path: Path, data: dict[str, Any]) -> None:
+        self.name = name
+        self.path = path  # stacks/<name>
+        self.data = data
+        # What stack.json says, by name; the profiles are serving profiles (modules/profiles/<name>.json), the first
+        # the stack's default; env_attribute is the flake's package of its environment (lib/stacks.nix `envName`).
+        self.relpath = f"{STACKS_DIR}/{name}"
+        self.lock_path = path / "uv.lock"
+        self.lock_command: str = data["lock"]["command"]
+        self.python: str = data["python"]
+        self.system: str = data["system"]
+        self.uv_version: str = data["uv"]
+        self.default = bool(data.get("default"))
+        self.kernel: dict[str, Any] = data["kernel"]
+        self.torch_pairs: dict[str, dict[str, str]] = data["torch_pairs"]
+        self.profiles: list[str] = list(data["profiles"])
+        self.env_attribute = "sglang-env" if self.default else f"sglang-env-{name}"
+        # The parsed lock and the file state it was parsed from: parsed again only when the file changes
+        # (`stack lock` writes a new one).
+        self._lock: tuple[tuple[int, int, int], Lock] | None = None
 
     @property
     def locked(self) -> bool:
         return self.lock_path.is_file()
+
+    @property
+    def kernel_version(self) -> str | None:
+        """The kernel version the stack runs: the one it builds, or the one its lock holds (None without a lock)."""
+        if self.kernel["from"] == "source":
+            return str(self.kernel["version"])
+        locked = self.lock().get(self.kernel["package"]) if self.locked else None
+        return locked.version if locked else None
 
     def require_source_kernel(self) -> None:
         """StackError unless this stack builds its kernel from source (`kernel build --stack NAME`)."""
@@ -162,10 +156,7 @@ def names() -> list[str]:
 
 def _names_on_disk() -> list[str]:
     """Every stack (a directory of stacks/ with a stack.json), sorted."""
-    root = data_path(STACKS_DIR)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "stack.json").is_file())
+    return sorted(p.parent.name for p in registry.entry("stack").files())
 
 
 def load(name: str | None = None) -> Stack:
@@ -179,7 +170,10 @@ def load(name: str | None = None) -> Stack:
     if not meta.is_file():
         raise StackError(f"there is no stack {name!r} ({STACKS_DIR}/{name}/stack.json)",
                          f"pick one of: {', '.join(names()) or 'none'}")
-    data = registry.load("stack", file=meta, check=_check_name(name))
+    data = registry.load("stack", file=meta)
+    if data["name"] != name:  # the file names its own directory (the check beside the shape, schemas.STACK)
+        raise DataError(meta, None, "name", f"must be the directory name {name!r}, found {data['name']!r}",
+                        "fix the stack's stack.json (docs/stacks.md)")
     return Stack(name, path, data)
 
 
@@ -195,11 +189,3 @@ def select(arg: str | None) -> list[Stack]:
     """`--stack NAME` (or `all`) as the stacks it names; without one, the default stack."""
     return [load(n) for n in names()] if arg == "all" else [load(arg)]
 
-
-def _check_name(name: str):
-    """The cross-field check beside the shape (schemas.STACK): the file names its own directory."""
-    def check(data: dict[str, Any], path: Path) -> None:
-        if data["name"] != name:
-            raise DataError(path, None, "name", f"must be the directory name {name!r}, found {data['name']!r}",
-                            "fix the stack's stack.json (docs/stacks.md)")
-    return check

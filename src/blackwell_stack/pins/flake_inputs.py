@@ -34,12 +34,6 @@ class Change:
     detail: str = ""
 
 
-def _github_ref(node: dict[str, Any]) -> str:
-    original = node.get("original", {})
-    ref = f"/{original['ref']}" if original.get("ref") else ""
-    return f"github:{original.get('owner')}/{original.get('repo')}{ref}"
-
-
 def _follows(node: dict[str, Any]) -> dict[str, str]:
     """The node's inputs that follow another (a path of input names in the lock), as `a/b`."""
     return {child: "/".join(target) for child, target in sorted(node.get("inputs", {}).items())
@@ -78,8 +72,10 @@ def update(*, github: str = GITHUB, offline: bool = False, today: datetime.date 
             raise HashMismatch(f"flake.lock: input {name} at {locked['rev']} has narHash {locked['narHash']}, but "
                                f"{url} unpacked hashes to {computed}",
                                f"find out which is right before recording either; {path} is left as it was")
-        record = {"url": _github_ref(node), "rev": locked["rev"], "lastModified": locked["lastModified"],
-                  "narHash": locked["narHash"]}
+        original = node.get("original", {})
+        ref = f"/{original['ref']}" if original.get("ref") else ""
+        record = {"url": f"github:{original.get('owner')}/{original.get('repo')}{ref}", "rev": locked["rev"],
+                  "lastModified": locked["lastModified"], "narHash": locked["narHash"]}
         follows = _follows(node)
         if follows:
             record["follows"] = follows

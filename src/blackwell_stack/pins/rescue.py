@@ -18,7 +18,6 @@ the installer pointed at the venv's Python, goes back to `#!python`.
 
 from __future__ import annotations
 
-import configparser
 import csv
 import hashlib
 import io
@@ -54,18 +53,6 @@ class Rescue:
     left_out: list[str] = field(default_factory=list)
 
 
-def _scripts(dist_info: Path) -> set[str]:
-    """Names of the scripts an installer makes from entry_points.txt."""
-    ep = dist_info / "entry_points.txt"
-    if not ep.is_file():
-        return set()
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(inputfiles.read_text(ep, limit=inputfiles.TEXT_FILE_LIMIT, errors="replace"))
-    return {name for section in ("console_scripts", "gui_scripts") if parser.has_section(section)
-            for name in parser.options(section)}
-
-
 def _archive_name(recorded: str, site: Path, prefix: Path, data_dir: str, scripts: set[str]) -> str | None:
     """Where an installed file (its path in RECORD) goes in the wheel; None when the installer made it."""
     if "__pycache__/" in recorded and recorded.endswith(".pyc"):
@@ -89,10 +76,9 @@ def _archive_name(recorded: str, site: Path, prefix: Path, data_dir: str, script
     return f"{data_dir}/data/{rel.as_posix()}"
 
 
-def _wheel_name(dist_info: Path, name: str, version: str) -> str:
-    wheel_file = dist_info / "WHEEL"
-    wheel_meta = inputfiles.read_text(wheel_file, limit=inputfiles.TEXT_FILE_LIMIT) if wheel_file.is_file() else ""
-    tags = [line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")]
+def _wheel_name(dist, dist_info: Path, name: str, version: str) -> str:
+    tags = [line.split(":", 1)[1].strip() for line in (dist.read_text("WHEEL") or "").splitlines()
+            if line.startswith("Tag:")]
     if not tags:
         raise StackError(f"{dist_info}/WHEEL names no Tag", "a distribution installed from a wheel records its tags there")
     parts = [list(dict.fromkeys(t.split("-")[i] for t in tags)) for i in range(3)]
@@ -111,14 +97,15 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
     name, version = dist.metadata["Name"], dist.version
     site = Path(str(dist.locate_file("")))
     dist_info = Path(str(getattr(dist, "_path", "")))
-    if not (dist_info / "RECORD").is_file():
-        raise StackError(f"{name} {version} in {venv} has no RECORD", "only a distribution installed from a wheel can be repacked")
     record = dist_info / "RECORD"
+    if not record.is_file():
+        raise StackError(f"{name} {version} in {venv} has no RECORD", "only a distribution installed from a wheel can be repacked")
     entries = parse_record(inputfiles.read_text(record, limit=inputfiles.TEXT_FILE_LIMIT), str(record),
                            hint="the installation's RECORD is damaged: reinstall the distribution to repack it")
     prefix = Path(venv) if (Path(venv) / "pyvenv.cfg").is_file() else python.parent.parent
     data_dir = f"{dist_info.name.removesuffix('.dist-info')}.data"
-    scripts = _scripts(dist_info)
+    # The scripts an installer makes from entry_points.txt.
+    scripts = {ep.name for ep in dist.entry_points if ep.group in ("console_scripts", "gui_scripts")}
 
     members: dict[str, tuple[Path, str, int]] = {}  # archive name -> (installed file, its sha256 in RECORD, mode)
     left_out, missing, differing, unchecked = [], [], [], []
@@ -148,7 +135,7 @@ def rescue(dist_name: str, venv: str | Path, out_dir: str | Path = ".") -> Rescu
         raise error(f"{name} {version} in {venv} is not as installed, so it cannot be repacked; nothing was written:\n  {shown}",
                     "reinstall it from the original wheel if you have one; a changed installation is not the pinned build")
 
-    wheel = Path(out_dir) / _wheel_name(dist_info, name, version)
+    wheel = Path(out_dir) / _wheel_name(dist, dist_info, name, version)
     record_name = f"{dist_info.name}/RECORD"
     record_rows = []
     ordered = sorted(members, key=lambda a: (a.startswith(dist_info.name + "/"), a))

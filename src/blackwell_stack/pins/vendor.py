@@ -52,18 +52,13 @@ def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
     return store_path
 
 
-def find_locked(lock_paths: list[Path], filename: str) -> tuple[Path, str, str] | None:
-    """(lock, package, hex sha256) of the file a uv.lock names by this file name, or None."""
-    found = ((Path(path), pkg.name, lockfile.sha256_of(wheel)) for path in lock_paths
-             for pkg in load_lock(Path(path)).packages.values() for wheel in pkg.wheels
-             if wheels.filename(wheel) == filename)
-    return next(((path, name, digest) for path, name, digest in found if digest), None)
-
-
 def vendor(file: Path, locks: list[Path]) -> VendorResult:
     inputfiles.regular_file(file, hint="pass the path of the wheel you kept")
     filename = urllib.parse.unquote(file.name)
-    locked = find_locked(locks, filename)
+    # (lock, package, hex sha256) of the file a uv.lock names by this file name
+    found = ((path, pkg.name, lockfile.sha256_of(wheel)) for path in locks for pkg in load_lock(path).packages.values()
+             for wheel in pkg.wheels if wheels.filename(wheel) == filename)
+    locked = next((entry for entry in found if entry[2]), None)
     if locked is None:
         raise StackError(f"no stack's uv.lock names {filename}",
                          "lock the stack against the directory that holds it first: "

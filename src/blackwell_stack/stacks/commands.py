@@ -65,9 +65,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
         print(f"{stack.relpath}/uv.lock is current with its pyproject.toml")
         return 0
     assert new is not None
-    versions = stack.versions(new)
     print(f"locked {stack.relpath}/uv.lock: {len(new.packages) - 1} packages; "
-          + ", ".join(f"{k} {v}" for k, v in versions.items()))
+          + ", ".join(f"{k} {v}" for k, v in stack.versions(new).items()))
     if args.no_audit:
         print(f"not audited: write {stack.relpath}/wheels.json with `blackwell-stack stack audit {stack.name} --write` "
               "before building with Nix", file=sys.stderr)

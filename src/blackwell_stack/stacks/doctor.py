@@ -156,12 +156,6 @@ def _install(python: str, package: LockedPackage, wheel: dict) -> str:
     return f"uv pip install --python {python} --no-deps --reinstall {what}"
 
 
-def _kernel_repair(stack: Stack, python: str) -> str:
-    version = stack.kernel["version"]
-    return (f"blackwell-stack kernel build --stack {stack.name} --src ./sglang --python {python} --out dist && "
-            f"uv pip install --python {python} --no-deps --reinstall dist/sgl_kernel-{version}-*.whl")
-
-
 @dataclass
 class Report:
     differences: list[Difference]
@@ -231,7 +225,8 @@ def compare(stack: Stack, python: str, *, verify_files: bool = False) -> Report:
     kernel = stack.kernel
     if kernel["from"] == "source":
         dist = env.get(kernel["package"])
-        repair = _kernel_repair(stack, python)
+        repair = (f"blackwell-stack kernel build --stack {stack.name} --src ./sglang --python {python} --out dist && "
+                  f"uv pip install --python {python} --no-deps --reinstall dist/sgl_kernel-{kernel['version']}-*.whl")
         if dist is None:
             out.append(Difference(MISSING, kernel["package"], kernel["version"], None,
                                   "not installed (built from source, not in the lock)", repair))

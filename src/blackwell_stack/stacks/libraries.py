@@ -140,7 +140,7 @@ def remote_file(wheel: dict) -> remote_zip.RemoteFile:
     if not url or not digest or not wheel.get("size"):
         raise StackError(f"{wheels.filename(wheel)}: the lock gives no URL, sha256 and size for it",
                          "lock the stack again with its lock command")
-    return remote_zip.RemoteFile(wheels.filename(wheel), url, digest, int(wheel["size"]))
+    return remote_zip.RemoteFile(wheels.filename(wheel), url, digest, wheel["size"])
 
 
 def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdir: Path) -> tuple[Path, str]:
@@ -162,7 +162,7 @@ def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdi
                          f"lock again: {stack.lock_command}")
     dest = workdir / wheels.filename(wheel)
     try:
-        download(url, dest, expected_sha256=digest, expected_size=_size(wheel), label=dest.name)
+        download(url, dest, expected_sha256=digest, expected_size=wheel.get("size"), label=dest.name)
     except NetworkError as exc:
         raise NetworkError(f"{package.name}: {exc.message}",
                            "the audit downloads every locked wheel from its URL: check the network and run it again "
@@ -170,31 +170,20 @@ def _open(stack: Stack, package: LockedPackage, wheel: dict, digest: str, workdi
     return dest, f"downloaded from its URL in uv.lock and hashed on {today}"
 
 
-def _read_elf(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: str, *,
-              torch_package: bool) -> tuple[ElfInfo, list[str]] | None:
-    """The member's ELF facts (and, for torch's own libraries, the torch symbols they define)."""
-    with wheelzip.materialize(zf, info, archive) as buf:
+def _read_elf(zf: zipfile.ZipFile, name: str, contents: WheelContents) -> None:
+    """The member's ELF facts into contents.elf (and, for torch's own libraries, the torch symbols they define)."""
+    with wheelzip.materialize(zf, zf.getinfo(name), contents.filename) as buf:
         if not elf.is_elf(buf[:4]):
-            return None
-        e = elf.parse(buf, info.filename)
-        info_ = ElfInfo(e.needed, e.runpath, e.section(".interp") is not None, e.section(".note.dlopen") is not None,
+            return
+        e = elf.parse(buf, name)
+        facts = ElfInfo(e.needed, e.runpath, e.section(".interp") is not None, e.section(".note.dlopen") is not None,
                         sorted(lib for lib in DRIVER_LIBRARIES if buf.find(lib.encode() + b"\0") >= 0))
-        defined: list[str] = []
-        base = info.filename.rsplit("/", 1)[-1]
-        if torch_package and base in linkage.TORCH_LIBRARIES:
-            defined = [s.name for s in e.dynamic_symbols() if s.defined and is_torch_symbol(s.name)]
-        elif linkage.torch_libraries(info_.needed):
-            info_.torch_undefined = sorted({s.name for s in e.dynamic_symbols()
+        if contents.package == "torch" and name.rsplit("/", 1)[-1] in linkage.TORCH_LIBRARIES:
+            contents.torch_defined += [s.name for s in e.dynamic_symbols() if s.defined and is_torch_symbol(s.name)]
+        elif linkage.torch_libraries(facts.needed):
+            facts.torch_undefined = sorted({s.name for s in e.dynamic_symbols()
                                             if not s.defined and not s.weak and is_torch_symbol(s.name)})
-        return info_, defined
-
-
-def _requires(zf: zipfile.ZipFile, path: Path) -> list[str]:
-    names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
-    if len(names) != 1:
-        return []
-    meta = HeaderParser().parsestr(wheelzip.read_member(zf, names[0], path).decode("utf-8", errors="replace"))
-    return list(meta.get_all("Requires-Dist") or [])
+        contents.elf[name] = facts
 
 
 def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelContents:
@@ -211,20 +200,18 @@ def read_wheel(stack: Stack, package: LockedPackage, wheel: dict) -> WheelConten
         path, checked = _open(stack, package, wheel, digest, Path(tmp))
         with wheelzip.open_zip(path) as zf:
             contents = WheelContents(package.name, wheels.filename(wheel), digest, checked,
-                                     {i.filename: (i.CRC, i.file_size) for i in zf.infolist() if not i.is_dir()},
-                                     _requires(zf, path))
+                                     {i.filename: (i.CRC, i.file_size) for i in zf.infolist() if not i.is_dir()})
+            metadata = [n for n in contents.members if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+            if len(metadata) == 1:
+                text = wheelzip.read_member(zf, metadata[0], path).decode("utf-8", errors="replace")
+                contents.requires = HeaderParser().parsestr(text).get_all("Requires-Dist") or []
             for name, (_crc, size) in contents.members.items():
                 if name.endswith(".py"):
                     found_names = sorted({m.group(0).decode() for m in _DRIVER_NAME_IN_SOURCE.finditer(wheelzip.read_member(zf, name, path))})
                     if found_names:
                         contents.python_driver_names[name] = found_names
-                    continue
-                if size < 64 or not _maybe_elf(name):
-                    continue
-                found = _read_elf(zf, zf.getinfo(name), contents.filename, torch_package=package.name == "torch")
-                if found is not None:
-                    contents.elf[name] = found[0]
-                    contents.torch_defined += found[1]
+                elif size >= 64 and _maybe_elf(name):
+                    _read_elf(zf, name, contents)
     contents.torch_defined = sorted(set(contents.torch_defined))
     atomic_write_json(cached, asdict(contents))
     return contents
@@ -387,9 +374,3 @@ def write_audit(stack: Stack, data: dict[str, Any]) -> Path:
     path = stack.path / AUDIT_FILE
     atomic_write_json(path, data)
     return path
-
-
-def _size(wheel: dict) -> int | None:
-    """The size uv.lock records for a wheel (uv writes it for every registry file), when it is a count of bytes."""
-    size = wheel.get("size")
-    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None

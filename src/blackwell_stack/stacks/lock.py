@@ -195,13 +195,9 @@ def lock(stack: Stack, *, python: str | None = None, uv: str | None = None, whee
         new = load_lock(stack.lock_path)
         validate(stack, new)
     except (StackError, KeyboardInterrupt):
-        _restore(stack, before)
+        if before is None:
+            stack.lock_path.unlink(missing_ok=True)
+        elif not stack.lock_path.exists() or stack.lock_path.read_bytes() != before:
+            atomic_write_bytes(stack.lock_path, before)
         raise
     return new
-
-
-def _restore(stack: Stack, before: bytes | None) -> None:
-    if before is None:
-        stack.lock_path.unlink(missing_ok=True)
-    elif not stack.lock_path.exists() or stack.lock_path.read_bytes() != before:
-        atomic_write_bytes(stack.lock_path, before)

@@ -29,13 +29,7 @@ from blackwell_stack.data.stack import Lock, Stack
 from blackwell_stack.formats import linkage
 
 
-def torch_linked(contents: dict[str, Any]) -> list[str]:
-    """Packages (other than torch) with a library that links one of torch's libraries."""
-    return sorted(name for name, c in contents.items()
-                  if name != "torch" and any(linkage.torch_libraries(i.needed) for i in c.elf.values()))
-
-
-def _metadata_pin(requires: list[str], wanted: str) -> str | None:
+def _metadata_pin(requires: list[str]) -> str | None:
     """The `torch==X` requirement of a METADATA (markers for linux x86_64), or None."""
     env = {"platform_system": "Linux", "sys_platform": "linux", "platform_machine": "x86_64", "extra": ""}
     for line in requires:
@@ -43,16 +37,9 @@ def _metadata_pin(requires: list[str], wanted: str) -> str | None:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if canonicalize_name(req.name) != wanted or (req.marker is not None and not req.marker.evaluate(env)):
-            continue
-        return f"{req.name}{req.specifier}"
+        if canonicalize_name(req.name) == "torch" and (req.marker is None or req.marker.evaluate(env)):
+            return f"{req.name}{req.specifier}"
     return None
-
-
-def _symbols(contents: dict[str, Any], name: str, torch_defined: set[str]) -> dict[str, Any]:
-    needed = sorted({s for info in contents[name].elf.values() for s in info.torch_undefined})
-    missing = [s for s in needed if s not in torch_defined]
-    return {"needed": len(needed), "missing": missing}
 
 
 def check(stack: Stack, lock: Lock, contents: dict[str, Any]) -> dict[str, Any]:
@@ -66,25 +53,25 @@ def check(stack: Stack, lock: Lock, contents: dict[str, Any]) -> dict[str, Any]:
         locked = lock.get(name)
         result: dict[str, Any] = {"check": how, "version": locked.version if locked else None}
         if how == "source":
-            kernel = stack.kernel
-            result["ok"] = (lock.get(name) is None and name in lock.excludes
-                            and kernel["from"] == "source" and kernel["package"] == name)
+            result["ok"] = (locked is None and name in lock.excludes
+                            and stack.kernel["from"] == "source" and stack.kernel["package"] == name)
             result["found"] = ("excluded from the lock (tool.uv exclude-dependencies), built from source"
                                if result["ok"] else "in the lock, or not excluded")
         elif name not in contents:
             result["ok"] = False
             result["found"] = "not in the lock"
         elif how == "metadata":
-            pin = _metadata_pin(contents[name].requires, "torch")
+            pin = _metadata_pin(contents[name].requires)
             result["ok"] = pin == f"torch=={torch_version}"
             result["found"] = f"Requires-Dist {pin}" if pin else "no torch requirement in METADATA"
         else:  # symbols, lock, unpaired
-            sym = _symbols(contents, name, torch_defined)
-            result.update(sym)
-            resolves = not sym["missing"]
-            result["ok"] = resolves if how in ("symbols", "lock") else True
-            result["found"] = (f"{sym['needed'] - len(sym['missing'])} of {sym['needed']} torch symbols resolve "
-                               f"in torch {torch_version}")
+            needed = sorted({s for info in contents[name].elf.values() for s in info.torch_undefined})
+            missing = [s for s in needed if s not in torch_defined]
+            result.update(needed=len(needed), missing=missing, ok=how == "unpaired" or not missing,
+                          found=f"{len(needed) - len(missing)} of {len(needed)} torch symbols resolve in torch "
+                          f"{torch_version}")
         out[name] = result
-    unlisted = [n for n in torch_linked(contents) if n not in stack.torch_pairs]
+    # Packages (other than torch) with a library that links one of torch's libraries, and no pair in stack.json.
+    unlisted = sorted(name for name, c in contents.items() if name != "torch" and name not in stack.torch_pairs
+                      and any(linkage.torch_libraries(i.needed) for i in c.elf.values()))
     return {"torch": torch_version, "pairs": out, "unlisted": unlisted}

@@ -24,10 +24,6 @@ from blackwell_stack.data.stack import Stack
 from blackwell_stack.errors import DataError, StackError
 from blackwell_stack.stacks import libraries
 
-HASH_SOURCE = "uv.lock: PyPI's registry sha256, recorded by uv {uv}"
-# What checked a locked file here: `stack audit` downloaded it and compared its sha256 with the lock's.
-AUDITED = "PyPI's sha256, file hashed by `stack audit`"
-
 
 def _audit(stack: Stack) -> tuple[dict[str, Any] | None, str | None]:
     """wheels.json when it was made from the current uv.lock, else (None, why not)."""
@@ -45,21 +41,19 @@ def _audit(stack: Stack) -> tuple[dict[str, Any] | None, str | None]:
 def locked_files(stack: Stack) -> dict[str, PinRow]:
     """One pin per locked package (by name, sorted): the file it installs on the stack's target, and how its sha256
     was checked."""
-    lock = stack.lock()
     audit, problem = _audit(stack)
     fill = f"blackwell-stack stack audit {stack.name} --write"
+    source = f"uv.lock: PyPI's registry sha256, recorded by uv {stack.uv_version}"
     rows = {}
-    for name, (pkg, wheel) in sorted(stack.chosen_wheels(lock).items()):
+    for name, (pkg, wheel) in sorted(stack.chosen_wheels().items()):
         digest = lockfile.sha256_of(wheel)
         checked = (audit or {}).get("files", {}).get(name)
         ok = bool(checked and digest and checked["sha256"] == digest and checked["file"] == wheels.filename(wheel))
-        source = HASH_SOURCE.format(uv=stack.uv_version)
-        if ok:
-            source += f"; {checked['checked']} (stack audit)"
         rows[name] = PinRow(
             what=f"{name} ({stack.name} stack)", version=pkg.version,
             url=wheel.get("url") or wheel.get("path"), hash=f"sha256:{digest}" if digest else None,
-            hash_source=source, hash_checked="registry", verified=ok,
+            hash_source=source + (f"; {checked['checked']} (stack audit)" if ok else ""),
+            hash_checked="registry", verified=ok,
             reason=None if ok else (problem or f"{name}'s file is not in {stack.relpath}/wheels.json"),
             file=f"{stack.relpath}/uv.lock", update_command=fill,
         )
@@ -105,12 +99,10 @@ def plan_section(stack: Stack, key: str) -> PlanSection:
     sec.items += [_file_item(what, f"{versions[what]} ({package})", by_package[package])
                   for what, package in stack.data["versions_from_lock"].items()]
     kernel = stack.kernel
-    locked_kernel = lock.get(kernel["package"])
-    kernel_version = kernel.get("version") or (locked_kernel.version if locked_kernel else None)
     pairs = (audit or {}).get("torch_pairs", {}).get("pairs", {})
     kpair = pairs.get(kernel["package"], {})
     sec.items.append(PlanItem(
-        kernel["package"], f"{kernel_version} from {kernel['from']}"
+        kernel["package"], f"{stack.kernel_version} from {kernel['from']}"
         + (f" against torch {versions['torch']} (pkgs/sgl-kernel)" if kernel["from"] == "source"
            else " (the PyPI wheel, its sha256 below)"),
         (f"stack audit: {kpair['found']}" if kpair else f"{stack.relpath}/stack.json")
@@ -146,4 +138,5 @@ def _file_item(name: str, value: str, row: PinRow, *, detail: bool = False) -> P
     """A plan item of a locked file's pin: checked by `stack audit`, or what fills it in."""
     return PlanItem(name, value, row.hash_source if row.verified else row.file, row.verified,
                     None if row.verified else f"{row.reason}. Fill it in with: {row.update_command}",
-                    checked_by=AUDITED if row.verified else None, detail=detail)
+                    # `stack audit` downloaded the file and compared its sha256 with the lock's
+                    checked_by="PyPI's sha256, file hashed by `stack audit`" if row.verified else None, detail=detail)

@@ -59,20 +59,11 @@ print(json.dumps(out))
 """
 
 
-def kernel_version(stack: Stack) -> str | None:
-    """The kernel version the stack runs: the one it builds, or the one its lock holds."""
-    kernel = stack.kernel
-    if kernel["from"] == "source":
-        return str(kernel["version"])
-    locked = stack.lock().get(kernel["package"]) if stack.locked else None
-    return locked.version if locked else None
-
-
 def identity(stack: Stack, profile: str) -> dict:
     """What a report must match to stand for a plan's items: stack, lock, profile, kernel."""
     lock_hash = sha256_file(stack.lock_path) if stack.locked else None
     return {"stack": stack.name, "lock_sha256": lock_hash, "profile": profile,
-            "kernel": {"package": stack.kernel["package"], "version": kernel_version(stack)}}
+            "kernel": {"package": stack.kernel["package"], "version": stack.kernel_version}}
 
 
 def installed_versions(python: str, kernel_package: str) -> dict:
