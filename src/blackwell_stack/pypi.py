@@ -33,7 +33,7 @@ def release_files(name: str, version: str) -> list[ReleaseFile]:
     """
     url = f"{PYPI_JSON}/{name}/json"
     try:
-        body = read_url(url, limit=DOCUMENT_LIMIT, what="the project's JSON document")
+        body, _ = read_url(url, limit=DOCUMENT_LIMIT, what="the project's JSON document")
     except NetworkError as exc:
         raise NetworkError(
             f"cannot read {name}=={version} from PyPI: {exc.message}",

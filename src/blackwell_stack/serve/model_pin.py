@@ -53,12 +53,10 @@ def manifest_path(profile_file: Path) -> Path:
 
 def _get(url: str, what: str) -> tuple[Any, str | None]:
     """(the JSON answer, the next page's URL or None: the answer's Link header, the tree's pagination)."""
-    seen: dict[str, str | None] = {}
     token = os.environ.get("HF_TOKEN")
     headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     try:
-        body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=headers,
-                        on_headers=lambda h: seen.update(link=h.get("Link")))
+        body, answer = read_url(url, limit=ANSWER_LIMIT, what=what, headers=headers)
     except NetworkError as exc:
         hint = ("check the repository id and the revision (a branch, a tag or a 40-hex commit); a gated or private "
                 "repository needs HF_TOKEN" if " 401 " in exc.message or " 403 " in exc.message
@@ -68,7 +66,7 @@ def _get(url: str, what: str) -> tuple[Any, str | None]:
         data = json.loads(body)
     except ValueError:
         raise NetworkError(f"{url}: {what} is not JSON", _NOT_THE_API) from None
-    match = _NEXT.search(seen.get("link") or "")
+    match = _NEXT.search(answer.get("Link") or "")
     return data, urllib.parse.urljoin(url, match.group(1)) if match else None
 
 
