@@ -72,11 +72,7 @@ class DataError(StackError):
     code = ExitCode.BAD_DATA
 
     def __init__(self, path: object, entry: str | None, field: str | None, problem: str, hint: str | None = None):
-        where = str(path)
-        if entry:
-            where += f": entry {entry!r}"
-        if field:
-            where += f", field {field!r}"
+        where = str(path) + (f": entry {entry!r}" if entry else "") + (f", field {field!r}" if field else "")
         super().__init__(f"{where}: {problem}", hint)
         self.path = path
         self.field = field

@@ -25,13 +25,10 @@ from blackwell_stack.errors import StackError
 
 def current_umask() -> int:
     """The process umask, read without changing it where Linux allows (/proc/self/status)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -86,12 +83,10 @@ def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[IO[bytes]]:
                 fh.flush()
                 os.fsync(fh.fileno())
                 os.fchmod(fh.fileno(), _mode_for(path))
+                fh.close()
+                os.replace(tmp, path)
             except OSError as exc:
                 raise write_error(path, exc) from None
-        try:
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise write_error(path, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
