@@ -85,11 +85,6 @@ def canonical(option: str, table: dict[str, Any]) -> tuple[str | None, list[str]
     return None, list(table["ambiguous"].get(option, []))
 
 
-def negated(option: str, table: dict[str, Any]) -> bool:
-    """Whether SGLang's parser reads an option string as a --no-X spelling (it stores False)."""
-    return option in table["negated"]
-
-
 def suggest(option: str, table: dict[str, Any]) -> str | None:
     """The flag a misspelled option most likely meant, or None: first an option whose dest is what was typed
     (`--fp4-gemm-runner-backend` is the dest of `--fp4-gemm-backend`), then difflib's closest spelling."""
