@@ -61,7 +61,6 @@ def load_table(version: str | None = None, path: Path | None = None) -> FlagTabl
                 path, None, None, f"no SGLang flag table for sglang {version} (tables: {have})",
                 "extract it from the sglang wheel: " + extract_command(version),
             )
-    path = Path(path)
     data = registry.load("flag-table", file=path, missing=DataError(
         path, None, None, "no such flag table", "pass a table written by scripts/sglang-flags/flags_extract.py"))
     if version is not None and data["sglang_version"] != version:

@@ -93,10 +93,7 @@ def files_at(base: str, repo: str, commit: str) -> dict[str, dict[str, Any]]:
         data, url = _get(url, "the model's file tree")
         if not isinstance(data, list):
             raise NetworkError(f"the file tree of {repo} at {commit} is not a list", _NOT_THE_API)
-        for entry in data:
-            if isinstance(entry, dict) and entry.get("type") == "file":
-                path, record = _file(entry, repo)
-                files[path] = record
+        files.update(_file(entry, repo) for entry in data if isinstance(entry, dict) and entry.get("type") == "file")
     raise NetworkError(f"the file tree of {repo} runs past {MAX_PAGES} pages", _NOT_THE_API)
 
 
