@@ -143,11 +143,8 @@ def _cell(value: Any) -> str:
 def paragraph(text: str, *, indent: str = "") -> None:
     """Prose wrapped to the terminal (continuation lines indented two more spaces); whole with --wide or in a pipe."""
     width = terminal_width()
-    if width is None:
-        print(indent + text)
-        return
-    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                        break_long_words=True, break_on_hyphens=False))
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=True,
+                        break_on_hyphens=False) if width else indent + text)
 
 
 def heading(title: str) -> None:
