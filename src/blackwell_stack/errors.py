@@ -61,9 +61,7 @@ class StackError(Exception):
             self.code = code
 
     def __str__(self) -> str:
-        if self.hint:
-            return f"{self.message}\n  hint: {self.hint}"
-        return self.message
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
 
 class DataError(StackError):
