@@ -46,8 +46,7 @@ def web_url(text: str) -> str:
         return text
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL (or a file: URL)")
-    problem = host_name_problem(parts.hostname)
-    if problem:
+    if problem := host_name_problem(parts.hostname):
         raise argparse.ArgumentTypeError(f"{text!r}: the host name {parts.hostname!r} is not valid ({problem})")
     return text
 

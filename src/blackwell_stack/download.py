@@ -7,7 +7,6 @@ import http.client
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from email.message import Message
 from pathlib import Path
 
@@ -30,10 +29,8 @@ def open_url(url: str, *, timeout: float = 60, headers: dict[str, str] | None = 
         raise NetworkError(f"cannot reach {url}: {reason}") from exc
 
 
-def read_url(url: str, *, limit: int, what: str, headers: dict[str, str] | None = None,
-             on_headers: Callable[[Message], object] | None = None) -> bytes:
-    """The body of a small document: a JSON API answer; `on_headers` sees the answer's headers (a Link to its next
-    page).
+def read_url(url: str, *, limit: int, what: str, headers: dict[str, str] | None = None) -> tuple[bytes, Message]:
+    """The body of a small document (a JSON API answer) and the answer's headers (a Link to its next page).
 
     At most `limit` bytes are read: a body that is longer is a NetworkError
     naming `what`, not a process that grows until the machine runs out of memory.
@@ -43,12 +40,10 @@ def read_url(url: str, *, limit: int, what: str, headers: dict[str, str] | None 
             body = resp.read(limit + 1)
         except (OSError, http.client.HTTPException) as exc:
             raise NetworkError(f"cannot read {url}: {exc}") from exc
-        if on_headers is not None:  # what else the answer says in its headers (a Link to its next page)
-            on_headers(resp.headers)
     if len(body) > limit:
         raise NetworkError(f"{url}: {what} is longer than {limit >> 20} MiB, more than any such document",
                            "check the URL: it does not serve what was asked for")
-    return body
+    return body, resp.headers
 
 
 def download(url: str, dest: str | Path, *, expected_sha256: str | None = None, expected_size: int | None = None,

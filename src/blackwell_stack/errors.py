@@ -61,9 +61,7 @@ class StackError(Exception):
             self.code = code
 
     def __str__(self) -> str:
-        if self.hint:
-            return f"{self.message}\n  hint: {self.hint}"
-        return self.message
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
 
 class DataError(StackError):
@@ -72,11 +70,7 @@ class DataError(StackError):
     code = ExitCode.BAD_DATA
 
     def __init__(self, path: object, entry: str | None, field: str | None, problem: str, hint: str | None = None):
-        where = str(path)
-        if entry:
-            where += f": entry {entry!r}"
-        if field:
-            where += f", field {field!r}"
+        where = str(path) + (f": entry {entry!r}" if entry else "") + (f", field {field!r}" if field else "")
         super().__init__(f"{where}: {problem}", hint)
         self.path = path
         self.field = field

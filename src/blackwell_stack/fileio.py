@@ -25,13 +25,10 @@ from blackwell_stack.errors import StackError
 
 def current_umask() -> int:
     """The process umask, read without changing it where Linux allows (/proc/self/status)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -47,8 +44,7 @@ def _mode_for(path: Path) -> int:
 
 def write_error(path: Path, exc: OSError) -> StackError:
     """A StackError for an OSError met while writing `path`, saying what to do."""
-    reason = exc.strerror or str(exc)
-    return StackError(f"cannot write {path}: {reason}",
+    return StackError(f"cannot write {path}: {exc.strerror or exc}",
                       f"write to a path in a directory you can write to ({path.parent} is not usable)")
 
 
@@ -66,12 +62,8 @@ def refuse_special(path: Path, option: str | None) -> None:
 
 @contextlib.contextmanager
 def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[IO[bytes]]:
-    """A binary file that appears at `path` only if the `with` block completes.
-
-    It is written beside `path` and renamed into place; on any exception the
-    temporary file is removed and `path` is left as it was. Failures to create,
-    flush or rename it become a StackError naming the path.
-    """
+    """A binary file that appears at `path` only if the `with` block completes (on any exception `path` is left as
+    it was); failures to create, flush or rename it become a StackError naming the path."""
     path = Path(path)
     refuse_special(path, None)
     try:
@@ -86,12 +78,10 @@ def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[IO[bytes]]:
                 fh.flush()
                 os.fsync(fh.fileno())
                 os.fchmod(fh.fileno(), _mode_for(path))
+                fh.close()
+                os.replace(tmp, path)
             except OSError as exc:
                 raise write_error(path, exc) from None
-        try:
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise write_error(path, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

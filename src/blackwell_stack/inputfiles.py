@@ -67,13 +67,9 @@ def read_bytes(path: str | Path, *, limit: int, what: str | None = None, hint: s
     FileNotFoundError and IsADirectoryError pass through for callers that say
     more about a missing file; other OSErrors become a StackError.
     """
+    fd = None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (FileNotFoundError, IsADirectoryError):
-        raise
-    except OSError as exc:
-        raise StackError(f"cannot read {_label(what, path)}: {exc.strerror or exc}", hint or "check the path") from None
-    try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(21, "Is a directory", str(path))
@@ -96,12 +92,13 @@ def read_bytes(path: str | Path, *, limit: int, what: str | None = None, hint: s
         if size > limit:
             raise too_big
         return b"".join(chunks)
+    except (FileNotFoundError, IsADirectoryError):
+        raise
     except OSError as exc:
-        if isinstance(exc, IsADirectoryError):
-            raise
         raise StackError(f"cannot read {_label(what, path)}: {exc.strerror or exc}", hint or "check the path") from None
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def read_text(path: str | Path, *, limit: int, what: str | None = None, hint: str | None = None,

@@ -47,11 +47,9 @@ def terminal_width() -> int | None:
     env = os.environ.get("COLUMNS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    try:
+    with contextlib.suppress(AttributeError, ValueError, OSError):
         if sys.stdout.isatty():
             return shutil.get_terminal_size().columns
-    except (AttributeError, ValueError, OSError):
-        pass
     return None
 
 
@@ -122,21 +120,15 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
-def ellipsis() -> str:
-    """'…', or '...' where stdout's encoding cannot write it."""
-    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-    try:
-        "…".encode(encoding)
-    except (UnicodeEncodeError, LookupError):
-        return "..."
-    return "…"
-
-
 def clip(text: str, max_width: int | None) -> str:
-    """text cut to max_width characters (None: whole), the cut marked with an ellipsis."""
+    """text cut to max_width characters (None: whole), the cut marked with '…' ('...' where stdout cannot write it)."""
     if max_width is None or len(text) <= max_width:
         return text
-    mark = ellipsis()
+    mark = "…"
+    try:
+        mark.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        mark = "..."
     return text[: max(max_width - len(mark), 0)] + mark
 
 
@@ -151,11 +143,8 @@ def _cell(value: Any) -> str:
 def paragraph(text: str, *, indent: str = "") -> None:
     """Prose wrapped to the terminal (continuation lines indented two more spaces); whole with --wide or in a pipe."""
     width = terminal_width()
-    if width is None:
-        print(indent + text)
-        return
-    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                        break_long_words=True, break_on_hyphens=False))
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=True,
+                        break_on_hyphens=False) if width else indent + text)
 
 
 def heading(title: str) -> None:

@@ -45,11 +45,8 @@ CACHE_HINT = "set BLACKWELL_STACK_CACHE to a directory you can write to"
 
 
 def cache_dir(*parts: str) -> Path:
-    """The user cache directory for big downloads ($XDG_CACHE_HOME/blackwell-stack), made if missing.
-
-    A cache that cannot be used (a file in the way, a read-only directory) is
-    a StackError naming it, with the variable that moves it.
-    """
+    """The user cache directory for big downloads ($XDG_CACHE_HOME/blackwell-stack), made if missing; one that
+    cannot be used (a file in the way, a read-only directory) is a StackError naming the variable that moves it."""
     base = os.environ.get("BLACKWELL_STACK_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "blackwell-stack"
     )

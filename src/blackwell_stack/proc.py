@@ -50,7 +50,7 @@ OUTPUT_LIMIT = 64 << 20
 
 
 def run(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
-        input: str | bytes | None = None, check: bool = True, text: bool = True, timeout: float | None = None,
+        input: str | None = None, check: bool = True, timeout: float | None = None,
         limit: int = OUTPUT_LIMIT) -> subprocess.CompletedProcess:
     """Run argv and capture its output, at most `limit` bytes of each stream.
 
@@ -71,7 +71,7 @@ def run(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mappi
         if input is not None and child.stdin is not None:
             # A child that exits without reading all of it: its exit code says what happened.
             with contextlib.suppress(BrokenPipeError):
-                child.stdin.write(input.encode() if isinstance(input, str) else input)
+                child.stdin.write(input.encode())
                 child.stdin.close()
         returncode = child.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -87,13 +87,11 @@ def run(argv: Sequence[str | Path], *, cwd: str | Path | None = None, env: Mappi
             raise ToolchainError(f"{args[0]} printed more than {limit >> 20} MiB on its {name}, far more than "
                                  "this needs: it was stopped",
                                  "check that it is the program meant (a --python, or a PATH entry, that is something else)")
-    out, err = (bytes(c.data) for c in streams.values())
-    result = subprocess.CompletedProcess(args, returncode, *((out.decode(errors="replace"), err.decode(errors="replace"))
-                                                             if text else (out, err)))
-    if check and result.returncode != 0:
-        tail = "\n".join(err.decode(errors="replace").strip().splitlines()[-20:])
-        raise BuildError(f"{shlex.join(args)} failed with exit code {result.returncode}:\n{tail}")
-    return result
+    out, err = (c.data.decode(errors="replace") for c in streams.values())
+    if check and returncode != 0:
+        tail = "\n".join(err.strip().splitlines()[-20:])
+        raise BuildError(f"{shlex.join(args)} failed with exit code {returncode}:\n{tail}")
+    return subprocess.CompletedProcess(args, returncode, out, err)
 
 
 class _Capture:
@@ -155,14 +153,10 @@ def stop_group(child: subprocess.Popen, grace: float = 0.0) -> None:
     """End `child` and every process of its group: SIGTERM first when it has `grace` seconds to exit, then SIGKILL.
     What the leader left running in its group goes too."""
     for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)) if grace else ((signal.SIGKILL, 30.0),):
-        if child.poll() is not None:
-            break
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, signum)
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=wait)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signal.SIGKILL)
 
 
 def wait_group(child: subprocess.Popen, timeout: float, grace: float = 0.0) -> int | None:

@@ -35,7 +35,10 @@ class Progress:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.finish()
+        if self.enabled:
+            self._draw()
+            self.stream.write("\n")
+            self.stream.flush()
 
     def advance(self, n: int = 1) -> None:
         self.done += n
@@ -60,9 +63,3 @@ class Progress:
             text += f" {human_size(rate)}/s"
         self.stream.write(text)
         self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled:
-            self._draw()
-            self.stream.write("\n")
-            self.stream.flush()

@@ -27,13 +27,10 @@ class ReleaseFile:
 
 
 def release_files(name: str, version: str) -> list[ReleaseFile]:
-    """The files of name==version with PyPI's sha256 digests.
-
-    Reads the project document (`/pypi/<name>/json`, its `releases` table).
-    """
+    """The files of name==version with PyPI's sha256 digests, from the project document's `releases` table."""
     url = f"{PYPI_JSON}/{name}/json"
     try:
-        body = read_url(url, limit=DOCUMENT_LIMIT, what="the project's JSON document")
+        body, _ = read_url(url, limit=DOCUMENT_LIMIT, what="the project's JSON document")
     except NetworkError as exc:
         raise NetworkError(
             f"cannot read {name}=={version} from PyPI: {exc.message}",
@@ -49,9 +46,8 @@ def release_files(name: str, version: str) -> list[ReleaseFile]:
         raise not_api
     files = releases.get(version)
     if not files:
-        known = list(releases)[-5:]
         raise NetworkError(
-            f"cannot read {name}=={version} from PyPI: no such release (latest listed: {', '.join(known)})",
+            f"cannot read {name}=={version} from PyPI: no such release (latest listed: {', '.join(list(releases)[-5:])})",
             "check the version",
         )
     try:

@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    empty = _empty_value(sys.argv[1:] if argv is None else argv)
-    if empty is not None:
+    if (empty := _empty_value(sys.argv[1:] if argv is None else argv)) is not None:
         print(f"error: an empty value {empty}: an empty string is not taken to mean the default\n"
               "  hint: leave the option out for its default, or give it a value", file=sys.stderr)
         return int(ExitCode.USAGE)

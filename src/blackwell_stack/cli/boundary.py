@@ -74,8 +74,7 @@ def describe(exc: BaseException) -> Failure:
     if isinstance(exc, MemoryError):
         return _failure("out of memory while reading an input",
                         "check the size of the files the command was given", ExitCode.USAGE)
-    reader = _reader(exc)
-    if reader is not None:
+    if (reader := _reader(exc)) is not None:
         network = isinstance(exc, http.client.HTTPException) or reader == "http.client"
         return _failure(f"{READERS[reader]} that cannot be read: {_text(exc)}",
                         "the server's answer was cut short or malformed: check the server, then try again" if network

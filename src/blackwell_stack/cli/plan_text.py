@@ -29,11 +29,8 @@ MORE = ("more: `plan SECTION` lists a section item by item ({sections}, unverifi
 
 def _block(text: str, width: int | None, indent: str = "", more: str = "    ") -> None:
     """Prose wrapped at spaces (a word longer than the line is left whole), later lines indented by `more`."""
-    if not width:
-        print(indent + text)
-        return
-    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + more,
-                        break_long_words=False, break_on_hyphens=False))
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + more, break_long_words=False,
+                        break_on_hyphens=False) if width else indent + text)
 
 
 def _stacks(plan: dict, width: int | None) -> None:
@@ -58,8 +55,7 @@ def print_screen(plan: dict, shown: list[str]) -> None:
     """The default answer: fits 40 lines of a 100-column terminal."""
     width = output.terminal_width()
     print(output.clip(f"blackwell-stack plan: {plan['target']}", width))
-    report = plan.get("report")
-    if report:
+    if report := plan.get("report"):
         refused = f"; refused for {', '.join(report['refused'])}" if report["refused"] else ""
         _block(f"acceptance report {report['file']} ({report['host']}, {report['date'][:10]}, stack "
                f"{report['stack']}): {report['verified']} item(s) verified{refused}", width)

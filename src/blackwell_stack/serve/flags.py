@@ -61,7 +61,6 @@ def load_table(version: str | None = None, path: Path | None = None) -> FlagTabl
                 path, None, None, f"no SGLang flag table for sglang {version} (tables: {have})",
                 "extract it from the sglang wheel: " + extract_command(version),
             )
-    path = Path(path)
     data = registry.load("flag-table", file=path, missing=DataError(
         path, None, None, "no such flag table", "pass a table written by scripts/sglang-flags/flags_extract.py"))
     if version is not None and data["sglang_version"] != version:
@@ -83,11 +82,6 @@ def canonical(option: str, table: dict[str, Any]) -> tuple[str | None, list[str]
     if option in table["abbreviations"]:
         return table["abbreviations"][option], []
     return None, list(table["ambiguous"].get(option, []))
-
-
-def negated(option: str, table: dict[str, Any]) -> bool:
-    """Whether SGLang's parser reads an option string as a --no-X spelling (it stores False)."""
-    return option in table["negated"]
 
 
 def suggest(option: str, table: dict[str, Any]) -> str | None:

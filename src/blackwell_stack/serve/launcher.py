@@ -34,10 +34,8 @@ def could_mean(token: str, flag: str) -> bool:
     A prefix that is ambiguous among SGLang's flags makes argparse fail, so
     counting it here refuses nothing SGLang would have run.
     """
-    if not token.startswith("--"):
-        return False
     name = token.split("=", 1)[0]
-    return len(name) > 2 and flag.startswith(name)
+    return len(name) > 2 and flag.startswith(name)  # a prefix of the flag longer than "--" is an option
 
 
 def key_flags_on(args: list[str]) -> list[str]:

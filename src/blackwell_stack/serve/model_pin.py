@@ -53,12 +53,10 @@ def manifest_path(profile_file: Path) -> Path:
 
 def _get(url: str, what: str) -> tuple[Any, str | None]:
     """(the JSON answer, the next page's URL or None: the answer's Link header, the tree's pagination)."""
-    seen: dict[str, str | None] = {}
     token = os.environ.get("HF_TOKEN")
     headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     try:
-        body = read_url(url, limit=ANSWER_LIMIT, what=what, headers=headers,
-                        on_headers=lambda h: seen.update(link=h.get("Link")))
+        body, answer = read_url(url, limit=ANSWER_LIMIT, what=what, headers=headers)
     except NetworkError as exc:
         hint = ("check the repository id and the revision (a branch, a tag or a 40-hex commit); a gated or private "
                 "repository needs HF_TOKEN" if " 401 " in exc.message or " 403 " in exc.message
@@ -68,7 +66,7 @@ def _get(url: str, what: str) -> tuple[Any, str | None]:
         data = json.loads(body)
     except ValueError:
         raise NetworkError(f"{url}: {what} is not JSON", _NOT_THE_API) from None
-    match = _NEXT.search(seen.get("link") or "")
+    match = _NEXT.search(answer.get("Link") or "")
     return data, urllib.parse.urljoin(url, match.group(1)) if match else None
 
 
@@ -95,10 +93,7 @@ def files_at(base: str, repo: str, commit: str) -> dict[str, dict[str, Any]]:
         data, url = _get(url, "the model's file tree")
         if not isinstance(data, list):
             raise NetworkError(f"the file tree of {repo} at {commit} is not a list", _NOT_THE_API)
-        for entry in data:
-            if isinstance(entry, dict) and entry.get("type") == "file":
-                path, record = _file(entry, repo)
-                files[path] = record
+        files.update(_file(entry, repo) for entry in data if isinstance(entry, dict) and entry.get("type") == "file")
     raise NetworkError(f"the file tree of {repo} runs past {MAX_PAGES} pages", _NOT_THE_API)
 
 

@@ -57,14 +57,11 @@ def report(service: Service, config: dict[str, Any]) -> tuple[list[str], list[st
     """(errors, warnings) of the module's configuration, as lines for the build log."""
     errors, warnings = [], []
     for v in service.verdicts:
-        if not v.fired:
-            continue
-        if v.severity == "error" and v.id not in config["ignoredRules"]:
+        if v.fired and v.severity == "error" and v.id not in config["ignoredRules"]:
             errors.append(verdict_text(v))
-        elif v.severity == "error":
-            warnings.append("ignored by services.sglang.ignoredRules: " + verdict_text(v))
-        else:
-            warnings.append(verdict_text(v))
+        elif v.fired:
+            ignored = "ignored by services.sglang.ignoredRules: " if v.severity == "error" else ""
+            warnings.append(ignored + verdict_text(v))
     if service.rendered.argv != config["argv"]:
         errors.append("services.sglang: the module rendered another command line than the checker: "
                       f"{config['argv']} against {service.rendered.argv}; report it with both")

@@ -29,7 +29,7 @@ from typing import Any
 
 from blackwell_stack.data.profile import Profile, Runtime
 from blackwell_stack.errors import StackError
-from blackwell_stack.serve.flags import FlagTable, canonical, negated
+from blackwell_stack.serve.flags import FlagTable, canonical
 
 # No leading zeros: the same pattern as lib/sglang-service.nix (whose fromJSON refuses them).
 INT_RE = re.compile(r"^-?(0|[1-9][0-9]*)$")
@@ -133,7 +133,7 @@ def parse_extra_args(extra_args: list[str], table: dict[str, Any]) -> ParsedArgs
         entry = table["flags"][primary]
         takes = entry["takes_value"]
         if takes == "none":
-            parsed.values[primary] = not negated(name, table)
+            parsed.values[primary] = name not in table["negated"]  # a --no-X spelling stores False
             if eq:
                 parsed.stray.append(token)
         elif eq:

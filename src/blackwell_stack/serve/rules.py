@@ -125,9 +125,8 @@ def _value_problem(name: str, value: Any, entry: dict[str, Any]) -> str | None:
             return f"{name} needs a value"
         if entry.get("choices") is not None and not any(show(v) == show(c) for c in entry["choices"]):
             return f"{name} {show(v)} is not one of the pinned SGLang's choices: {show(entry['choices'])}"
-        if entry.get("type") == "int" and not (
-            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and INT_RE.match(v))
-        ):
+        integer = (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and INT_RE.match(v))
+        if entry.get("type") == "int" and not integer:
             return f"{name} expects an integer, got {show(v)}"
     return None
 
