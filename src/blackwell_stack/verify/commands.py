@@ -22,10 +22,13 @@ from blackwell_stack.verify import smoke as smoke_mod
 from blackwell_stack.verify.plot import require_matplotlib, write_plot
 
 
-def _server_arguments(p: argparse.ArgumentParser) -> None:
-    """The server a command asks (smoke, accuracy): its URL and the model to name."""
+def _server_arguments(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int], json_help: str) -> None:
+    """What every command that asks a server takes: its URL, the model to name, its key, and --json."""
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
+    api_key.add_options(p)
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(func=func)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,13 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "temperature 0 (Paris, the digits of a count) or that another prompt got too. --timeout bounds every "
         "request, the model listing included; after a request that gets no answer in time, the rest are not asked.",
     )
-    _server_arguments(p)
+    _server_arguments(p, cmd_smoke, "print the report as JSON")
     p.add_argument("--max-tokens", type=positive_int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
     p.add_argument("--timeout", type=positive_float, default=smoke_mod.DEFAULT_TIMEOUT_S,
                    help="seconds for each request, the model listing included (default %(default)s)")
-    api_key.add_options(p)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=cmd_smoke)
 
     b = sub.add_parser(
         "bench",
@@ -57,8 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "answer is judged after its level: garbage fails the run (exit 1). The shipped baseline (the seed's "
         "figures) is compared when the model is the default target's. --timeout bounds each level's run.",
     )
-    b.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000")
-    b.add_argument("--model", help="model name (default: the first one /v1/models lists)")
+    _server_arguments(b, cmd_bench, "print the result as JSON instead of tables")
     b.add_argument("--concurrency", default=",".join(map(str, bench_mod.DEFAULT_CONCURRENCY)), help="comma-separated levels (default %(default)s)")
     b.add_argument("--requests", type=positive_int, help="requests per level (default: 4 x concurrency, at least 8)")
     b.add_argument("--input-len", type=positive_int, default=256, help="prompt tokens (default %(default)s)")
@@ -82,9 +81,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
-    api_key.add_options(b)
-    b.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
-    b.set_defaults(func=cmd_bench)
     _register_accuracy(sub)
     acceptance_command.register(sub)
 
@@ -154,7 +150,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     # Everything that could fail after the sweep is checked before it: the baseline, the output paths, matplotlib.
-    given = None if (args.baseline or "none").lower() == "none" else baseline_mod.load(args.baseline)
+    base = None if (args.baseline or "none").lower() == "none" else baseline_mod.load(args.baseline)
     if args.out:
         check_output_path(args.out, "--out")
     if args.plot:
@@ -167,10 +163,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # cannot be written): the sweep's results are printed and written first, and the error comes after them.
     errors = [failure] if failure else []
     try:
-        base = given
         if not args.baseline:  # the shipped baseline, when the model is the default target's
-            base = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
-            base = base if base.matches_model(model) else None
+            shipped = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
+            base = shipped if shipped.matches_model(model) else None
         if base is not None:
             result["baseline"] = {"file": str(base.path), "target": base.target, "source": base.source,
                                   "tolerance": base.tolerance,
@@ -260,22 +255,6 @@ def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
     }
 
 
-def _print_answers(answers: dict) -> None:
-    print(f"answers: {answers['judged']} judged; output tokens: {answers['output_tokens']} re-tokenized of "
-          f"{answers['output_tokens_asked']} asked")
-    if answers["short"]:
-        note = (" although ignore_eos was sent: the server ignored it" if answers["ignore_eos"]
-                else "; pass --ignore-eos for answers of full length")
-        print("warning: the answers were shorter than asked: decode tok/s counts the asked length, and the "
-              f"figures are for shorter answers{note}")
-    if answers["broken"]:
-        found = ", ".join(f"{name} {n}" for name, n in sorted(answers["findings"].items()))
-        print(f"FAIL: {answers['broken']} broken answer(s) ({found}); the figures are not those of a working "
-              f"server (`blackwell-stack smoke` shows the garbage)")
-        for sample in answers["samples"]:
-            print(f"  {sample}")
-
-
 def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
     return "-" if value is None else format(value * scale, fmt)
 
@@ -293,7 +272,20 @@ def print_bench(result: dict) -> None:
             for lv in result["levels"]]
     output.table(["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms",
                   "p95", "p99"], rows)
-    _print_answers(result["answers"])
+    answers = result["answers"]
+    print(f"answers: {answers['judged']} judged; output tokens: {answers['output_tokens']} re-tokenized of "
+          f"{answers['output_tokens_asked']} asked")
+    if answers["short"]:
+        note = (" although ignore_eos was sent: the server ignored it" if answers["ignore_eos"]
+                else "; pass --ignore-eos for answers of full length")
+        print("warning: the answers were shorter than asked: decode tok/s counts the asked length, and the "
+              f"figures are for shorter answers{note}")
+    if answers["broken"]:
+        found = ", ".join(f"{name} {n}" for name, n in sorted(answers["findings"].items()))
+        print(f"FAIL: {answers['broken']} broken answer(s) ({found}); the figures are not those of a working "
+              f"server (`blackwell-stack smoke` shows the garbage)")
+        for sample in answers["samples"]:
+            print(f"  {sample}")
     for lv in result["levels"]:
         for sample in lv["error_samples"]:
             print(f"error at c={lv['concurrency']}: {sample}")
@@ -325,7 +317,7 @@ def _register_accuracy(sub: argparse._SubParsersAction) -> None:
         "math at a pinned commit, by sha256) is downloaded once into the user cache ($BLACKWELL_STACK_CACHE, "
         "else $XDG_CACHE_HOME/blackwell-stack), or read from --data DIR.",
     )
-    _server_arguments(p)
+    _server_arguments(p, cmd_accuracy, "print the result as JSON instead of text")
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help="the profile whose threshold applies (default %(default)s)")
     p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
@@ -348,9 +340,6 @@ def _register_accuracy(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--progress-every", type=positive_int, default=25,
                    help="a progress line on stderr after every N answers (default %(default)s)")
     p.add_argument("--out", help="write the result as JSON to this file")
-    api_key.add_options(p)
-    p.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
-    p.set_defaults(func=cmd_accuracy)
 
 
 def _fraction(text: str) -> float:
