@@ -115,29 +115,19 @@ def command_step(name: str, argv: list[str], bound_s: float, workdir: Path, file
 # ---------------------------------------------------------------- the server
 
 
-@dataclass
-class Server:
-    """The server the run checks: one it started (child set) or one at --url."""
-
-    url: str
-    child: subprocess.Popen | None = None
-    log: Path | None = None
-
-    def stop(self) -> None:
-        if self.child is not None and self.child.poll() is None:
-            say(f"stopping the server it started (process group {self.child.pid}) ...")
-            proc.stop_group(self.child, STOP_GRACE_S)
-
-
-def launch(argv: list[str], url: str, log: Path) -> Server:
+def launch(argv: list[str], log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return Server(url, proc.start(argv, new_session=True, stdout=out), log)
+        return proc.start(argv, new_session=True, stdout=out)
 
 
-def wait_ready(server: Server, bound_s: float) -> Step:
+def stop(child: subprocess.Popen) -> None:
+    if child.poll() is None:
+        say(f"stopping the server it started (process group {child.pid}) ...")
+        proc.stop_group(child, STOP_GRACE_S)
+
+
+def wait_ready(child: subprocess.Popen, url: str, log: Path, bound_s: float) -> Step:
     """Until GET /health answers 200, the server exits, or bound_s passes."""
-    assert server.child is not None and server.log is not None
-    url, child, log = server.url, server.child, server.log
     say(f"server: started through serve run, ready within {bound_s:g} s (log: {log.name}) ...")
     started = time.monotonic()
     deadline = started + bound_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,7 +189,7 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
         raise
     finally:
         if state.server is not None:
-            state.server.stop()
+            run.stop(state.server)
         try:
             versions = report_mod.installed_versions(args.python, stack.kernel["package"])
             report = report_mod.build(
@@ -214,7 +215,7 @@ class _State:
 
     url: str
     steps: list[Step] = field(default_factory=list)
-    server: run.Server | None = None
+    server: subprocess.Popen | None = None  # the server it started
     model: str | None = None
 
 
@@ -246,8 +247,8 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[in
     else:
         serve = run.cli("serve", "run", "--stack", stack.name, "--profile", profile, *py,
                         *[a for s in args.settings for a in ("--set", s)])
-        state.server = run.launch(serve, url, work / "server.log")
-        step, model = run.wait_ready(state.server, bounds["server"]), None
+        state.server = run.launch(serve, work / "server.log")
+        step, model = run.wait_ready(state.server, url, work / "server.log", bounds["server"]), None
         if step.verdict == PASSED:
             model, listed = run.reach_server(url, key, 120.0)
             if listed.verdict != PASSED:
