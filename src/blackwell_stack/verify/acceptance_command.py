@@ -178,7 +178,7 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
     if args.kernel_wheel:
         regular_file(args.kernel_wheel, "--kernel-wheel")
     started_at = datetime.datetime.now(datetime.UTC)
-    final = report_mod.check_report_dir(args.report_dir or Path(f"acceptance-{started_at:%Y%m%d-%H%M%S}"))
+    final = args.report_dir or Path(f"acceptance-{started_at:%Y%m%d-%H%M%S}")
     work = report_mod.workdir(final)
     state = _State(args.url or _server_url(service))
     try:
