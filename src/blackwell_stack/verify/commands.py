@@ -81,7 +81,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
-    _register_accuracy(sub)
+
+    gate = accuracy.GateConfig  # whose defaults are the options'
+    p = sub.add_parser(
+        "accuracy",
+        help="few-shot GSM8K against a server, and fail below the profile's accuracy threshold",
+        description="Ask a fixed, seeded sample of GSM8K's test questions, few-shot as SGLang's own benchmark does "
+        f"({gate.shots} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
+        "/v1/completions, and grade the last number of each answer against the number after `####`. Fails (exit "
+        "1) when the accuracy is below the profile's threshold (verify/gsm8k.json: each says where it comes from: "
+        "a published figure, the same server's bf16-KV run, or a floor meant to catch garbage) or when a "
+        "question got no answer within --timeout or the whole run's --run-timeout. The data (openai/grade-school-"
+        "math at a pinned commit, by sha256) is downloaded once into the user cache ($BLACKWELL_STACK_CACHE, "
+        "else $XDG_CACHE_HOME/blackwell-stack), or read from --data DIR.",
+    )
+    _server_arguments(p, cmd_accuracy, "print the result as JSON instead of text")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help="the profile whose threshold applies (default %(default)s)")
+    p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
+                   "fraction between 0 and 1, e.g. the same server's bf16-KV score minus its noise)")
+    p.add_argument("--questions", type=positive_int, default=gate.questions,
+                   help="questions asked, a seeded sample of the 1319 of test (default %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=gate.seed, help="seed of the sample (default %(default)s)")
+    p.add_argument("--shots", type=positive_int, default=gate.shots, help="solved examples before each "
+                   "question (default %(default)s)")
+    p.add_argument("--concurrency", type=positive_int, default=gate.concurrency,
+                   help="requests at once (default %(default)s)")
+    p.add_argument("--max-tokens", type=positive_int, default=gate.max_tokens,
+                   help="tokens per answer (default %(default)s)")
+    p.add_argument("--timeout", type=positive_float, default=gate.timeout_s,
+                   help="seconds for each request (default %(default)s)")
+    p.add_argument("--run-timeout", type=positive_float, default=gate.run_timeout_s,
+                   help="seconds for the whole run; questions not asked by then count as wrong (default %(default)s)")
+    p.add_argument("--data", metavar="DIR", help="a directory holding GSM8K's train.jsonl and test.jsonl (checked "
+                   "by sha256) instead of the user cache")
+    p.add_argument("--progress-every", type=positive_int, default=25,
+                   help="a progress line on stderr after every N answers (default %(default)s)")
+    p.add_argument("--out", help="write the result as JSON to this file")
     acceptance_command.register(sub)
 
 
@@ -301,45 +337,6 @@ def print_bench(result: dict) -> None:
 
 
 # ---------------------------------------------------------------- accuracy
-
-
-def _register_accuracy(sub: argparse._SubParsersAction) -> None:
-    gate = accuracy.GateConfig  # whose defaults are the options'
-    p = sub.add_parser(
-        "accuracy",
-        help="few-shot GSM8K against a server, and fail below the profile's accuracy threshold",
-        description="Ask a fixed, seeded sample of GSM8K's test questions, few-shot as SGLang's own benchmark does "
-        f"({gate.shots} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
-        "/v1/completions, and grade the last number of each answer against the number after `####`. Fails (exit "
-        "1) when the accuracy is below the profile's threshold (verify/gsm8k.json: each says where it comes from: "
-        "a published figure, the same server's bf16-KV run, or a floor meant to catch garbage) or when a "
-        "question got no answer within --timeout or the whole run's --run-timeout. The data (openai/grade-school-"
-        "math at a pinned commit, by sha256) is downloaded once into the user cache ($BLACKWELL_STACK_CACHE, "
-        "else $XDG_CACHE_HOME/blackwell-stack), or read from --data DIR.",
-    )
-    _server_arguments(p, cmd_accuracy, "print the result as JSON instead of text")
-    p.add_argument("--profile", default=DEFAULT_PROFILE,
-                   help="the profile whose threshold applies (default %(default)s)")
-    p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
-                   "fraction between 0 and 1, e.g. the same server's bf16-KV score minus its noise)")
-    p.add_argument("--questions", type=positive_int, default=gate.questions,
-                   help="questions asked, a seeded sample of the 1319 of test (default %(default)s)")
-    p.add_argument("--seed", type=non_negative_int, default=gate.seed, help="seed of the sample (default %(default)s)")
-    p.add_argument("--shots", type=positive_int, default=gate.shots, help="solved examples before each "
-                   "question (default %(default)s)")
-    p.add_argument("--concurrency", type=positive_int, default=gate.concurrency,
-                   help="requests at once (default %(default)s)")
-    p.add_argument("--max-tokens", type=positive_int, default=gate.max_tokens,
-                   help="tokens per answer (default %(default)s)")
-    p.add_argument("--timeout", type=positive_float, default=gate.timeout_s,
-                   help="seconds for each request (default %(default)s)")
-    p.add_argument("--run-timeout", type=positive_float, default=gate.run_timeout_s,
-                   help="seconds for the whole run; questions not asked by then count as wrong (default %(default)s)")
-    p.add_argument("--data", metavar="DIR", help="a directory holding GSM8K's train.jsonl and test.jsonl (checked "
-                   "by sha256) instead of the user cache")
-    p.add_argument("--progress-every", type=positive_int, default=25,
-                   help="a progress line on stderr after every N answers (default %(default)s)")
-    p.add_argument("--out", help="write the result as JSON to this file")
 
 
 def _fraction(text: str) -> float:
