@@ -113,12 +113,9 @@ def answer_value(text: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-def few_shot_prefix(train: list[Example], shots: int) -> str:
-    return "".join(f"Question: {e.question}\nAnswer: {e.answer}\n\n" for e in train[:shots])
-
-
-def prompt(prefix: str, question: str) -> str:
-    return f"{prefix}Question: {question}\nAnswer:"
+def prompt(train: list[Example], shots: int, question: str) -> str:
+    solved = "".join(f"Question: {e.question}\nAnswer: {e.answer}\n\n" for e in train[:shots])
+    return f"{solved}Question: {question}\nAnswer:"
 
 
 def pick(count: int, questions: int, seed: int) -> list[int]:
@@ -192,7 +189,6 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
     A server that cannot be reached at all is a CheckFailed; any other failure is an unanswered question.
     """
     started = time.monotonic()
-    prefix = few_shot_prefix(train, config.shots)
     rows = pick(len(test), config.questions, config.seed)
     asker = _Asker(endpoint, model, config, started + config.run_timeout_s)
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -207,7 +203,8 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
             except queue.Empty:
                 return
             try:
-                answers.put(asker.ask(Graded(i, answer_value(test[i].answer)), prompt(prefix, test[i].question)))
+                question = prompt(train, config.shots, test[i].question)
+                answers.put(asker.ask(Graded(i, answer_value(test[i].answer)), question))
             except BaseException as exc:  # a bug: the main thread raises it rather than wait for this answer
                 answers.put(exc)
                 return
