@@ -183,8 +183,8 @@ class _Asker:
 
 def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Example], config: GateConfig,
              threshold: Threshold, dataset: dict,
-             on_answer: Callable[[Graded, int, int], None]) -> GateResult:
-    """Ask the sampled questions, `concurrency` at a time; on_answer(graded, done, total) after each.
+             on_answer: Callable[[int, int, int], None]) -> GateResult:
+    """Ask the sampled questions, `concurrency` at a time; on_answer(done, correct, total) after each.
 
     A server that cannot be reached at all is a CheckFailed; any other failure is an unanswered question.
     """
@@ -223,7 +223,7 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
             if isinstance(answer, BaseException):
                 raise answer
             by_row[answer.index] = answer
-            on_answer(answer, len(by_row), len(rows))
+            on_answer(len(by_row), sum(g.correct for g in by_row.values()), len(rows))
     finally:
         asker.stopped = asker.stopped or "the run was stopped"  # the workers ask nothing more
     result = GateResult(endpoint.base_url, model, config, threshold, dataset, [by_row[i] for i in rows],

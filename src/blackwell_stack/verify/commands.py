@@ -127,29 +127,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_smoke(args: argparse.Namespace) -> int:
     endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     model = args.model or client.first_model_id(endpoint, timeout=args.timeout)
-    report = smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout,
-                                 on_step=_smoke_step(sys.stderr))
+    terminal = sys.stderr.isatty()
+
+    def step(label: str, answer: smoke_mod.Answer | None) -> None:
+        """What smoke shows while it waits: the request it is on (a terminal), or a line per answer."""
+        if answer is None:
+            if terminal:
+                print(f"\rsmoke: asking {label} ...\x1b[K", end="", file=sys.stderr, flush=True)
+            return
+        result = "ok" if not answer.verdicts else "FAIL " + ", ".join(sorted({v.check for v in answer.verdicts}))
+        start, clear = ("\r", "\x1b[K") if terminal else ("", "")
+        print(f"{start}smoke: {label}: {result} ({answer.seconds:.1f} s){clear}", file=sys.stderr, flush=True)
+
+    report = smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout, on_step=step)
     if args.json:
         output.dump_json(report.to_json())
     else:
         print_smoke(report)
     return int(ExitCode.OK if report.ok else ExitCode.CHECK_FAILED)
-
-
-def _smoke_step(err: TextIO):
-    """What smoke shows while it waits: the request it is on (a terminal), or a line per answer."""
-    terminal = err.isatty()
-
-    def step(label: str, answer: smoke_mod.Answer | None) -> None:
-        if answer is None:
-            if terminal:
-                print(f"\rsmoke: asking {label} ...\x1b[K", end="", file=err, flush=True)
-            return
-        result = "ok" if not answer.verdicts else "FAIL " + ", ".join(sorted({v.check for v in answer.verdicts}))
-        start, clear = ("\r", "\x1b[K") if terminal else ("", "")
-        print(f"{start}smoke: {label}: {result} ({answer.seconds:.1f} s){clear}", file=err, flush=True)
-
-    return step
 
 
 def print_smoke(report: smoke_mod.SmokeReport) -> None:
@@ -269,42 +264,36 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
         print(f"bench: {label}: {level['ok']}/{level['requests']} ok{broken}, {level['output_tok_s']:.1f} output "
               f"tok/s, {level['wall_s']:.1f} s", file=sys.stderr, flush=True)
         levels.append(level)
-    result = {"url": endpoint.base_url, "model": model, "client": "sglang.bench_serving", "config": asdict(config),
-              "answers": _answers_summary(levels, config), "levels": levels}
-    if failure is not None:
-        result["error"] = failure.message
-    return result, failure
-
-
-def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
-    """Answers judged over the whole sweep: broken ones (exit 1), and answers shorter than asked."""
+    # The answers judged over the whole sweep: broken ones (exit 1), and answers shorter than asked.
     findings: Counter[str] = Counter()
     for lv in levels:
         findings.update(lv["findings"])
     made = sum(lv["output_tokens"] for lv in levels)
     asked = sum(lv["output_tokens_asked"] for lv in levels)
-    return {
+    answers = {
         "judged": sum(lv["ok"] for lv in levels), "broken": sum(lv["broken"] for lv in levels),
         "findings": dict(findings), "output_tokens": made, "output_tokens_asked": asked,
         "short": bool(asked) and made < asked * bench_mod.SHORT_ANSWERS_WARNING, "ignore_eos": config.ignore_eos,
         "samples": [s for lv in levels for s in lv["broken_samples"]][:5],
     }
+    result = {"url": endpoint.base_url, "model": model, "client": "sglang.bench_serving", "config": asdict(config),
+              "answers": answers, "levels": levels}
+    if failure is not None:
+        result["error"] = failure.message
+    return result, failure
 
 
 def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
     return "-" if value is None else format(value * scale, fmt)
 
 
-# The latency columns of the table, in milliseconds.
-LATENCIES = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p95"), ("itl_s", "p99"))
-
-
 def print_bench(result: dict) -> None:
     cfg = result["config"]
     output.heading(f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
                    f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)")
+    latencies = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p95"), ("itl_s", "p99"))
     rows = [[lv["concurrency"], f"{lv['ok']}/{lv['requests']}", lv["errors"], lv["broken"], _num(lv["output_tok_s"]),
-             _num(lv["decode_tok_s"]["p50"]), *(_num(lv[metric].get(at), scale=1000) for metric, at in LATENCIES)]
+             _num(lv["decode_tok_s"]["p50"]), *(_num(lv[metric].get(at), scale=1000) for metric, at in latencies)]
             for lv in result["levels"]]
     output.table(["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms",
                   "p95", "p99"], rows)
@@ -363,8 +352,13 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
                                  run_timeout_s=args.run_timeout)
     print(f"accuracy: {min(args.questions, len(test))} GSM8K questions, {args.concurrency} at a time, "
           f"at most {args.run_timeout:g} s ...", file=sys.stderr, flush=True)
+
+    def progress(done: int, correct: int, total: int) -> None:
+        if done % args.progress_every == 0 or done == total:
+            print(f"accuracy: {done}/{total} done, {correct} correct", file=sys.stderr, flush=True)
+
     result = accuracy.run_gate(endpoint, model, train, test, config, threshold, gsm8k_data.describe(),
-                               on_answer=_accuracy_progress(sys.stderr, args.progress_every))
+                               on_answer=progress)
     report = result.to_json()
     if args.json:
         output.dump_json(report)
@@ -374,18 +368,6 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     if written is not None:
         return written
     return int(ExitCode.OK if result.ok else ExitCode.CHECK_FAILED)
-
-
-def _accuracy_progress(err: TextIO, every: int):
-    correct = 0
-
-    def step(graded: accuracy.Graded, done: int, total: int) -> None:
-        nonlocal correct
-        correct += graded.correct
-        if done % every == 0 or done == total:
-            print(f"accuracy: {done}/{total} done, {correct} correct", file=err, flush=True)
-
-    return step
 
 
 def print_accuracy(report: dict) -> None:
