@@ -49,10 +49,6 @@ class Step:
         return {**found, **self.extra}
 
 
-def skipped(name: str, why: str, bound_s: float | None = None) -> Step:
-    return Step(name, SKIPPED, f"skipped: {why}", bound_s)
-
-
 def say(text: str) -> None:
     print(f"acceptance: {text}", file=sys.stderr, flush=True)
 

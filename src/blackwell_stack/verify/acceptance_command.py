@@ -20,7 +20,7 @@ from blackwell_stack.serve.service import configure
 from blackwell_stack.verify import acceptance as run
 from blackwell_stack.verify import acceptance_report as report_mod
 from blackwell_stack.verify import api_key, baseline, bench
-from blackwell_stack.verify.acceptance import FAILED, PASSED, Step, skipped
+from blackwell_stack.verify.acceptance import FAILED, PASSED, SKIPPED, Step
 
 # Each step's time bound in seconds (--bound STEP=SECONDS). The server's covers loading 397B parameters on 8 GPUs.
 BOUNDS = {"doctor": 900.0, "stack doctor": 600.0, "kernel import": 300.0, "kernel test": 1800.0,
@@ -235,8 +235,8 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[in
                                   bounds["kernel import"], work, "kernel-import.json",
                                   lambda d: f"{d['module']} from {d['file']} on {d['gpu']} (torch {d['torch']})"))
     if not args.kernel_tests:
-        steps.append(skipped("kernel test", "no --kernel-tests DIR (sgl-kernel/tests of the sglang tree)",
-                             bounds["kernel test"]))
+        steps.append(Step("kernel test", SKIPPED, "skipped: no --kernel-tests DIR (sgl-kernel/tests of the sglang "
+                          "tree)", bounds["kernel test"]))
     else:
         # The bounded subset is kernel test's own (`--smoke`, pkgs/sgl-kernel/kernel-tests.json), as in the flake's check.
         steps.append(run.command_step(
@@ -256,8 +256,9 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[in
     steps.append(step)
     model = state.model = args.model or model
     if step.verdict != PASSED or model is None:
+        why = "skipped: the server is not ready (the server step says why)"
         for name in ("smoke", "accuracy", "bench"):
-            steps.append(skipped(name, "the server is not ready (the server step says why)", bounds[name]))
+            steps.append(Step(name, SKIPPED, why, bounds[name]))
         return
     ask = ["--model", model, *keys, "--json"]
     steps.append(run.command_step("smoke", run.cli("smoke", url, *ask, "--timeout", f"{min(300, bounds['smoke']):g}"),
