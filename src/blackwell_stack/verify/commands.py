@@ -7,7 +7,6 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import TextIO
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import non_negative_int, positive_float, positive_int
@@ -208,14 +207,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         output.dump_json(result)
     else:
         print_bench(result)
-    written = _write_outputs(result, [(args.out, atomic_write_json, "JSON"), (args.plot, write_plot, "plot")],
-                             sys.stderr if args.json else sys.stdout)
+    for path, write, label in ((args.out, atomic_write_json, "JSON"), (args.plot, write_plot, "plot")):
+        try:
+            if path:
+                write(path, result)
+                print(f"{label}: {path}", file=sys.stderr if args.json else sys.stdout)
+        except StackError as exc:  # the other output is still written
+            errors.append(exc)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)  # with its hint
     if errors:
         return int(errors[0].code)
-    if written is not None:
-        return written
     # A failed request fails the run: figures of a server that answers 9 of 10 requests with HTTP 500 are not
     # its throughput. The table says how many failed at each level.
     if any(lv["errors"] for lv in result["levels"]):
@@ -225,24 +227,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     below = any(r["status"] == "below" for r in result.get("baseline", {}).get("comparison", []))
     failed = result["answers"]["broken"] or (args.fail_below_baseline and below)
     return int(ExitCode.CHECK_FAILED if failed else ExitCode.OK)
-
-
-def _write_outputs(result: dict, outputs: list[tuple[str | None, Callable[[str, dict], None], str]],
-                   shown: TextIO) -> int | None:
-    """Write each (path, writer, label) given a path, and say so on `shown`; on failure say so on stderr and
-    return the exit code (None when all went well)."""
-    failed = None
-    for path, write, label in outputs:
-        if not path:
-            continue
-        try:
-            write(path, result)
-        except StackError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            failed = int(exc.code)
-            continue
-        print(f"{label}: {path}", file=shown)
-    return failed
 
 
 def _sweep(python: str, endpoint: client.Endpoint, model: str,
@@ -364,9 +348,9 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         output.dump_json(report)
     else:
         print_accuracy(report)
-    written = _write_outputs(report, [(args.out, atomic_write_json, "JSON")], sys.stderr)
-    if written is not None:
-        return written
+    if args.out:  # after the result is shown: a file that cannot be written loses none of it
+        atomic_write_json(args.out, report)
+        print(f"JSON: {args.out}", file=sys.stderr)
     return int(ExitCode.OK if result.ok else ExitCode.CHECK_FAILED)
 
 
