@@ -87,7 +87,6 @@ def command_step(name: str, argv: list[str], bound_s: float, workdir: Path, file
     data = None
     with contextlib.suppress(ValueError):
         data = json.loads(stdout)
-    kept: str | None = file
     if isinstance(data, dict):
         (workdir / file).write_text(json.dumps(data, indent=2) + "\n")
         try:
@@ -95,17 +94,16 @@ def command_step(name: str, argv: list[str], bound_s: float, workdir: Path, file
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field this summary did not expect
             evidence = f"(no summary: {exc!r})"
     else:
-        data, kept = None, None
+        data = None
         errors = [line for line in tail if line.startswith("error:")]
         evidence = (errors or tail or ["(no output)"])[-1]
+    verdict = PASSED if code == 0 else FAILED
     if code is None:
-        verdict, evidence = FAILED, f"ran past its bound of {bound_s:g} s; {evidence}"
-    else:
-        verdict = PASSED if code == 0 else FAILED
-        if code not in (0, 1):
-            evidence = f"exit code {code}: {evidence}"
+        evidence = f"ran past its bound of {bound_s:g} s; {evidence}"
+    elif code not in (0, 1):
+        evidence = f"exit code {code}: {evidence}"
     say(f"{name}: {verdict} ({seconds:g} s): {evidence}")
-    return Step(name, verdict, evidence, bound_s, seconds, kept, data)
+    return Step(name, verdict, evidence, bound_s, seconds, None if data is None else file, data)
 
 
 # ---------------------------------------------------------------- the server
