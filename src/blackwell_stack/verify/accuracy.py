@@ -13,6 +13,7 @@ too: a question not asked in time counts as wrong and makes the run incomplete, 
 
 from __future__ import annotations
 
+import collections
 import queue
 import random
 import re
@@ -191,16 +192,14 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
     started = time.monotonic()
     rows = pick(len(test), config.questions, config.seed)
     asker = _Asker(endpoint, model, config, started + config.run_timeout_s)
-    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for i in rows:
-        todo.put(i)
+    todo = collections.deque(rows)  # whose popleft() is thread-safe
     answers: queue.SimpleQueue[Graded | BaseException] = queue.SimpleQueue()
 
     def work() -> None:
         while True:
             try:
-                i = todo.get_nowait()
-            except queue.Empty:
+                i = todo.popleft()
+            except IndexError:
                 return
             try:
                 question = prompt(train, config.shots, test[i].question)
