@@ -66,9 +66,7 @@ class Endpoint:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as exc:
             raise StackError(f"bad port in {url!r}: {exc}", "use a port number between 1 and 65535") from None
-        prefix = parts.path.rstrip("/")
-        if not prefix.endswith("/v1"):
-            prefix += "/v1"
+        prefix = parts.path.rstrip("/").removesuffix("/v1") + "/v1"
         return cls(parts.scheme, parts.hostname, port, prefix, api_key)
 
     @property
