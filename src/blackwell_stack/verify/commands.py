@@ -188,10 +188,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         require_matplotlib()
     check_sglang(args.python, None, "sglang.bench_serving")
     model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, client.LISTING_TIMEOUT_S))
-    result, failure = _sweep(args.python, endpoint, model, config)
+    result, errors = _sweep(args.python, endpoint, model, config)
     # Nothing measured is lost to an error after it (a level that failed, a broken shipped baseline, a file that
     # cannot be written): the sweep's results are printed and written first, and the error comes after them.
-    errors = [failure] if failure else []
     try:
         if not args.baseline:  # the shipped baseline, when the model is the default target's
             shipped = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
@@ -230,11 +229,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _sweep(python: str, endpoint: client.Endpoint, model: str,
-           config: bench_mod.BenchConfig) -> tuple[dict, StackError | None]:
+           config: bench_mod.BenchConfig) -> tuple[dict, list[StackError]]:
     """Every level in turn, a line on stderr as each starts and ends; the levels done, and the error that stopped
-    the sweep (None when none did)."""
+    the sweep (none when none did)."""
     levels: list[dict] = []
-    failure = None
+    errors: list[StackError] = []
     for concurrency in config.concurrencies:
         label = f"c={concurrency}"
         print(f"bench: {label}: bench_serving, {config.requests_for(concurrency)} requests ...", file=sys.stderr,
@@ -242,7 +241,7 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
         try:
             level = bench_mod.run_level(python, endpoint, model, config, concurrency)
         except StackError as exc:
-            failure = exc
+            errors.append(exc)
             break
         broken = f", {level['broken']} broken answer(s)" if level["broken"] else ""
         print(f"bench: {label}: {level['ok']}/{level['requests']} ok{broken}, {level['output_tok_s']:.1f} output "
@@ -262,9 +261,9 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
     }
     result = {"url": endpoint.base_url, "model": model, "client": "sglang.bench_serving", "config": asdict(config),
               "answers": answers, "levels": levels}
-    if failure is not None:
-        result["error"] = failure.message
-    return result, failure
+    if errors:
+        result["error"] = errors[0].message
+    return result, errors
 
 
 def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
