@@ -56,8 +56,7 @@ def test_the_answer_is_the_last_number_without_commas(text, value):
 
 def test_the_prompt_is_sglangs_few_shot_format():
     train = [gsm8k_data.Example("Q1?", "A1 #### 1"), gsm8k_data.Example("Q2?", "A2 #### 2")]
-    prefix = accuracy.few_shot_prefix(train, 1)
-    assert accuracy.prompt(prefix, "Q3?") == "Question: Q1?\nAnswer: A1 #### 1\n\nQuestion: Q3?\nAnswer:"
+    assert accuracy.prompt(train, 1, "Q3?") == "Question: Q1?\nAnswer: A1 #### 1\n\nQuestion: Q3?\nAnswer:"
 
 
 def test_the_sample_is_fixed_by_its_seed():

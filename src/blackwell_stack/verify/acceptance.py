@@ -49,10 +49,6 @@ class Step:
         return {**found, **self.extra}
 
 
-def skipped(name: str, why: str, bound_s: float | None = None) -> Step:
-    return Step(name, SKIPPED, f"skipped: {why}", bound_s)
-
-
 def say(text: str) -> None:
     print(f"acceptance: {text}", file=sys.stderr, flush=True)
 
@@ -91,7 +87,6 @@ def command_step(name: str, argv: list[str], bound_s: float, workdir: Path, file
     data = None
     with contextlib.suppress(ValueError):
         data = json.loads(stdout)
-    kept: str | None = file
     if isinstance(data, dict):
         (workdir / file).write_text(json.dumps(data, indent=2) + "\n")
         try:
@@ -99,45 +94,34 @@ def command_step(name: str, argv: list[str], bound_s: float, workdir: Path, file
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field this summary did not expect
             evidence = f"(no summary: {exc!r})"
     else:
-        data, kept = None, None
+        data = None
         errors = [line for line in tail if line.startswith("error:")]
         evidence = (errors or tail or ["(no output)"])[-1]
+    verdict = PASSED if code == 0 else FAILED
     if code is None:
-        verdict, evidence = FAILED, f"ran past its bound of {bound_s:g} s; {evidence}"
-    else:
-        verdict = PASSED if code == 0 else FAILED
-        if code not in (0, 1):
-            evidence = f"exit code {code}: {evidence}"
+        evidence = f"ran past its bound of {bound_s:g} s; {evidence}"
+    elif code not in (0, 1):
+        evidence = f"exit code {code}: {evidence}"
     say(f"{name}: {verdict} ({seconds:g} s): {evidence}")
-    return Step(name, verdict, evidence, bound_s, seconds, kept, data)
+    return Step(name, verdict, evidence, bound_s, seconds, None if data is None else file, data)
 
 
 # ---------------------------------------------------------------- the server
 
 
-@dataclass
-class Server:
-    """The server the run checks: one it started (child set) or one at --url."""
-
-    url: str
-    child: subprocess.Popen | None = None
-    log: Path | None = None
-
-    def stop(self) -> None:
-        if self.child is not None and self.child.poll() is None:
-            say(f"stopping the server it started (process group {self.child.pid}) ...")
-            proc.stop_group(self.child, STOP_GRACE_S)
-
-
-def launch(argv: list[str], url: str, log: Path) -> Server:
+def launch(argv: list[str], log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return Server(url, proc.start(argv, new_session=True, stdout=out), log)
+        return proc.start(argv, new_session=True, stdout=out)
 
 
-def wait_ready(server: Server, bound_s: float) -> Step:
+def stop(child: subprocess.Popen) -> None:
+    if child.poll() is None:
+        say(f"stopping the server it started (process group {child.pid}) ...")
+        proc.stop_group(child, STOP_GRACE_S)
+
+
+def wait_ready(child: subprocess.Popen, url: str, log: Path, bound_s: float) -> Step:
     """Until GET /health answers 200, the server exits, or bound_s passes."""
-    assert server.child is not None and server.log is not None
-    url, child, log = server.url, server.child, server.log
     say(f"server: started through serve run, ready within {bound_s:g} s (log: {log.name}) ...")
     started = time.monotonic()
     deadline = started + bound_s

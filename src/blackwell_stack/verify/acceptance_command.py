@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from blackwell_stack.serve.service import configure
 from blackwell_stack.verify import acceptance as run
 from blackwell_stack.verify import acceptance_report as report_mod
 from blackwell_stack.verify import api_key, baseline, bench
-from blackwell_stack.verify.acceptance import FAILED, PASSED, Step, skipped
+from blackwell_stack.verify.acceptance import FAILED, PASSED, SKIPPED, Step
 
 # Each step's time bound in seconds (--bound STEP=SECONDS). The server's covers loading 397B parameters on 8 GPUs.
 BOUNDS = {"doctor": 900.0, "stack doctor": 600.0, "kernel import": 300.0, "kernel test": 1800.0,
@@ -177,7 +178,7 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
     if args.kernel_wheel:
         regular_file(args.kernel_wheel, "--kernel-wheel")
     started_at = datetime.datetime.now(datetime.UTC)
-    final = report_mod.check_report_dir(args.report_dir or Path(f"acceptance-{started_at:%Y%m%d-%H%M%S}"))
+    final = args.report_dir or Path(f"acceptance-{started_at:%Y%m%d-%H%M%S}")
     work = report_mod.workdir(final)
     state = _State(args.url or _server_url(service))
     try:
@@ -188,7 +189,7 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
         raise
     finally:
         if state.server is not None:
-            state.server.stop()
+            run.stop(state.server)
         try:
             versions = report_mod.installed_versions(args.python, stack.kernel["package"])
             report = report_mod.build(
@@ -214,7 +215,7 @@ class _State:
 
     url: str
     steps: list[Step] = field(default_factory=list)
-    server: run.Server | None = None
+    server: subprocess.Popen | None = None  # the server it started
     model: str | None = None
 
 
@@ -234,8 +235,8 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[in
                                   bounds["kernel import"], work, "kernel-import.json",
                                   lambda d: f"{d['module']} from {d['file']} on {d['gpu']} (torch {d['torch']})"))
     if not args.kernel_tests:
-        steps.append(skipped("kernel test", "no --kernel-tests DIR (sgl-kernel/tests of the sglang tree)",
-                             bounds["kernel test"]))
+        steps.append(Step("kernel test", SKIPPED, "skipped: no --kernel-tests DIR (sgl-kernel/tests of the sglang "
+                          "tree)", bounds["kernel test"]))
     else:
         # The bounded subset is kernel test's own (`--smoke`, pkgs/sgl-kernel/kernel-tests.json), as in the flake's check.
         steps.append(run.command_step(
@@ -246,8 +247,8 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[in
     else:
         serve = run.cli("serve", "run", "--stack", stack.name, "--profile", profile, *py,
                         *[a for s in args.settings for a in ("--set", s)])
-        state.server = run.launch(serve, url, work / "server.log")
-        step, model = run.wait_ready(state.server, bounds["server"]), None
+        state.server = run.launch(serve, work / "server.log")
+        step, model = run.wait_ready(state.server, url, work / "server.log", bounds["server"]), None
         if step.verdict == PASSED:
             model, listed = run.reach_server(url, key, 120.0)
             if listed.verdict != PASSED:
@@ -255,8 +256,9 @@ def _steps(args, stack, profile: str, bounds: dict[str, float], levels: tuple[in
     steps.append(step)
     model = state.model = args.model or model
     if step.verdict != PASSED or model is None:
+        why = "skipped: the server is not ready (the server step says why)"
         for name in ("smoke", "accuracy", "bench"):
-            steps.append(skipped(name, "the server is not ready (the server step says why)", bounds[name]))
+            steps.append(Step(name, SKIPPED, why, bounds[name]))
         return
     ask = ["--model", model, *keys, "--json"]
     steps.append(run.command_step("smoke", run.cli("smoke", url, *ask, "--timeout", f"{min(300, bounds['smoke']):g}"),

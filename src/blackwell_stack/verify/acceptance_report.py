@@ -114,24 +114,15 @@ def markdown(report: dict) -> str:
         evidence = s["evidence"].replace("|", "\\|").replace("\n", " ")
         link = f" ([{s['file']}]({s['file']}))" if s["file"] else ""
         lines.append(f"| {s['name']} | {s['verdict']} | {s['seconds']:g} | {s['bound_s'] or '-'} | {evidence}{link} |")
-    lines.append("")
-    return "\n".join(lines)
-
-
-def check_report_dir(path: Path) -> Path:
-    """Refuse, before any step runs, a report directory that exists or cannot be made."""
-    if os.path.lexists(path):
-        raise StackError(f"--report-dir {path} exists: a report is never written over another",
-                         "pass a new directory (the default is acceptance-DATE in this directory)")
-    parent = path.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise StackError(f"--report-dir {path}: cannot make it in {parent or '.'}",
-                         "pass a path in a directory you can write to")
-    return path
+    return "\n".join(lines) + "\n"
 
 
 def workdir(final: Path) -> Path:
-    """Where the report is made: beside `final`, renamed into place by publish()."""
+    """Where the report is made: beside `final`, renamed into place by publish(). Made before any step runs, so
+    that a report directory that exists or cannot be made is refused then."""
+    if os.path.lexists(final):
+        raise StackError(f"--report-dir {final} exists: a report is never written over another",
+                         "pass a new directory (the default is acceptance-DATE in this directory)")
     try:
         return Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     except OSError as exc:
@@ -203,7 +194,18 @@ def _differences(report: dict, want: dict) -> list[str]:
     if report["profile"] not in want["profiles"]:
         found.append(f"its profile {report['profile']} is not {' or '.join(want['profiles'])}")
     else:
-        found += _target_differences(report, load_profile(report["profile"]).data, want["serving"])
+        # A report stands for the profile's deployment only when it ran there: on its GPUs and, for the serving
+        # items, with its model (a run on another card or with a stand-in model checks the commands, not this
+        # deployment).
+        profile = load_profile(report["profile"]).data
+        hardware, model = profile["hardware"], profile["model"]["id"]
+        gpus = [g for g in report.get("gpus") or [] if isinstance(g, dict)]
+        caps = sorted({str(g.get("compute_cap")) for g in gpus})
+        if len(gpus) != hardware["gpus"] or caps != [hardware["compute_capability"]]:
+            found.append(f"it ran on {len(gpus)} GPU(s) of compute capability {', '.join(caps) or '-'}, not "
+                         f"{hardware['gpus']} of {hardware['compute_capability']}")
+        if want["serving"] and not _names_model(str(report.get("model")), model):
+            found.append(f"its model {report.get('model')} is not {model}")
     if report["kernel"] != want["kernel"]:
         found.append(f"its kernel is {report['kernel'].get('package')} {report['kernel'].get('version')}, "
                      f"this stack's {want['kernel']['package']} {want['kernel']['version']}")
@@ -216,21 +218,6 @@ def _names_model(served: str, model_id: str) -> bool:
     path = PurePosixPath(served)
     return served == model_id or path.name == PurePosixPath(model_id).name \
         or f"models--{model_id.replace('/', '--')}" in path.parts
-
-
-def _target_differences(report: dict, profile: dict, serving: bool) -> list[str]:
-    """A report stands for the profile's deployment only when it ran there: on its GPUs and, for the serving items,
-    with its model (a run on another card or with a stand-in model checks the commands, not this deployment)."""
-    hardware, model = profile["hardware"], profile["model"]["id"]
-    gpus = [g for g in report.get("gpus") or [] if isinstance(g, dict)]
-    caps = sorted({str(g.get("compute_cap")) for g in gpus})
-    found = []
-    if len(gpus) != hardware["gpus"] or caps != [hardware["compute_capability"]]:
-        found.append(f"it ran on {len(gpus)} GPU(s) of compute capability {', '.join(caps) or '-'}, not "
-                     f"{hardware['gpus']} of {hardware['compute_capability']}")
-    if serving and not _names_model(str(report.get("model")), model):
-        found.append(f"its model {report.get('model')} is not {model}")
-    return found
 
 
 def _section_stack(section: PlanSection, stacks: list[Stack]) -> tuple[Stack | None, list[str]]:
@@ -251,16 +238,6 @@ def _step_for(item_name: str) -> list[str]:
         return ["bench"]
     kernel = ["kernel import"] if item_name.endswith((" ABI", " architectures")) else []
     return ["doctor", "stack doctor", *kernel]
-
-
-def _baseline_ok(report: dict, name: str) -> str | None:
-    """Why the bench's comparison for expectation `name` did not pass (None: it did)."""
-    bench: dict = next((s for s in report["steps"] if s["name"] == "bench"), {})
-    rows = bench.get("comparison") or []
-    row = next((r for r in rows if isinstance(r, dict) and r.get("name") == name), None)
-    if row is None:
-        return "the bench step compared no figure with it"
-    return None if row.get("status") == "ok" else f"measured {row.get('measured')}: {row.get('status')}"
 
 
 def apply(report: dict, sha256: str, sections: list[PlanSection], stacks: list[Stack]) -> list[str]:
@@ -285,9 +262,13 @@ def apply(report: dict, sha256: str, sections: list[PlanSection], stacks: list[S
             needed = _step_for(item.name)
             failed = [f"{n}: {steps[n]['evidence']}" if n in steps else f"{n}: not run"
                       for n in needed if steps.get(n, {}).get("verdict") != PASSED]
-            if not failed and item.name.startswith("baseline: "):
-                why = _baseline_ok(report, item.name.removeprefix("baseline: "))
-                failed = [f"bench: {why}"] if why else []
+            if not failed and item.name.startswith("baseline: "):  # bench passed: did it reach this figure?
+                rows = [r for r in steps["bench"].get("comparison") or [] if isinstance(r, dict)]
+                row = next((r for r in rows if r.get("name") == item.name.removeprefix("baseline: ")), None)
+                if row is None:
+                    failed = ["bench: the bench step compared no figure with it"]
+                elif row.get("status") != "ok":
+                    failed = [f"bench: measured {row.get('measured')}: {row.get('status')}"]
             if failed:
                 item.note = f"not {VERIFIED} {by}: {failed[0]}"
                 continue

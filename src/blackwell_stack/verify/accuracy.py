@@ -13,6 +13,7 @@ too: a question not asked in time counts as wrong and makes the run incomplete, 
 
 from __future__ import annotations
 
+import collections
 import queue
 import random
 import re
@@ -113,12 +114,9 @@ def answer_value(text: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-def few_shot_prefix(train: list[Example], shots: int) -> str:
-    return "".join(f"Question: {e.question}\nAnswer: {e.answer}\n\n" for e in train[:shots])
-
-
-def prompt(prefix: str, question: str) -> str:
-    return f"{prefix}Question: {question}\nAnswer:"
+def prompt(train: list[Example], shots: int, question: str) -> str:
+    solved = "".join(f"Question: {e.question}\nAnswer: {e.answer}\n\n" for e in train[:shots])
+    return f"{solved}Question: {question}\nAnswer:"
 
 
 def pick(count: int, questions: int, seed: int) -> list[int]:
@@ -186,28 +184,26 @@ class _Asker:
 
 def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Example], config: GateConfig,
              threshold: Threshold, dataset: dict,
-             on_answer: Callable[[Graded, int, int], None]) -> GateResult:
-    """Ask the sampled questions, `concurrency` at a time; on_answer(graded, done, total) after each.
+             on_answer: Callable[[int, int, int], None]) -> GateResult:
+    """Ask the sampled questions, `concurrency` at a time; on_answer(done, correct, total) after each.
 
     A server that cannot be reached at all is a CheckFailed; any other failure is an unanswered question.
     """
     started = time.monotonic()
-    prefix = few_shot_prefix(train, config.shots)
     rows = pick(len(test), config.questions, config.seed)
     asker = _Asker(endpoint, model, config, started + config.run_timeout_s)
-    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for i in rows:
-        todo.put(i)
+    todo = collections.deque(rows)  # whose popleft() is thread-safe
     answers: queue.SimpleQueue[Graded | BaseException] = queue.SimpleQueue()
 
     def work() -> None:
         while True:
             try:
-                i = todo.get_nowait()
-            except queue.Empty:
+                i = todo.popleft()
+            except IndexError:
                 return
             try:
-                answers.put(asker.ask(Graded(i, answer_value(test[i].answer)), prompt(prefix, test[i].question)))
+                question = prompt(train, config.shots, test[i].question)
+                answers.put(asker.ask(Graded(i, answer_value(test[i].answer)), question))
             except BaseException as exc:  # a bug: the main thread raises it rather than wait for this answer
                 answers.put(exc)
                 return
@@ -226,7 +222,7 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
             if isinstance(answer, BaseException):
                 raise answer
             by_row[answer.index] = answer
-            on_answer(answer, len(by_row), len(rows))
+            on_answer(len(by_row), sum(g.correct for g in by_row.values()), len(rows))
     finally:
         asker.stopped = asker.stopped or "the run was stopped"  # the workers ask nothing more
     result = GateResult(endpoint.base_url, model, config, threshold, dataset, [by_row[i] for i in rows],

@@ -7,6 +7,7 @@ max_tokens explains, and an answer that is not the OpenAI format is a ServerErro
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import time
@@ -65,9 +66,7 @@ class Endpoint:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as exc:
             raise StackError(f"bad port in {url!r}: {exc}", "use a port number between 1 and 65535") from None
-        prefix = parts.path.rstrip("/")
-        if not prefix.endswith("/v1"):
-            prefix += "/v1"
+        prefix = parts.path.rstrip("/").removesuffix("/v1") + "/v1"
         return cls(parts.scheme, parts.hostname, port, prefix, api_key)
 
     @property
@@ -151,8 +150,7 @@ def json_object(payload: bytes, what: str) -> dict:
 
 def get_json(endpoint: Endpoint, method: str, path: str, body: dict | None = None, *, timeout: float) -> dict:
     """One request whose answer is a JSON object of at most answer_limit(body) bytes."""
-    request = _Request(endpoint, method, path, body, timeout)
-    try:
+    with contextlib.closing(_Request(endpoint, method, path, body, timeout)) as request:
         request.check_status()
         limit = answer_limit(body)
         data = request.read(request.response.read, limit + 1)
@@ -162,8 +160,6 @@ def get_json(endpoint: Endpoint, method: str, path: str, body: dict | None = Non
             raise ServerError("dropped", f"the connection closed {len(data)} bytes into the answer, "
                               f"{request.response.length} bytes short")
         return json_object(data, "the answer")
-    finally:
-        request.close()
 
 
 def stream_events(endpoint: Endpoint, path: str, body: dict, *, timeout: float, into: list[dict]) -> None:
@@ -172,8 +168,7 @@ def stream_events(endpoint: Endpoint, path: str, body: dict, *, timeout: float, 
     The events read before a failure stay in `into` (the text so far of an
     answer cut short). A stream that ends without `data: [DONE]` was cut.
     """
-    request = _Request(endpoint, "POST", path, body, timeout)
-    try:
+    with contextlib.closing(_Request(endpoint, "POST", path, body, timeout)) as request:
         request.check_status()
         limit, size, data = answer_limit(body), 0, b""
         while True:
@@ -200,8 +195,6 @@ def stream_events(endpoint: Endpoint, path: str, body: dict, *, timeout: float, 
             elif not line and data:  # a blank line ends an event
                 into.append(json_object(data, "an SSE event"))
                 data = b""
-    finally:
-        request.close()
 
 
 def first_model_id(endpoint: Endpoint, *, timeout: float) -> str:

@@ -7,7 +7,6 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import TextIO
 
 from blackwell_stack import output
 from blackwell_stack.argtypes import non_negative_int, positive_float, positive_int
@@ -22,10 +21,13 @@ from blackwell_stack.verify import smoke as smoke_mod
 from blackwell_stack.verify.plot import require_matplotlib, write_plot
 
 
-def _server_arguments(p: argparse.ArgumentParser) -> None:
-    """The server a command asks (smoke, accuracy): its URL and the model to name."""
+def _server_arguments(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int], json_help: str) -> None:
+    """What every command that asks a server takes: its URL, the model to name, its key, and --json."""
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000 (the /v1 prefix is optional)")
     p.add_argument("--model", help="model name to ask for (default: the first one /v1/models lists)")
+    api_key.add_options(p)
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(func=func)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,13 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "temperature 0 (Paris, the digits of a count) or that another prompt got too. --timeout bounds every "
         "request, the model listing included; after a request that gets no answer in time, the rest are not asked.",
     )
-    _server_arguments(p)
+    _server_arguments(p, cmd_smoke, "print the report as JSON")
     p.add_argument("--max-tokens", type=positive_int, default=smoke_mod.DEFAULT_MAX_TOKENS, help="tokens per answer (default %(default)s)")
     p.add_argument("--timeout", type=positive_float, default=smoke_mod.DEFAULT_TIMEOUT_S,
                    help="seconds for each request, the model listing included (default %(default)s)")
-    api_key.add_options(p)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=cmd_smoke)
 
     b = sub.add_parser(
         "bench",
@@ -57,8 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "answer is judged after its level: garbage fails the run (exit 1). The shipped baseline (the seed's "
         "figures) is compared when the model is the default target's. --timeout bounds each level's run.",
     )
-    b.add_argument("url", help="server base URL, e.g. http://127.0.0.1:30000")
-    b.add_argument("--model", help="model name (default: the first one /v1/models lists)")
+    _server_arguments(b, cmd_bench, "print the result as JSON instead of tables")
     b.add_argument("--concurrency", default=",".join(map(str, bench_mod.DEFAULT_CONCURRENCY)), help="comma-separated levels (default %(default)s)")
     b.add_argument("--requests", type=positive_int, help="requests per level (default: 4 x concurrency, at least 8)")
     b.add_argument("--input-len", type=positive_int, default=256, help="prompt tokens (default %(default)s)")
@@ -82,10 +80,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--fail-below-baseline", action="store_true", help="exit 1 when a figure is below its baseline")
     b.add_argument("--out", help="write the full result as JSON to this file")
     b.add_argument("--plot", help="write a PNG of throughput and latency against concurrency to this file")
-    api_key.add_options(b)
-    b.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
-    b.set_defaults(func=cmd_bench)
-    _register_accuracy(sub)
+
+    gate = accuracy.GateConfig  # whose defaults are the options'
+    p = sub.add_parser(
+        "accuracy",
+        help="few-shot GSM8K against a server, and fail below the profile's accuracy threshold",
+        description="Ask a fixed, seeded sample of GSM8K's test questions, few-shot as SGLang's own benchmark does "
+        f"({gate.shots} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
+        "/v1/completions, and grade the last number of each answer against the number after `####`. Fails (exit "
+        "1) when the accuracy is below the profile's threshold (verify/gsm8k.json: each says where it comes from: "
+        "a published figure, the same server's bf16-KV run, or a floor meant to catch garbage) or when a "
+        "question got no answer within --timeout or the whole run's --run-timeout. The data (openai/grade-school-"
+        "math at a pinned commit, by sha256) is downloaded once into the user cache ($BLACKWELL_STACK_CACHE, "
+        "else $XDG_CACHE_HOME/blackwell-stack), or read from --data DIR.",
+    )
+    _server_arguments(p, cmd_accuracy, "print the result as JSON instead of text")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help="the profile whose threshold applies (default %(default)s)")
+    p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
+                   "fraction between 0 and 1, e.g. the same server's bf16-KV score minus its noise)")
+    p.add_argument("--questions", type=positive_int, default=gate.questions,
+                   help="questions asked, a seeded sample of the 1319 of test (default %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=gate.seed, help="seed of the sample (default %(default)s)")
+    p.add_argument("--shots", type=positive_int, default=gate.shots, help="solved examples before each "
+                   "question (default %(default)s)")
+    p.add_argument("--concurrency", type=positive_int, default=gate.concurrency,
+                   help="requests at once (default %(default)s)")
+    p.add_argument("--max-tokens", type=positive_int, default=gate.max_tokens,
+                   help="tokens per answer (default %(default)s)")
+    p.add_argument("--timeout", type=positive_float, default=gate.timeout_s,
+                   help="seconds for each request (default %(default)s)")
+    p.add_argument("--run-timeout", type=positive_float, default=gate.run_timeout_s,
+                   help="seconds for the whole run; questions not asked by then count as wrong (default %(default)s)")
+    p.add_argument("--data", metavar="DIR", help="a directory holding GSM8K's train.jsonl and test.jsonl (checked "
+                   "by sha256) instead of the user cache")
+    p.add_argument("--progress-every", type=positive_int, default=25,
+                   help="a progress line on stderr after every N answers (default %(default)s)")
+    p.add_argument("--out", help="write the result as JSON to this file")
     acceptance_command.register(sub)
 
 
@@ -95,29 +126,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_smoke(args: argparse.Namespace) -> int:
     endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     model = args.model or client.first_model_id(endpoint, timeout=args.timeout)
-    report = smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout,
-                                 on_step=_smoke_step(sys.stderr))
+    terminal = sys.stderr.isatty()
+
+    def step(label: str, answer: smoke_mod.Answer | None) -> None:
+        """What smoke shows while it waits: the request it is on (a terminal), or a line per answer."""
+        if answer is None:
+            if terminal:
+                print(f"\rsmoke: asking {label} ...\x1b[K", end="", file=sys.stderr, flush=True)
+            return
+        result = "ok" if not answer.verdicts else "FAIL " + ", ".join(sorted({v.check for v in answer.verdicts}))
+        start, clear = ("\r", "\x1b[K") if terminal else ("", "")
+        print(f"{start}smoke: {label}: {result} ({answer.seconds:.1f} s){clear}", file=sys.stderr, flush=True)
+
+    report = smoke_mod.run_smoke(endpoint, model, max_tokens=args.max_tokens, timeout=args.timeout, on_step=step)
     if args.json:
         output.dump_json(report.to_json())
     else:
         print_smoke(report)
     return int(ExitCode.OK if report.ok else ExitCode.CHECK_FAILED)
-
-
-def _smoke_step(err: TextIO):
-    """What smoke shows while it waits: the request it is on (a terminal), or a line per answer."""
-    terminal = err.isatty()
-
-    def step(label: str, answer: smoke_mod.Answer | None) -> None:
-        if answer is None:
-            if terminal:
-                print(f"\rsmoke: asking {label} ...\x1b[K", end="", file=err, flush=True)
-            return
-        result = "ok" if not answer.verdicts else "FAIL " + ", ".join(sorted({v.check for v in answer.verdicts}))
-        start, clear = ("\r", "\x1b[K") if terminal else ("", "")
-        print(f"{start}smoke: {label}: {result} ({answer.seconds:.1f} s){clear}", file=err, flush=True)
-
-    return step
 
 
 def print_smoke(report: smoke_mod.SmokeReport) -> None:
@@ -154,7 +180,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     endpoint = client.Endpoint.parse(args.url, api_key.from_args(args))
     # Everything that could fail after the sweep is checked before it: the baseline, the output paths, matplotlib.
-    given = None if (args.baseline or "none").lower() == "none" else baseline_mod.load(args.baseline)
+    base = None if (args.baseline or "none").lower() == "none" else baseline_mod.load(args.baseline)
     if args.out:
         check_output_path(args.out, "--out")
     if args.plot:
@@ -162,15 +188,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         require_matplotlib()
     check_sglang(args.python, None, "sglang.bench_serving")
     model = args.model or client.first_model_id(endpoint, timeout=min(args.timeout, client.LISTING_TIMEOUT_S))
-    result, failure = _sweep(args.python, endpoint, model, config)
+    result, errors = _sweep(args.python, endpoint, model, config)
     # Nothing measured is lost to an error after it (a level that failed, a broken shipped baseline, a file that
     # cannot be written): the sweep's results are printed and written first, and the error comes after them.
-    errors = [failure] if failure else []
     try:
-        base = given
         if not args.baseline:  # the shipped baseline, when the model is the default target's
-            base = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
-            base = base if base.matches_model(model) else None
+            shipped = baseline_mod.load(baseline_mod.DEFAULT_BASELINE)
+            base = shipped if shipped.matches_model(model) else None
         if base is not None:
             result["baseline"] = {"file": str(base.path), "target": base.target, "source": base.source,
                                   "tolerance": base.tolerance,
@@ -182,14 +206,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         output.dump_json(result)
     else:
         print_bench(result)
-    written = _write_outputs(result, [(args.out, atomic_write_json, "JSON"), (args.plot, write_plot, "plot")],
-                             sys.stderr if args.json else sys.stdout)
+    for path, write, label in ((args.out, atomic_write_json, "JSON"), (args.plot, write_plot, "plot")):
+        try:
+            if path:
+                write(path, result)
+                print(f"{label}: {path}", file=sys.stderr if args.json else sys.stdout)
+        except StackError as exc:  # the other output is still written
+            errors.append(exc)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)  # with its hint
     if errors:
         return int(errors[0].code)
-    if written is not None:
-        return written
     # A failed request fails the run: figures of a server that answers 9 of 10 requests with HTTP 500 are not
     # its throughput. The table says how many failed at each level.
     if any(lv["errors"] for lv in result["levels"]):
@@ -201,30 +228,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(ExitCode.CHECK_FAILED if failed else ExitCode.OK)
 
 
-def _write_outputs(result: dict, outputs: list[tuple[str | None, Callable[[str, dict], None], str]],
-                   shown: TextIO) -> int | None:
-    """Write each (path, writer, label) given a path, and say so on `shown`; on failure say so on stderr and
-    return the exit code (None when all went well)."""
-    failed = None
-    for path, write, label in outputs:
-        if not path:
-            continue
-        try:
-            write(path, result)
-        except StackError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            failed = int(exc.code)
-            continue
-        print(f"{label}: {path}", file=shown)
-    return failed
-
-
 def _sweep(python: str, endpoint: client.Endpoint, model: str,
-           config: bench_mod.BenchConfig) -> tuple[dict, StackError | None]:
+           config: bench_mod.BenchConfig) -> tuple[dict, list[StackError]]:
     """Every level in turn, a line on stderr as each starts and ends; the levels done, and the error that stopped
-    the sweep (None when none did)."""
+    the sweep (none when none did)."""
     levels: list[dict] = []
-    failure = None
+    errors: list[StackError] = []
     for concurrency in config.concurrencies:
         label = f"c={concurrency}"
         print(f"bench: {label}: bench_serving, {config.requests_for(concurrency)} requests ...", file=sys.stderr,
@@ -232,35 +241,46 @@ def _sweep(python: str, endpoint: client.Endpoint, model: str,
         try:
             level = bench_mod.run_level(python, endpoint, model, config, concurrency)
         except StackError as exc:
-            failure = exc
+            errors.append(exc)
             break
         broken = f", {level['broken']} broken answer(s)" if level["broken"] else ""
         print(f"bench: {label}: {level['ok']}/{level['requests']} ok{broken}, {level['output_tok_s']:.1f} output "
               f"tok/s, {level['wall_s']:.1f} s", file=sys.stderr, flush=True)
         levels.append(level)
-    result = {"url": endpoint.base_url, "model": model, "client": "sglang.bench_serving", "config": asdict(config),
-              "answers": _answers_summary(levels, config), "levels": levels}
-    if failure is not None:
-        result["error"] = failure.message
-    return result, failure
-
-
-def _answers_summary(levels: list[dict], config: bench_mod.BenchConfig) -> dict:
-    """Answers judged over the whole sweep: broken ones (exit 1), and answers shorter than asked."""
+    # The answers judged over the whole sweep: broken ones (exit 1), and answers shorter than asked.
     findings: Counter[str] = Counter()
     for lv in levels:
         findings.update(lv["findings"])
     made = sum(lv["output_tokens"] for lv in levels)
     asked = sum(lv["output_tokens_asked"] for lv in levels)
-    return {
+    answers = {
         "judged": sum(lv["ok"] for lv in levels), "broken": sum(lv["broken"] for lv in levels),
         "findings": dict(findings), "output_tokens": made, "output_tokens_asked": asked,
         "short": bool(asked) and made < asked * bench_mod.SHORT_ANSWERS_WARNING, "ignore_eos": config.ignore_eos,
         "samples": [s for lv in levels for s in lv["broken_samples"]][:5],
     }
+    result = {"url": endpoint.base_url, "model": model, "client": "sglang.bench_serving", "config": asdict(config),
+              "answers": answers, "levels": levels}
+    if errors:
+        result["error"] = errors[0].message
+    return result, errors
 
 
-def _print_answers(answers: dict) -> None:
+def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
+    return "-" if value is None else format(value * scale, fmt)
+
+
+def print_bench(result: dict) -> None:
+    cfg = result["config"]
+    output.heading(f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
+                   f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)")
+    latencies = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p95"), ("itl_s", "p99"))
+    rows = [[lv["concurrency"], f"{lv['ok']}/{lv['requests']}", lv["errors"], lv["broken"], _num(lv["output_tok_s"]),
+             _num(lv["decode_tok_s"]["p50"]), *(_num(lv[metric].get(at), scale=1000) for metric, at in latencies)]
+            for lv in result["levels"]]
+    output.table(["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms",
+                  "p95", "p99"], rows)
+    answers = result["answers"]
     print(f"answers: {answers['judged']} judged; output tokens: {answers['output_tokens']} re-tokenized of "
           f"{answers['output_tokens_asked']} asked")
     if answers["short"]:
@@ -274,26 +294,6 @@ def _print_answers(answers: dict) -> None:
               f"server (`blackwell-stack smoke` shows the garbage)")
         for sample in answers["samples"]:
             print(f"  {sample}")
-
-
-def _num(value, fmt: str = ".1f", scale: float = 1) -> str:
-    return "-" if value is None else format(value * scale, fmt)
-
-
-# The latency columns of the table, in milliseconds.
-LATENCIES = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p95"), ("itl_s", "p99"))
-
-
-def print_bench(result: dict) -> None:
-    cfg = result["config"]
-    output.heading(f"bench: {result['model']} at {result['url']} ({cfg['api']}, {cfg['input_len']} tokens in, "
-                   f"{cfg['output_len']} tokens out, {cfg['len_dist']} lengths; sglang.bench_serving)")
-    rows = [[lv["concurrency"], f"{lv['ok']}/{lv['requests']}", lv["errors"], lv["broken"], _num(lv["output_tok_s"]),
-             _num(lv["decode_tok_s"]["p50"]), *(_num(lv[metric].get(at), scale=1000) for metric, at in LATENCIES)]
-            for lv in result["levels"]]
-    output.table(["conc", "ok", "err", "bad", "out tok/s", "decode tok/s p50", "TTFT p50 ms", "p99", "ITL p50 ms",
-                  "p95", "p99"], rows)
-    _print_answers(result["answers"])
     for lv in result["levels"]:
         for sample in lv["error_samples"]:
             print(f"error at c={lv['concurrency']}: {sample}")
@@ -309,48 +309,6 @@ def print_bench(result: dict) -> None:
 
 
 # ---------------------------------------------------------------- accuracy
-
-
-def _register_accuracy(sub: argparse._SubParsersAction) -> None:
-    gate = accuracy.GateConfig  # whose defaults are the options'
-    p = sub.add_parser(
-        "accuracy",
-        help="few-shot GSM8K against a server, and fail below the profile's accuracy threshold",
-        description="Ask a fixed, seeded sample of GSM8K's test questions, few-shot as SGLang's own benchmark does "
-        f"({gate.shots} solved examples of train, then \"Question: ...\\nAnswer:\"), at temperature 0 through "
-        "/v1/completions, and grade the last number of each answer against the number after `####`. Fails (exit "
-        "1) when the accuracy is below the profile's threshold (verify/gsm8k.json: each says where it comes from: "
-        "a published figure, the same server's bf16-KV run, or a floor meant to catch garbage) or when a "
-        "question got no answer within --timeout or the whole run's --run-timeout. The data (openai/grade-school-"
-        "math at a pinned commit, by sha256) is downloaded once into the user cache ($BLACKWELL_STACK_CACHE, "
-        "else $XDG_CACHE_HOME/blackwell-stack), or read from --data DIR.",
-    )
-    _server_arguments(p)
-    p.add_argument("--profile", default=DEFAULT_PROFILE,
-                   help="the profile whose threshold applies (default %(default)s)")
-    p.add_argument("--min-accuracy", type=_fraction, help="the threshold to use instead of the profile's (a "
-                   "fraction between 0 and 1, e.g. the same server's bf16-KV score minus its noise)")
-    p.add_argument("--questions", type=positive_int, default=gate.questions,
-                   help="questions asked, a seeded sample of the 1319 of test (default %(default)s)")
-    p.add_argument("--seed", type=non_negative_int, default=gate.seed, help="seed of the sample (default %(default)s)")
-    p.add_argument("--shots", type=positive_int, default=gate.shots, help="solved examples before each "
-                   "question (default %(default)s)")
-    p.add_argument("--concurrency", type=positive_int, default=gate.concurrency,
-                   help="requests at once (default %(default)s)")
-    p.add_argument("--max-tokens", type=positive_int, default=gate.max_tokens,
-                   help="tokens per answer (default %(default)s)")
-    p.add_argument("--timeout", type=positive_float, default=gate.timeout_s,
-                   help="seconds for each request (default %(default)s)")
-    p.add_argument("--run-timeout", type=positive_float, default=gate.run_timeout_s,
-                   help="seconds for the whole run; questions not asked by then count as wrong (default %(default)s)")
-    p.add_argument("--data", metavar="DIR", help="a directory holding GSM8K's train.jsonl and test.jsonl (checked "
-                   "by sha256) instead of the user cache")
-    p.add_argument("--progress-every", type=positive_int, default=25,
-                   help="a progress line on stderr after every N answers (default %(default)s)")
-    p.add_argument("--out", help="write the result as JSON to this file")
-    api_key.add_options(p)
-    p.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
-    p.set_defaults(func=cmd_accuracy)
 
 
 def _fraction(text: str) -> float:
@@ -377,29 +335,22 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
                                  run_timeout_s=args.run_timeout)
     print(f"accuracy: {min(args.questions, len(test))} GSM8K questions, {args.concurrency} at a time, "
           f"at most {args.run_timeout:g} s ...", file=sys.stderr, flush=True)
+
+    def progress(done: int, correct: int, total: int) -> None:
+        if done % args.progress_every == 0 or done == total:
+            print(f"accuracy: {done}/{total} done, {correct} correct", file=sys.stderr, flush=True)
+
     result = accuracy.run_gate(endpoint, model, train, test, config, threshold, gsm8k_data.describe(),
-                               on_answer=_accuracy_progress(sys.stderr, args.progress_every))
+                               on_answer=progress)
     report = result.to_json()
     if args.json:
         output.dump_json(report)
     else:
         print_accuracy(report)
-    written = _write_outputs(report, [(args.out, atomic_write_json, "JSON")], sys.stderr)
-    if written is not None:
-        return written
+    if args.out:  # after the result is shown: a file that cannot be written loses none of it
+        atomic_write_json(args.out, report)
+        print(f"JSON: {args.out}", file=sys.stderr)
     return int(ExitCode.OK if result.ok else ExitCode.CHECK_FAILED)
-
-
-def _accuracy_progress(err: TextIO, every: int):
-    correct = 0
-
-    def step(graded: accuracy.Graded, done: int, total: int) -> None:
-        nonlocal correct
-        correct += graded.correct
-        if done % every == 0 or done == total:
-            print(f"accuracy: {done}/{total} done, {correct} correct", file=err, flush=True)
-
-    return step
 
 
 def print_accuracy(report: dict) -> None:

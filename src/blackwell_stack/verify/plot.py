@@ -6,11 +6,10 @@ plot is asked for, with the Agg backend so that no display is needed.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from blackwell_stack.errors import StackError
-from blackwell_stack.fileio import atomic_write_bytes
+from blackwell_stack.fileio import atomic_file
 
 
 def _series(levels: list[dict], metric: str, field: str) -> list[float | None]:
@@ -62,7 +61,6 @@ def write_plot(path: str | Path, result: dict) -> None:
         ax.legend(fontsize=8)
 
     fig.suptitle(f"{result['model']} at {result['url']}  ({result['config']['input_len']} in / {result['config']['output_len']} out)", fontsize=9)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
+    with atomic_file(path) as out:
+        fig.savefig(out, format="png", dpi=120)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
