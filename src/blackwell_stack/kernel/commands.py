@@ -194,8 +194,7 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
     print("command:")
     print(" \\\n".join(f"  {shlex.quote(arg)}" if i == 0 else f"    {shlex.quote(arg)}"
                        for i, arg in enumerate(plan.command)))
-    if plan.build_dir:
-        print(f"build directory: {plan.build_dir}")
+    print(f"build directory: {plan.build_dir}")
     print(f"build record: {plan.build_info_path}")
     print(f"log: {plan.log_path}")
     if plan.reference:

@@ -144,7 +144,6 @@ def plan(
     reserve = rule.reserve_mib(max(0, available_mib))
     budget = available_mib - reserve
     heavy_units = rule.heavy_units() if pools else []
-    pooled = bool(heavy_units)
 
     def attempt(n_threads: int) -> tuple[int, int, int, int] | None:
         """(jobs, pool depth, worst case, light charge) with n_threads, or None when nothing fits."""
@@ -155,7 +154,7 @@ def plan(
         heavy = sorted((p * scale for _, p in heavy_units for _ in range(copies)), reverse=True)
         light = [p * scale for s, p in rule.unit_peaks_mib.items() if s not in pooled_names for _ in range(copies)]
         depth = 0
-        if pooled:  # as many of the largest as fit in the pool's share of the budget, at least one
+        if heavy_units:  # as many of the largest as fit in the pool's share of the budget, at least one
             share = max(budget * rule.heavy_pool_share, heavy[0])
             depth = max(k for k in range(1, len(heavy) + 1) if sum(heavy[:k]) <= share)
         # At most `depth` of the n compiles heavy (the largest ones), the rest light or unlisted.
@@ -351,10 +350,7 @@ def read_host(proc_root: str = "/proc", cgroup_root: str = "/sys/fs/cgroup", cor
     info = _meminfo(proc_root)
     cgroup_free, where = _cgroup_free_mib(proc_root, cgroup_root)
     if cores is None or cores <= 0:  # NIX_BUILD_CORES=0 means "all of them"
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cores = os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0))  # Linux's, as /proc/meminfo is
     mem_available = info.get("MemAvailable", info.get("MemFree", 0))
     source = f"{proc_root}/meminfo MemAvailable; {where}"
     if memory_mib is not None:
