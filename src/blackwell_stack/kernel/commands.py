@@ -241,12 +241,9 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _source_items(args: argparse.Namespace):
-    data = sources.load()
-    if args.all:
-        return sourcedir.entries(data, [], with_sglang=args.with_sglang, names=list(data["fetchcontent"]))
     rec = recipe.load()
-    arch = recipe.check_archs(rec, args.arch or rec["arch"])
-    return sourcedir.entries(data, recipe.arch_list(arch), with_sglang=args.with_sglang)
+    archs = [] if args.all else recipe.arch_list(recipe.check_archs(rec, args.arch or rec["arch"]))
+    return sourcedir.entries(sources.load(), archs, with_sglang=args.with_sglang)
 
 
 def _states_code(states: list[sourcedir.State], as_json: bool) -> int:

@@ -175,11 +175,8 @@ def plan(
             "with --memory-gib; if your own measurement of the per-unit peaks is lower, pass the charge of "
             "units without a measured peak with --job-peak-mib (recipe.json memory.unlisted_unit_peak_mib)",
         )
-    notes = []
     n_jobs, depth, worst, light = first
     n_threads = 1
-    if jobs is not None and jobs > n_jobs:
-        notes.append(f"--jobs {jobs} lowered to {n_jobs}: more would not fit in memory or cores")
     # Threads only help over several targets, and only while the planned jobs still fit.
     for t in range(2, archs + 1):
         more = attempt(t)
@@ -187,12 +184,13 @@ def plan(
             break
         n_threads, (_, depth, worst, light) = t, more
     limited_by = "cores" if n_jobs >= min(cores, jobs or cores) else "memory"
-    head = f"{n_jobs} job(s) fit, limited by {limited_by}"
+    note = f"{n_jobs} job(s) fit, limited by {limited_by}"
     if depth:
-        head += f"; the {depth} largest of {len(heavy_units)} heavy units at a time in ninja pool {POOL}"
-    notes.insert(0, head)
+        note += f"; the {depth} largest of {len(heavy_units)} heavy units at a time in ninja pool {POOL}"
+    if jobs is not None and jobs > n_jobs:
+        note += f"; --jobs {jobs} lowered to {n_jobs}: more would not fit in memory or cores"
     return JobPlan(
-        n_jobs, n_threads, archs, available_mib, reserve, rule.unlisted_mib, worst, "; ".join(notes),
+        n_jobs, n_threads, archs, available_mib, reserve, rule.unlisted_mib, worst, note,
         depth, tuple(s for s, _ in heavy_units) if depth else (), light,
     )
 
@@ -273,10 +271,6 @@ def version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
     """Whether a tool's version ("4.4.3", "0.11.1") is at least (major, minor); False when unknown."""
     m = re.match(r"(\d+)\.(\d+)", version or "")
     return m is not None and (int(m.group(1)), int(m.group(2))) >= minimum
-
-
-def cmake_has_pools(version: str | None) -> bool:
-    return version_at_least(version, POOLS_MIN_CMAKE)
 
 
 def cmake_version(cmake: str) -> str | None:
@@ -383,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs.py: cannot read the memory rule from {args.recipe}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     host = read_host(cores=args.cores, memory_gib=args.memory_gib)
-    pools = cmake_has_pools(cmake_version(args.cmake)) if args.cmake else False
+    pools = version_at_least(cmake_version(args.cmake), POOLS_MIN_CMAKE) if args.cmake else False
     try:
         result = recipe_plan(recipe, arch, host, jobs=args.jobs, job_peak_mib=args.job_peak_mib, pools=pools)
     except DoesNotFit as exc:

@@ -264,17 +264,16 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
     host = jobs.read_host(memory_gib=request.memory_gib)
     try:  # heavy units get a ninja pool only when the cmake that configures the build is new enough
         job_plan = jobs.recipe_plan(rec, arch, host, jobs=request.jobs, job_peak_mib=request.job_peak_mib,
-                                    pools=jobs.cmake_has_pools(found.get("cmake")))
+                                    pools=jobs.version_at_least(found.get("cmake"), jobs.POOLS_MIN_CMAKE))
     except jobs.DoesNotFit as exc:
         blockers.append(ToolchainError(exc.message, exc.hint))
         job_plan = None
     planned = {**job_plan.environment(), **job_plan.defines()} if job_plan else {}
 
-    log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
     defines = {**recipe.defines(rec, arch, planned), **fetchcontent, **compilers.defines(found_compilers),
                "SGL_KERNEL_BUILD_INFO_FILE": str(out_dir / buildinfo.FILE_NAME)}
-    env = _with_prefix_maps(recipe.environment(rec, arch, planned), maps)
-    env.update(_tool_environment(checks, found_compilers))
+    env = {**_with_prefix_maps(recipe.environment(rec, arch, planned), maps),
+           **_tool_environment(checks, found_compilers)}
     settings = [f"build-dir={build_dir}", *(f"cmake.define.{name}={value}" for name, value in sorted(defines.items()))]
     if jobs.version_at_least(found.get("scikit-build-core"), (1, 0)):
         # Normalised wheel timestamps and modes (scikit-build-core >= 1.0; older ones refuse the key).
@@ -299,7 +298,8 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
         # The reference only compares: an unreadable one is said, and the build goes on without the comparison.
         note(f"no comparison with the reference wheel: {exc.message}")
     return BuildPlan(
-        source, arch, job_plan, host, defines, env, command, out_dir, out_dir / log_name,
+        source, arch, job_plan, host, defines, env, command, out_dir,
+        out_dir / f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log",
         [n for n, s in states.items() if s == patch_series.APPLICABLE],
         [n for n, s in states.items() if s == patch_series.APPLIED],
         series, build_dir, stage, record, source_links=source_links, torch=expected, checks=checks,

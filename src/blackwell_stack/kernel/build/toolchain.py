@@ -23,8 +23,7 @@ from blackwell_stack.kernel.build import compilers as compilers_mod
 from blackwell_stack.kernel.inputs import patch_series
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
-NVCC_MAJOR = 13  # CUDA 13: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
-TORCH_CUDA_MAJOR = "13"
+CUDA_MAJOR = 13  # of nvcc and of torch's CUDA: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
 MIN_SCIKIT_BUILD_CORE = Version("0.10")  # sgl-kernel/pyproject.toml build-system.requires
 
 
@@ -114,7 +113,7 @@ def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
         fix = (f"install it: {install}, or name the torch you have with --allow-torch {found}" if expected.override
                else f"install the stack's torch: {install}; or build against {found} on purpose with --allow-torch {found}")
     cuda = info["cuda"] or "none (CPU build)"
-    cuda_ok = str(cuda).split(".")[0] == TORCH_CUDA_MAJOR
+    cuda_ok = str(cuda).split(".")[0] == str(CUDA_MAJOR)
     try:
         sk_ok = bool(sk) and Version(sk) >= MIN_SCIKIT_BUILD_CORE
     except InvalidVersion:
@@ -149,8 +148,8 @@ def build_tool(name: str, python: str | None) -> str | None:
 # nvcc's own version 13.0.88 beside its release 13.0, is recorded: the bytes depend on it), what is accepted, what
 # follows a version that is not, the fix, and what precedes the version.
 _TOOLS: dict[str, tuple[str, Callable[[str], bool], str, str, str]] = {
-    "nvcc": (r"release (\d+\.\d+)(?:, V(\d+\.\d+\.\d+))?", lambda v: Version(v).major == NVCC_MAJOR,
-             f" (needs CUDA {NVCC_MAJOR}.x)", "install the CUDA 13.0 toolkit and put its bin/ first on PATH (or set "
+    "nvcc": (r"release (\d+\.\d+)(?:, V(\d+\.\d+\.\d+))?", lambda v: Version(v).major == CUDA_MAJOR,
+             f" (needs CUDA {CUDA_MAJOR}.x)", "install the CUDA 13.0 toolkit and put its bin/ first on PATH (or set "
              "CUDACXX=/usr/local/cuda-13.0/bin/nvcc)", "CUDA "),
     "cmake": (r"cmake version (\d+\.\d+(?:\.\d+)?)", lambda v: Version(v) >= MIN_CMAKE,
               f" is too old (needs >= {MIN_CMAKE})",

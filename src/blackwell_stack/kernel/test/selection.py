@@ -86,10 +86,8 @@ class Target:
 
 
 def probe(python: str, modules: Iterable[str], env: Mapping[str, str], gpu: str | None = None) -> Target:
-    """Ask `python` (with `env`, which puts a wheel under test on its path) what it has.
-
-    gpu: a capability to choose tests for instead of the GPUs torch sees.
-    """
+    """What `python` has, with `env` (which puts a wheel under test on its path); `gpu`: a capability to choose
+    tests for instead of the GPUs torch sees."""
     script = Path(__file__).with_name("target_probe.py").read_text()
     result = proc.run([python, "-c", script, *sorted(set(modules))], env=env, check=False, timeout=300, cwd=os.sep)
     try:
