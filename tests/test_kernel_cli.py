@@ -298,7 +298,7 @@ def test_cmake_beside_the_venv_python_wins_over_path(tmp_path):
     (venv_bin / "cmake").symlink_to(real)
     assert toolchain.build_tool("cmake", str(venv_bin / "python")) == str(venv_bin / "cmake")
     assert toolchain.build_tool("cmake", str(tmp_path / "elsewhere" / "python")) == real
-    assert str(venv_bin / "cmake") in toolchain.check_cmake(str(venv_bin / "python")).found
+    assert str(venv_bin / "cmake") in toolchain.check_tool("cmake", str(venv_bin / "python")).found
 
 
 # --- the series check (GNU patch) on difflib's own diffs, moved by an offset ---------------------

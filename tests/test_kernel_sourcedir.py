@@ -142,21 +142,21 @@ def test_fetch_checks_by_nar_hash_and_keeps_only_what_matches(tmp_path, served):
         "repo-bad": pin("acme", "bad", rev, nix_hash(good)),  # the server's archive is another tree
     })
     target = tmp_path / "sources"
-    states = sourcedir.fetch(target, sourcedir.entries(data, [], names=["repo-lib"]), github=base)
+    states = sourcedir.fetch(target, list(sources.pins(data, ["repo-lib"], False)), github=base)
     assert [(s.entry.relpath, s.state) for s in states] == [("repo-lib", sourcedir.OK)]
     assert (target / "repo-lib" / "include" / "x.h").read_text() == "int x;\n"
     assert os.access(target / "repo-lib" / "tools" / "run.sh", os.X_OK)
     with pytest.raises(HashMismatch) as exc:
-        sourcedir.fetch(target, sourcedir.entries(data, [], names=["repo-bad"]), github=base)
+        sourcedir.fetch(target, list(sources.pins(data, ["repo-bad"], False)), github=base)
     assert "repo-bad" in exc.value.message and nix_hash(other) in exc.value.message
     assert sorted(p.name for p in target.iterdir()) == ["repo-lib"]  # nothing half-written left behind
     # Fetching again checks what is there instead of downloading it.
     (www / "acme" / "lib" / "archive" / f"{rev}.tar.gz").unlink()
-    again = sourcedir.fetch(target, sourcedir.entries(data, [], names=["repo-lib"]), github=base)
+    again = sourcedir.fetch(target, list(sources.pins(data, ["repo-lib"], False)), github=base)
     assert again[0].state == sourcedir.OK
     # A tree changed by hand is caught by check.
     (target / "repo-lib" / "include" / "x.h").write_text("int z;\n")
-    assert sourcedir.check(target, sourcedir.entries(data, [], names=["repo-lib"]))[0].state == sourcedir.MISMATCH
+    assert sourcedir.check(target, list(sources.pins(data, ["repo-lib"], False)))[0].state == sourcedir.MISMATCH
 
 
 def test_fetchzip_pins_are_fetched_from_file_urls(tmp_path):
@@ -319,7 +319,7 @@ def test_a_source_with_a_submodule_is_fetched_checked_and_copied_whole(tmp_path,
     archive(sub, www / "acme" / "cutlass" / "archive" / "v3.9.0.tar.gz", "cutlass-3.9.0")
     data = with_submodule(tmp_path, nix_hash(parent), nix_hash(sub))
     target = tmp_path / "sources"
-    states = sourcedir.fetch(target, sourcedir.entries(data, ["9.0a"], names=["repo-mla"]), github=base)
+    states = sourcedir.fetch(target, list(sources.pins(data, ["repo-mla"], False)), github=base)
     assert [(s.entry.relpath, s.state) for s in states] == [("repo-mla", "ok"), ("repo-mla.submodules/csrc/cutlass", "ok")]
     assert list((target / "repo-mla" / "csrc" / "cutlass").iterdir()) == []
     # The build reads a writable copy with the submodule inside; what it edits there leaves DIR as checked.
@@ -332,7 +332,7 @@ def test_a_source_with_a_submodule_is_fetched_checked_and_copied_whole(tmp_path,
     config.write_text("// SM103 and SM103a\n")
     (copy.dest / "csrc" / "kernel.cu").write_text("// edited\n")
     assert directories(target, data, ["9.0a"], [copy])["repo-mla"] == str(copy.dest)
-    assert {s.state for s in sourcedir.check(target, sourcedir.entries(data, ["9.0a"], names=["repo-mla"]))} == {"ok"}
+    assert {s.state for s in sourcedir.check(target, list(sources.pins(data, ["repo-mla"], False)))} == {"ok"}
     # A second build gets a fresh copy, not the edited one.
     sourcedir.make_copy(copy)
     assert config.read_text() == "// SM101 and SM101a\n" and not copy.dest.with_name("repo-mla.partial").exists()
@@ -404,4 +404,4 @@ def test_real_cmake_edits_the_copy_and_not_the_sources(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert (copied[0].dest / "csrc/cutlass/include/cutlass/arch/config.h").read_text() == "// SM103 and SM101a\n"
-    assert {s.state for s in sourcedir.check(fc, sourcedir.entries(data, ["9.0a"], names=["repo-mla"]))} == {"ok"}
+    assert {s.state for s in sourcedir.check(fc, list(sources.pins(data, ["repo-mla"], False)))} == {"ok"}

@@ -85,8 +85,7 @@ def skips_for(tests_dir: Path, tmp_path: Path, archs: tuple[str, ...], gpu: str,
     site = selection.unpack_wheel(make_wheel(tmp_path / f"w-{gpu}.whl", archs, libraries), tmp_path / f"site-{gpu}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     rules = selection.load_rules()
-    files, checks = selection.chosen(tests_dir, rules)
-    imports = selection.imports(tests_dir, files)
+    imports, checks = selection.chosen(tests_dir, rules)
     target = selection.probe(sys.executable, set().union(*imports.values()), env, gpu)
     return target, {i.name: i.skip for i in selection.select(tests_dir, rules, target, imports, checks)}
 

@@ -69,7 +69,7 @@ def probe_plan(kdir: Path, out: Path, record: str = DEFAULT_RECORD):
     command = prepare.wheel_command(sys.executable, stage.kernel_dir, out, settings)
     return prepare.BuildPlan(
         source, "12.0a", job_plan, host, recipe.defines(rec, None, planned), recipe.environment(rec, None, planned),
-        command, out, out / "prepare.log", [], [], series=[], build_info=record, stage=stage,
+        command, out, out / "prepare.log", [], [], series=[], build_dir=stage.build_dir, stage=stage, build_info=record,
     )
 
 

@@ -194,8 +194,7 @@ def _print_plan(plan: prepare.BuildPlan) -> None:
     print("command:")
     print(" \\\n".join(f"  {shlex.quote(arg)}" if i == 0 else f"    {shlex.quote(arg)}"
                        for i, arg in enumerate(plan.command)))
-    if plan.build_dir:
-        print(f"build directory: {plan.build_dir}")
+    print(f"build directory: {plan.build_dir}")
     print(f"build record: {plan.build_info_path}")
     print(f"log: {plan.log_path}")
     if plan.reference:
@@ -242,12 +241,9 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _source_items(args: argparse.Namespace):
-    data = sources.load()
-    if args.all:
-        return sourcedir.entries(data, [], with_sglang=args.with_sglang, names=list(data["fetchcontent"]))
     rec = recipe.load()
-    arch = recipe.check_archs(rec, args.arch or rec["arch"])
-    return sourcedir.entries(data, recipe.arch_list(arch), with_sglang=args.with_sglang)
+    archs = [] if args.all else recipe.arch_list(recipe.check_archs(rec, args.arch or rec["arch"]))
+    return sourcedir.entries(sources.load(), archs, with_sglang=args.with_sglang)
 
 
 def _states_code(states: list[sourcedir.State], as_json: bool) -> int:

@@ -144,7 +144,6 @@ def plan(
     reserve = rule.reserve_mib(max(0, available_mib))
     budget = available_mib - reserve
     heavy_units = rule.heavy_units() if pools else []
-    pooled = bool(heavy_units)
 
     def attempt(n_threads: int) -> tuple[int, int, int, int] | None:
         """(jobs, pool depth, worst case, light charge) with n_threads, or None when nothing fits."""
@@ -155,7 +154,7 @@ def plan(
         heavy = sorted((p * scale for _, p in heavy_units for _ in range(copies)), reverse=True)
         light = [p * scale for s, p in rule.unit_peaks_mib.items() if s not in pooled_names for _ in range(copies)]
         depth = 0
-        if pooled:  # as many of the largest as fit in the pool's share of the budget, at least one
+        if heavy_units:  # as many of the largest as fit in the pool's share of the budget, at least one
             share = max(budget * rule.heavy_pool_share, heavy[0])
             depth = max(k for k in range(1, len(heavy) + 1) if sum(heavy[:k]) <= share)
         # At most `depth` of the n compiles heavy (the largest ones), the rest light or unlisted.
@@ -176,11 +175,8 @@ def plan(
             "with --memory-gib; if your own measurement of the per-unit peaks is lower, pass the charge of "
             "units without a measured peak with --job-peak-mib (recipe.json memory.unlisted_unit_peak_mib)",
         )
-    notes = []
     n_jobs, depth, worst, light = first
     n_threads = 1
-    if jobs is not None and jobs > n_jobs:
-        notes.append(f"--jobs {jobs} lowered to {n_jobs}: more would not fit in memory or cores")
     # Threads only help over several targets, and only while the planned jobs still fit.
     for t in range(2, archs + 1):
         more = attempt(t)
@@ -188,12 +184,13 @@ def plan(
             break
         n_threads, (_, depth, worst, light) = t, more
     limited_by = "cores" if n_jobs >= min(cores, jobs or cores) else "memory"
-    head = f"{n_jobs} job(s) fit, limited by {limited_by}"
+    note = f"{n_jobs} job(s) fit, limited by {limited_by}"
     if depth:
-        head += f"; the {depth} largest of {len(heavy_units)} heavy units at a time in ninja pool {POOL}"
-    notes.insert(0, head)
+        note += f"; the {depth} largest of {len(heavy_units)} heavy units at a time in ninja pool {POOL}"
+    if jobs is not None and jobs > n_jobs:
+        note += f"; --jobs {jobs} lowered to {n_jobs}: more would not fit in memory or cores"
     return JobPlan(
-        n_jobs, n_threads, archs, available_mib, reserve, rule.unlisted_mib, worst, "; ".join(notes),
+        n_jobs, n_threads, archs, available_mib, reserve, rule.unlisted_mib, worst, note,
         depth, tuple(s for s, _ in heavy_units) if depth else (), light,
     )
 
@@ -276,10 +273,6 @@ def version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
     return m is not None and (int(m.group(1)), int(m.group(2))) >= minimum
 
 
-def cmake_has_pools(version: str | None) -> bool:
-    return version_at_least(version, POOLS_MIN_CMAKE)
-
-
 def cmake_version(cmake: str) -> str | None:
     try:
         out = subprocess.run([cmake, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
@@ -351,10 +344,7 @@ def read_host(proc_root: str = "/proc", cgroup_root: str = "/sys/fs/cgroup", cor
     info = _meminfo(proc_root)
     cgroup_free, where = _cgroup_free_mib(proc_root, cgroup_root)
     if cores is None or cores <= 0:  # NIX_BUILD_CORES=0 means "all of them"
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cores = os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0))  # Linux's, as /proc/meminfo is
     mem_available = info.get("MemAvailable", info.get("MemFree", 0))
     source = f"{proc_root}/meminfo MemAvailable; {where}"
     if memory_mib is not None:
@@ -387,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs.py: cannot read the memory rule from {args.recipe}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     host = read_host(cores=args.cores, memory_gib=args.memory_gib)
-    pools = cmake_has_pools(cmake_version(args.cmake)) if args.cmake else False
+    pools = version_at_least(cmake_version(args.cmake), POOLS_MIN_CMAKE) if args.cmake else False
     try:
         result = recipe_plan(recipe, arch, host, jobs=args.jobs, job_peak_mib=args.job_peak_mib, pools=pools)
     except DoesNotFit as exc:

@@ -65,7 +65,6 @@ class Compiler:
     chosen_by: str  # "CXX=g++" or "c++ on PATH"
     version: str | None = None  # "gcc 13.3.0"
     libstdcxx: str | None = None  # what `-print-file-name=libstdc++.so` prints, when it is a path
-    runtime: cxxruntime.CxxRuntime | None = None  # of the probe library it linked
     problem: str | None = None
 
     @property
@@ -169,7 +168,7 @@ def _tried(role: Role, path: str, chosen: str) -> Compiler:
         problem = (f"a library it links carries its own C++ runtime ({runtime.verdict}: {runtime.defined_count} runtime "
                    f"symbols defined, libstdc++.so.6 {'linked' if runtime.runtime_library else 'not linked'}): {why}; "
                    "such a wheel crashes SGLang at start-up")
-    return Compiler(role, path, chosen, version, libstdcxx, runtime, problem)
+    return Compiler(role, path, chosen, version, libstdcxx, problem)
 
 
 def defines(compilers: list[Compiler]) -> dict[str, str]:  # the build uses exactly the compilers tried

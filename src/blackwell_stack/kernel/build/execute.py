@@ -37,10 +37,8 @@ def run_build(plan: BuildPlan, stream=None) -> Path:
     stream = stream or sys.stderr
     if plan.blockers:
         raise plan.blockers[0]
-    assert plan.stage is not None  # make_plan always stages
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    if plan.build_info is not None:
-        atomic_write_bytes(plan.build_info_path, plan.build_info.encode())
+    atomic_write_bytes(plan.build_info_path, plan.build_info.encode())
     with staging.acquire(plan.stage) as stage:
         try:
             shutil.copytree(plan.source.kernel_dir, stage.kernel_dir, symlinks=True, ignore=_NOT_STAGED)

@@ -84,16 +84,16 @@ class BuildPlan:
     log_path: Path
     patches_to_apply: list[str]
     patches_applied: list[str]
-    series: list[patch_series.Patch] | None = None  # None: patches/sgl-kernel
-    build_dir: Path | None = None
-    stage: staging.Layout | None = None  # where the inputs are placed for the build
+    series: list[patch_series.Patch]
+    build_dir: Path
+    stage: staging.Layout  # where the inputs are placed for the build
+    build_info: str  # the record's JSON text, written at build time
     # read-only sources: (from, staged at, the part its pin covers)
     source_links: list[tuple[Path, Path, Filter | None]] = field(default_factory=list)
     torch: toolchain.TorchExpectation | None = None
     checks: list[toolchain.Check] = field(default_factory=list)
     source_dirs: list[sourcedir.State] = field(default_factory=list)
     source_copies: list[sourcedir.Copy] = field(default_factory=list)  # made before CMake runs
-    build_info: str | None = None  # the record's JSON text, written at build time
     reference: reference.ConfigVerdict | None = None  # this configuration against the reference wheel's
     conditions: dict[str, str | None] = field(default_factory=dict)  # what a reference records of this build
     warnings: list[str] = field(default_factory=list)  # the source's first
@@ -107,7 +107,7 @@ class BuildPlan:
         jp = self.job_plan
         return {
             "kernel_dir": str(self.source.kernel_dir),
-            "stage": self.stage and str(self.stage.root),
+            "stage": str(self.stage.root),
             "source_version": self.source.version,
             "warnings": self.warnings,
             "archs": self.archs,
@@ -127,8 +127,8 @@ class BuildPlan:
             "defines": self.defines,
             "environment": self.env,
             "command": self.command,
-            "build_dir": self.build_dir and str(self.build_dir),
-            "build_info": self.build_info and json.loads(self.build_info),
+            "build_dir": str(self.build_dir),
+            "build_info": json.loads(self.build_info),
             "reference": self.reference and self.reference.to_json(),
             "conditions": self.conditions,
             "log": str(self.log_path),
@@ -264,21 +264,17 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
     host = jobs.read_host(memory_gib=request.memory_gib)
     try:  # heavy units get a ninja pool only when the cmake that configures the build is new enough
         job_plan = jobs.recipe_plan(rec, arch, host, jobs=request.jobs, job_peak_mib=request.job_peak_mib,
-                                    pools=jobs.cmake_has_pools(found.get("cmake")))
+                                    pools=jobs.version_at_least(found.get("cmake"), jobs.POOLS_MIN_CMAKE))
     except jobs.DoesNotFit as exc:
         blockers.append(ToolchainError(exc.message, exc.hint))
         job_plan = None
     planned = {**job_plan.environment(), **job_plan.defines()} if job_plan else {}
 
-    log_name = f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
-    defines = recipe.defines(rec, arch, planned)
-    defines.update(fetchcontent)
-    defines.update(compilers.defines(found_compilers))
-    defines["SGL_KERNEL_BUILD_INFO_FILE"] = str(out_dir / buildinfo.FILE_NAME)
-    env = _with_prefix_maps(recipe.environment(rec, arch, planned), maps)
-    env.update(_tool_environment(checks, found_compilers))
-    settings = [f"cmake.define.{name}={value}" for name, value in sorted(defines.items())]
-    settings.insert(0, f"build-dir={build_dir}")
+    defines = {**recipe.defines(rec, arch, planned), **fetchcontent, **compilers.defines(found_compilers),
+               "SGL_KERNEL_BUILD_INFO_FILE": str(out_dir / buildinfo.FILE_NAME)}
+    env = {**_with_prefix_maps(recipe.environment(rec, arch, planned), maps),
+           **_tool_environment(checks, found_compilers)}
+    settings = [f"build-dir={build_dir}", *(f"cmake.define.{name}={value}" for name, value in sorted(defines.items()))]
     if jobs.version_at_least(found.get("scikit-build-core"), (1, 0)):
         # Normalised wheel timestamps and modes (scikit-build-core >= 1.0; older ones refuse the key).
         settings.insert(0, "wheel.reproducible=true")
@@ -302,11 +298,12 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
         # The reference only compares: an unreadable one is said, and the build goes on without the comparison.
         note(f"no comparison with the reference wheel: {exc.message}")
     return BuildPlan(
-        source, arch, job_plan, host, defines, env, command, out_dir, out_dir / log_name,
+        source, arch, job_plan, host, defines, env, command, out_dir,
+        out_dir / f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log",
         [n for n, s in states.items() if s == patch_series.APPLICABLE],
         [n for n, s in states.items() if s == patch_series.APPLIED],
-        series=series, build_dir=build_dir, stage=stage, source_links=source_links, torch=expected, checks=checks,
-        source_dirs=source_states, source_copies=source_copies, build_info=record, reference=verdict,
+        series, build_dir, stage, record, source_links=source_links, torch=expected, checks=checks,
+        source_dirs=source_states, source_copies=source_copies, reference=verdict,
         conditions=conditions, warnings=warnings, blockers=blockers,
     )
 

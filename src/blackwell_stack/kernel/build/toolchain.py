@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,7 @@ from blackwell_stack.kernel.build import compilers as compilers_mod
 from blackwell_stack.kernel.inputs import patch_series
 
 MIN_CMAKE = Version("3.31")  # upstream sets CMP0177 (CMake 3.31); patch 0001 only keeps older CMake from stopping
-NVCC_MAJOR = 13  # CUDA 13: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
-TORCH_CUDA_MAJOR = "13"
+CUDA_MAJOR = 13  # of nvcc and of torch's CUDA: the stacks' torch is a cu130 build; CUDA 12 nvcc cannot target its ABI
 MIN_SCIKIT_BUILD_CORE = Version("0.10")  # sgl-kernel/pyproject.toml build-system.requires
 
 
@@ -35,7 +35,7 @@ class Check:
     fix: str | None = None
     value: str | None = None  # the bare version found, for the build record
     # torch: the directories that hold its package (site-packages, as imported and resolved), for the prefix maps;
-    # cmake: the program, which the build is told to use
+    # a build tool: the program (the build is told to use the cmake)
     paths: tuple[str, ...] = ()
 
     def line(self) -> str:
@@ -113,7 +113,7 @@ def check_torch(python: str, expected: TorchExpectation) -> list[Check]:
         fix = (f"install it: {install}, or name the torch you have with --allow-torch {found}" if expected.override
                else f"install the stack's torch: {install}; or build against {found} on purpose with --allow-torch {found}")
     cuda = info["cuda"] or "none (CPU build)"
-    cuda_ok = str(cuda).split(".")[0] == TORCH_CUDA_MAJOR
+    cuda_ok = str(cuda).split(".")[0] == str(CUDA_MAJOR)
     try:
         sk_ok = bool(sk) and Version(sk) >= MIN_SCIKIT_BUILD_CORE
     except InvalidVersion:
@@ -135,24 +135,6 @@ def nvcc_path() -> str | None:  # the nvcc CMake will use
     return os.environ.get("CUDACXX") or shutil.which("nvcc")
 
 
-def check_nvcc() -> Check:
-    fix = "install the CUDA 13.0 toolkit and put its bin/ first on PATH (or set CUDACXX=/usr/local/cuda-13.0/bin/nvcc)"
-    path = nvcc_path()
-    if not path:
-        return Check("nvcc", False, "not found (no CUDACXX, no nvcc on PATH)", fix)
-    code, out = proc.probe([path, "--version"])
-    release = re.search(r"release (\d+\.\d+)", out) if code == 0 else None
-    if release is None:
-        return Check("nvcc", False, f"{path} --version gave no release ({out[-200:] or code})", fix)
-    version = Version(release.group(1))
-    ok = version.major == NVCC_MAJOR
-    # The value is nvcc's own version (13.0.88, "V13.0.88" in its banner), which the bytes depend on; the
-    # release (13.0) is what is checked.
-    full = re.search(r"\bV(\d+\.\d+\.\d+)", out)
-    return Check("nvcc", ok, f"{path}: CUDA {version}" + ("" if ok else f" (needs CUDA {NVCC_MAJOR}.x)"),
-                 None if ok else fix, value=full.group(1) if full else str(version))
-
-
 def build_tool(name: str, python: str | None) -> str | None:
     """cmake/ninja as scikit-build-core will find them: beside the venv's Python first, then on PATH."""
     if python:
@@ -162,28 +144,33 @@ def build_tool(name: str, python: str | None) -> str | None:
     return shutil.which(name)
 
 
-def check_cmake(python: str | None = None) -> Check:
-    fix = f"install CMake >= {MIN_CMAKE} in the build environment: python -m pip install 'cmake>={MIN_CMAKE}'"
-    path = build_tool("cmake", python)
+# The tools checked by their `--version`: the version in its output (group 1 is checked; the last group matched,
+# nvcc's own version 13.0.88 beside its release 13.0, is recorded: the bytes depend on it), what is accepted, what
+# follows a version that is not, the fix, and what precedes the version.
+_TOOLS: dict[str, tuple[str, Callable[[str], bool], str, str, str]] = {
+    "nvcc": (r"release (\d+\.\d+)(?:, V(\d+\.\d+\.\d+))?", lambda v: Version(v).major == CUDA_MAJOR,
+             f" (needs CUDA {CUDA_MAJOR}.x)", "install the CUDA 13.0 toolkit and put its bin/ first on PATH (or set "
+             "CUDACXX=/usr/local/cuda-13.0/bin/nvcc)", "CUDA "),
+    "cmake": (r"cmake version (\d+\.\d+(?:\.\d+)?)", lambda v: Version(v) >= MIN_CMAKE,
+              f" is too old (needs >= {MIN_CMAKE})",
+              f"install CMake >= {MIN_CMAKE} in the build environment: python -m pip install 'cmake>={MIN_CMAKE}'", ""),
+    "ninja": (r"(\S+)", lambda v: True, "", "python -m pip install ninja (or apt-get install ninja-build)", ""),
+}
+
+
+def check_tool(name: str, python: str | None = None) -> Check:
+    """nvcc as CMake will find it, cmake or ninja as scikit-build-core will, by its `--version`."""
+    pattern, accepts, needs, fix, shown = _TOOLS[name]
+    path = nvcc_path() if name == "nvcc" else build_tool(name, python)
     if not path:
-        return Check("cmake", False, "not on PATH", fix)
+        return Check(name, False, "not found (no CUDACXX, no nvcc on PATH)" if name == "nvcc" else "not on PATH", fix)
     code, out = proc.probe([path, "--version"])  # through proc, so that -v shows it
-    found = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out) if code == 0 else None
+    found = re.search(pattern, out) if code == 0 else None
     if found is None:
-        return Check("cmake", False, f"{path} --version gave no version", fix)
-    version = Version(found.group(1))
-    ok = version >= MIN_CMAKE
-    return Check("cmake", ok, f"{path}: {version}" + ("" if ok else f" is too old (needs >= {MIN_CMAKE})"),
-                 None if ok else fix, value=str(version), paths=(path,))
-
-
-def check_ninja(python: str | None = None) -> Check:
-    fix = "python -m pip install ninja (or apt-get install ninja-build)"
-    path = build_tool("ninja", python)
-    if not path:
-        return Check("ninja", False, "not on PATH", fix)
-    code, out = proc.probe([path, "--version"])
-    return Check("ninja", code == 0, f"{path}: {out or code}", None if code == 0 else fix, value=out or None)
+        return Check(name, False, f"{path} --version gave no version ({out[-200:] or code})", fix)
+    ok = accepts(found[1])
+    return Check(name, ok, f"{path}: {shown}{found[1]}" + ("" if ok else needs), None if ok else fix,
+                 value=found[found.lastindex or 1], paths=(path,))
 
 
 def check_all(python: str, expected: TorchExpectation, found: list[compilers_mod.Compiler]) -> list[Check]:
@@ -193,7 +180,7 @@ def check_all(python: str, expected: TorchExpectation, found: list[compilers_mod
     except ToolchainError as exc:
         patch = Check("patch", False, exc.message, exc.hint)
     # One check per compiler role; a C++ compiler that links its own C++ runtime is refused.
-    return [*check_torch(python, expected), check_nvcc(), check_cmake(python), check_ninja(python), patch,
+    return [*check_torch(python, expected), *(check_tool(name, python) for name in _TOOLS), patch,
             *(Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
                     value=c.describe() if c.ok else None) for c in found)]
 

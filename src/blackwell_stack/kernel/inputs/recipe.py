@@ -46,12 +46,9 @@ arch_list = jobs.arch_list  # "12.0a" / "10.0a;12.0a" / ["12.0a"] -> ["12.0a", .
 
 def plain_targets(recipe: Mapping, archs: Sequence[str]) -> list[str]:
     """The targets of archs that lack their architecture-specific suffix from arch_specific_from_major on ("9.0", not "9.0a")."""
-    out = []
-    for arch in archs:
-        m = _CAPABILITY.fullmatch(arch)
-        if m and not m.group(3) and int(m.group(1)) >= recipe["arch_specific_from_major"]:
-            out.append(arch)
-    return out
+    start = recipe["arch_specific_from_major"]
+    parsed = [(arch, _CAPABILITY.fullmatch(arch)) for arch in archs]
+    return [arch for arch, m in parsed if m and not m.group(3) and int(m.group(1)) >= start]
 
 
 def check_archs(recipe: Mapping, archs: str | Sequence[str]) -> str:

@@ -46,19 +46,12 @@ class State:
                 "expected": self.entry.expected, "actual": self.actual}
 
 
-def entries(data: dict[str, Any], cuda_archs: Iterable[str], *, with_sglang: bool = False,
-            names: Iterable[str] | None = None) -> list[sources.Pin]:
-    """The directories a build for cuda_archs reads (all pins with names=None and no archs)."""
-    wanted = list(names) if names is not None else sources.needed_names(data, cuda_archs)
-    unknown = sorted(set(wanted) - set(data["fetchcontent"]))
-    if unknown:
-        raise StackError(f"no FetchContent source named {', '.join(unknown)}",
-                         f"names in pkgs/sgl-kernel/sources.json: {', '.join(sorted(data['fetchcontent']))}")
-    return list(sources.pins(data, wanted, with_sglang))
+def entries(data: dict[str, Any], cuda_archs: Iterable[str], *, with_sglang: bool = False) -> list[sources.Pin]:
+    """The directories a build for cuda_archs reads (no archs: every source)."""
+    return list(sources.pins(data, sources.needed_names(data, cuda_archs), with_sglang))
 
 
 def check(directory: str | Path, items: list[sources.Pin]) -> list[State]:
-    """Each entry's directory under `directory`: there, and with the pinned NAR hash?"""
     base = Path(directory)
     out = []
     for entry in items:
@@ -98,11 +91,8 @@ def _unpack(archive: Path, dest: Path) -> None:
 
 def fetch(directory: str | Path, items: list[sources.Pin], *, github: str = sources.GITHUB,
           say: Callable[[str], None] = lambda _text: None) -> list[State]:
-    """Download and unpack each entry that is missing; check every one by its NAR hash.
-
-    An entry already there is checked, not fetched again; one that fails its check is left for the user (the error
-    says which). Raises HashMismatch when a download does not hash to its pin, after removing it.
-    """
+    """Each entry that is missing downloaded, and every one checked by its NAR hash: one already there is not
+    fetched again, nor removed when it fails its check; a download that fails it is not kept (HashMismatch)."""
     base = Path(directory)
     base.mkdir(parents=True, exist_ok=True)
     out = []

@@ -162,7 +162,9 @@ def expected_record(ref: Reference) -> dict[str, Any]:
     torch_rec = recorded.get("torch") or {}
     override = torch_rec.get("override") or ""
     allow_torch = override.split()[-1] if override.startswith("--allow-torch ") else None
-    expected = toolchain.expected_torch("python", stack_data.load(_stack_of(torch_rec)), allow_torch)
+    # The stack an --allow-torch record names: "--allow-torch 2.12.0 (instead of the stable stack's 2.12.1)".
+    stack = re.search(r"the (\S+) stack's", str(torch_rec.get("source") or ""))
+    expected = toolchain.expected_torch("python", stack_data.load(stack.group(1) if stack else None), allow_torch)
     return json.loads(buildinfo.render(
         recipe.load(), arch,
         sgl_kernel_version=data["sglang"].get("sgl_kernel_version"),
@@ -172,12 +174,6 @@ def expected_record(ref: Reference) -> dict[str, Any]:
         torch={"built_against": torch_rec.get("built_against"), **expected.to_json()},
         toolchain=dict(recorded.get("toolchain") or {}),
     ))
-
-
-def _stack_of(torch_rec: Mapping[str, Any]) -> str | None:
-    """The stack a record's torch expectation names ("... (instead of the stable stack's 2.12.1)")."""
-    m = re.search(r"the (\S+) stack's", str(torch_rec.get("source") or ""))
-    return m.group(1) if m else None
 
 
 def _expected_sources(recorded: Mapping[str, Any], data: dict[str, Any], arch: str) -> dict[str, Any]:
@@ -250,10 +246,9 @@ class ConfigVerdict:
 def compare_configuration(ref: Reference, build_record: str | Mapping[str, Any],
                           conditions: Mapping[str, str | None]) -> ConfigVerdict:
     record = json.loads(build_record) if isinstance(build_record, str) else dict(build_record)
-    differ = [name for name in CONDITIONS if ref.conditions.get(name) != conditions.get(name)]
     return ConfigVerdict(ref, record_differences(ref.build_record, record), [
         Difference(name, ref.conditions.get(name), "(not found)" if conditions.get(name) is None else conditions[name])
-        for name in differ])
+        for name in CONDITIONS if ref.conditions.get(name) != conditions.get(name)])
 
 
 # -- is a wheel the reference wheel? --------------------------------------------------------

@@ -90,8 +90,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         if args.wheel:
             site = selection.unpack_wheel(args.wheel, Path(tmp) / "site")
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-        files, checks = selection.chosen(tests_dir, rules, only)
-        imports = selection.imports(tests_dir, files)
+        imports, checks = selection.chosen(tests_dir, rules, only)
         target = selection.probe(args.python, set().union(*imports.values()), env, args.gpu)
         if not target.runnable_archs:
             raise StackError(

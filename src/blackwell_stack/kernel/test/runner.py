@@ -50,9 +50,7 @@ class FileResult:
 
 
 @dataclass(frozen=True)
-class Outcomes:
-    """What the plugin recorded for one file."""
-
+class Outcomes:  # what the plugin recorded for one file
     tests: dict[str, str]  # node id -> passed / failed / skipped / error (the one running at the end: failed)
     collect_errors: list[str]
     collect_skips: list[str]  # files (modules) that skipped themselves while being collected
@@ -88,8 +86,7 @@ def _verdict(reports: set[tuple[str, str]]) -> str:
 
 
 def _run_process(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
-    """Run argv in its own process group with its output in log; (exit code or None on timeout, seconds). What the
-    test left running (spawned workers) ends with it (proc.wait_group)."""
+    """(exit code, None past the time limit; seconds). What the test left running (spawned workers) ends with it."""
     start = time.monotonic()
     with open(log, "wb") as out:
         code = proc.wait_group(proc.start(argv, cwd=cwd, env=env, new_session=True, stdout=out), timeout)
@@ -140,11 +137,8 @@ def run_item(item: Item, python: str, env: Mapping[str, str], cwd: Path, logs: P
 
 def run(items: Iterable[Item], python: str, env: Mapping[str, str], cwd: Path, logs: Path, *, timeout: float,
         say: Callable[[str], None], summary: Callable[[list[FileResult]], dict]) -> list[FileResult]:
-    """Run every item that is not skipped, in order; skipped ones are reported with their reason.
-
-    After each file the results so far are written to logs/summary.json (summary(results)), so an interrupted run
-    still leaves what it found.
-    """
+    """The results in order, skipped items with their reason. logs/summary.json is written after each file, so an
+    interrupted run still leaves what it found."""
     plugin_dir = logs / "plugin"  # only the outcome plugin, put on the test processes' path
     plugin_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(Path(pytest_outcomes.__file__), plugin_dir / f"{PLUGIN}.py")

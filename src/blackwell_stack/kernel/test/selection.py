@@ -86,10 +86,8 @@ class Target:
 
 
 def probe(python: str, modules: Iterable[str], env: Mapping[str, str], gpu: str | None = None) -> Target:
-    """Ask `python` (with `env`, which puts a wheel under test on its path) what it has.
-
-    gpu: a capability to choose tests for instead of the GPUs torch sees.
-    """
+    """What `python` has, with `env` (which puts a wheel under test on its path); `gpu`: a capability to choose
+    tests for instead of the GPUs torch sees."""
     script = Path(__file__).with_name("target_probe.py").read_text()
     result = proc.run([python, "-c", script, *sorted(set(modules))], env=env, check=False, timeout=300, cwd=os.sep)
     try:
@@ -116,12 +114,6 @@ def probe(python: str, modules: Iterable[str], env: Mapping[str, str], gpu: str 
     archs = kernel["archs"]
     return Target(python, gpus, names, facts.get("torch"), tuple(archs) if archs is not None else None,
                   tuple(kernel["libraries"]), kernel["dir"], facts["modules"])
-
-
-def imports(tests_dir: Path, names: Iterable[str]) -> dict[str, set[str]]:
-    """Each test file's module-level imports (top-level names), less the test directory's own modules."""
-    local = {p.stem for p in tests_dir.rglob("*.py")} | {p.name for p in tests_dir.rglob("*") if p.is_dir()}
-    return {name: _imported_modules(tests_dir / name, local) for name in names}
 
 
 def _imported_modules(path: Path, local: set[str]) -> set[str]:
@@ -168,23 +160,25 @@ def _skip_reason(rule: Mapping[str, Any], target: Target, missing: Sequence[str]
     return None
 
 
-def chosen(tests_dir: Path, rules: Mapping[str, Any], only: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
-    """(test files, project checks) to consider: all (test_*.py under tests_dir), or those named in `only`, in that
-    order."""
+def chosen(tests_dir: Path, rules: Mapping[str, Any],
+           only: Sequence[str] | None = None) -> tuple[dict[str, set[str]], list[str]]:
+    """({test file: the modules it imports at module level}, project checks): all of them (test_*.py under
+    tests_dir), or those named in `only`, in that order. The test directory's own modules are not imports."""
     files = sorted(p.relative_to(tests_dir).as_posix() for p in tests_dir.rglob("test_*.py") if p.is_file())
     checks = sorted(rules["project_checks"])
-    if not only:
-        return files, checks
-    unknown = [n for n in only if n not in files and n not in checks]
-    if unknown:
-        raise StackError(f"no test file {', '.join(unknown)} in {tests_dir}",
-                         f"name files as listed there, e.g. {files[0] if files else 'test_norm.py'}, or {', '.join(checks)}")
-    return [n for n in only if n in files], [n for n in only if n in checks]
+    if only:
+        unknown = [n for n in only if n not in files and n not in checks]
+        if unknown:
+            example = files[0] if files else "test_norm.py"
+            raise StackError(f"no test file {', '.join(unknown)} in {tests_dir}",
+                             f"name files as listed there, e.g. {example}, or {', '.join(checks)}")
+        files, checks = [n for n in only if n in files], [n for n in only if n in checks]
+    local = {p.stem for p in tests_dir.rglob("*.py")} | {p.name for p in tests_dir.rglob("*") if p.is_dir()}
+    return {name: _imported_modules(tests_dir / name, local) for name in files}, checks
 
 
 def select(tests_dir: Path, rules: Mapping[str, Any], target: Target, imports: Mapping[str, set[str]],
            checks: Iterable[str]) -> list[Item]:
-    """The test files of `imports` and the project checks, each with its skip reason or None."""
     items = []
     for name, found in imports.items():
         missing = sorted(m for m in found if not target.modules.get(m, True))
