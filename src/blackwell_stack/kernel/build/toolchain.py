@@ -144,33 +144,47 @@ def build_tool(name: str, python: str | None) -> str | None:
     return shutil.which(name)
 
 
-# The tools checked by their `--version`: the version in its output (group 1 is checked; the last group matched,
-# nvcc's own version 13.0.88 beside its release 13.0, is recorded: the bytes depend on it), what is accepted, what
-# follows a version that is not, the fix, and what precedes the version.
-_TOOLS: dict[str, tuple[str, Callable[[str], bool], str, str, str]] = {
-    "nvcc": (r"release (\d+\.\d+)(?:, V(\d+\.\d+\.\d+))?", lambda v: Version(v).major == CUDA_MAJOR,
-             f" (needs CUDA {CUDA_MAJOR}.x)", "install the CUDA 13.0 toolkit and put its bin/ first on PATH (or set "
-             "CUDACXX=/usr/local/cuda-13.0/bin/nvcc)", "CUDA "),
-    "cmake": (r"cmake version (\d+\.\d+(?:\.\d+)?)", lambda v: Version(v) >= MIN_CMAKE,
-              f" is too old (needs >= {MIN_CMAKE})",
-              f"install CMake >= {MIN_CMAKE} in the build environment: python -m pip install 'cmake>={MIN_CMAKE}'", ""),
-    "ninja": (r"(\S+)", lambda v: True, "", "python -m pip install ninja (or apt-get install ninja-build)", ""),
+@dataclass(frozen=True)
+class Tool:
+    """A build tool checked by its `--version`."""
+
+    version: str  # regex: group 1 is the version checked; a second group, if it matched, is the one recorded
+    accepts: Callable[[str], bool]
+    refused: str  # said after a version that is not accepted
+    fix: str
+    shown: str = ""  # said before the version
+
+
+TOOLS = {
+    # nvcc's own version (13.0.88, "V13.0.88" in its banner) is recorded, as the bytes depend on it; the release
+    # (13.0) is what is checked.
+    "nvcc": Tool(r"release (\d+\.\d+)(?:, V(\d+\.\d+\.\d+))?", lambda v: Version(v).major == CUDA_MAJOR,
+                 f" (needs CUDA {CUDA_MAJOR}.x)", "install the CUDA 13.0 toolkit and put its bin/ first on PATH "
+                 "(or set CUDACXX=/usr/local/cuda-13.0/bin/nvcc)", shown="CUDA "),
+    "cmake": Tool(r"cmake version (\d+\.\d+(?:\.\d+)?)", lambda v: Version(v) >= MIN_CMAKE,
+                  f" is too old (needs >= {MIN_CMAKE})",
+                  f"install CMake >= {MIN_CMAKE} in the build environment: python -m pip install 'cmake>={MIN_CMAKE}'"),
+    "ninja": Tool(r"(\S+)", lambda v: True, "", "python -m pip install ninja (or apt-get install ninja-build)"),
 }
 
 
 def check_tool(name: str, python: str | None = None) -> Check:
     """nvcc as CMake will find it, cmake or ninja as scikit-build-core will, by its `--version`."""
-    pattern, accepts, needs, fix, shown = _TOOLS[name]
-    path = nvcc_path() if name == "nvcc" else build_tool(name, python)
+    tool = TOOLS[name]
+    if name == "nvcc":
+        path, missing = nvcc_path(), "not found (no CUDACXX, no nvcc on PATH)"
+    else:
+        path, missing = build_tool(name, python), "not on PATH"
     if not path:
-        return Check(name, False, "not found (no CUDACXX, no nvcc on PATH)" if name == "nvcc" else "not on PATH", fix)
+        return Check(name, False, missing, tool.fix)
     code, out = proc.probe([path, "--version"])  # through proc, so that -v shows it
-    found = re.search(pattern, out) if code == 0 else None
+    found = re.search(tool.version, out) if code == 0 else None
     if found is None:
-        return Check(name, False, f"{path} --version gave no version ({out[-200:] or code})", fix)
-    ok = accepts(found[1])
-    return Check(name, ok, f"{path}: {shown}{found[1]}" + ("" if ok else needs), None if ok else fix,
-                 value=found[found.lastindex or 1], paths=(path,))
+        return Check(name, False, f"{path} --version gave no version ({out[-200:] or code})", tool.fix)
+    checked, recorded = found.group(1), found.groups()[-1] or found.group(1)
+    ok = tool.accepts(checked)
+    return Check(name, ok, f"{path}: {tool.shown}{checked}" + ("" if ok else tool.refused), None if ok else tool.fix,
+                 value=recorded, paths=(path,))
 
 
 def check_all(python: str, expected: TorchExpectation, found: list[compilers_mod.Compiler]) -> list[Check]:
@@ -180,7 +194,7 @@ def check_all(python: str, expected: TorchExpectation, found: list[compilers_mod
     except ToolchainError as exc:
         patch = Check("patch", False, exc.message, exc.hint)
     # One check per compiler role; a C++ compiler that links its own C++ runtime is refused.
-    return [*check_torch(python, expected), *(check_tool(name, python) for name in _TOOLS), patch,
+    return [*check_torch(python, expected), *(check_tool(name, python) for name in TOOLS), patch,
             *(Check(f"{c.role.name} compiler", c.ok, c.check_line(), None if c.ok else compilers_mod.DISTRIBUTION_FIX,
                     value=c.describe() if c.ok else None) for c in found)]
 
