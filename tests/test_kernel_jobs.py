@@ -150,7 +150,7 @@ def test_recipe_table_covers_every_unit_measured_above_the_unlisted_charge(repo)
 
 @pytest.mark.parametrize("version,pools", [("4.4.3", True), ("4.2.0", True), ("4.1.2", False), ("3.31.6", False), (None, False)])
 def test_pools_need_cmake_4_2(version, pools):
-    assert jobs.version_at_least(version, jobs.POOLS_MIN_CMAKE) is pools
+    assert jobs.cmake_has_pools(version) is pools
 
 
 def _proc_tree(tmp_path, meminfo: str, cgroup: str) -> tuple[str, str]:
@@ -247,7 +247,7 @@ def test_script_pools_with_a_new_enough_cmake(repo, tmp_path):
     result = _script(repo, "--cores", "16", "--memory-gib", "64", "--cmake", cmake)
     assert result.returncode == 0, result.stderr
     values, flags = _shell_values(result.stdout)
-    if jobs.version_at_least(jobs.cmake_version(cmake), jobs.POOLS_MIN_CMAKE):
+    if jobs.cmake_has_pools(jobs.cmake_version(cmake)):
         assert values["MAX_JOBS"] == "13" and "-DSGL_KERNEL_JOB_POOLS=sgl_kernel_heavy=1" in flags
         sources = next(f for f in flags if f.startswith("-DSGL_KERNEL_JOB_POOL_SOURCES="))
         assert "csrc/gemm/fp8_gemm_kernel.cu=sgl_kernel_heavy" in sources

@@ -273,6 +273,10 @@ def version_at_least(version: str | None, minimum: tuple[int, int]) -> bool:
     return m is not None and (int(m.group(1)), int(m.group(2))) >= minimum
 
 
+def cmake_has_pools(version: str | None) -> bool:
+    return version_at_least(version, POOLS_MIN_CMAKE)
+
+
 def cmake_version(cmake: str) -> str | None:
     try:
         out = subprocess.run([cmake, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
@@ -377,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs.py: cannot read the memory rule from {args.recipe}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     host = read_host(cores=args.cores, memory_gib=args.memory_gib)
-    pools = version_at_least(cmake_version(args.cmake), POOLS_MIN_CMAKE) if args.cmake else False
+    pools = cmake_has_pools(cmake_version(args.cmake)) if args.cmake else False
     try:
         result = recipe_plan(recipe, arch, host, jobs=args.jobs, job_peak_mib=args.job_peak_mib, pools=pools)
     except DoesNotFit as exc:

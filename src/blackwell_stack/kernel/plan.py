@@ -41,7 +41,7 @@ def plan_section(stacks: list[Stack]) -> PlanSection | None:
     ]
     try:
         host = jobs.read_host()
-        pools = jobs.version_at_least(toolchain.check_tool("cmake", sys.executable).value, jobs.POOLS_MIN_CMAKE)
+        pools = jobs.cmake_has_pools(toolchain.check_tool("cmake", sys.executable).value)
         jp = jobs.recipe_plan(rec, rec["arch"], host, pools=pools)
         pool = f", heavy units {jp.heavy_jobs} at a time" if jp.heavy_jobs else ""
         hint = (f"{jp.jobs} job(s) x {jp.threads} nvcc thread(s){pool} here ({host.cores} cores, "

@@ -264,7 +264,7 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
     host = jobs.read_host(memory_gib=request.memory_gib)
     try:  # heavy units get a ninja pool only when the cmake that configures the build is new enough
         job_plan = jobs.recipe_plan(rec, arch, host, jobs=request.jobs, job_peak_mib=request.job_peak_mib,
-                                    pools=jobs.version_at_least(found.get("cmake"), jobs.POOLS_MIN_CMAKE))
+                                    pools=jobs.cmake_has_pools(found.get("cmake")))
     except jobs.DoesNotFit as exc:
         blockers.append(ToolchainError(exc.message, exc.hint))
         job_plan = None
@@ -302,7 +302,7 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
         out_dir / f"sgl-kernel-build-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log",
         [n for n, s in states.items() if s == patch_series.APPLICABLE],
         [n for n, s in states.items() if s == patch_series.APPLIED],
-        series, build_dir, stage, record, source_links=source_links, torch=expected, checks=checks,
+        series=series, build_dir=build_dir, stage=stage, build_info=record, source_links=source_links, torch=expected, checks=checks,
         source_dirs=source_states, source_copies=source_copies, reference=verdict,
         conditions=conditions, warnings=warnings, blockers=blockers,
     )
