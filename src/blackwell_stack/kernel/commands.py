@@ -241,8 +241,10 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _source_items(args: argparse.Namespace):
-    rec = recipe.load()
-    archs = [] if args.all else recipe.arch_list(recipe.check_archs(rec, args.arch or rec["arch"]))
+    archs = []  # --all: every architecture's sources
+    if not args.all:
+        rec = recipe.load()
+        archs = recipe.arch_list(recipe.check_archs(rec, args.arch or rec["arch"]))
     return sourcedir.entries(sources.load(), archs, with_sglang=args.with_sglang)
 
 
