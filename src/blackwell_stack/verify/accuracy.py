@@ -213,6 +213,7 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
     for n in range(min(config.concurrency, len(rows))):
         threading.Thread(target=work, name=f"gsm8k-{n}", daemon=True).start()
     by_row: dict[int, Graded] = {}
+    correct = 0
     try:
         while len(by_row) < len(rows):
             try:
@@ -222,7 +223,8 @@ def run_gate(endpoint: Endpoint, model: str, train: list[Example], test: list[Ex
             if isinstance(answer, BaseException):
                 raise answer
             by_row[answer.index] = answer
-            on_answer(len(by_row), sum(g.correct for g in by_row.values()), len(rows))
+            correct += answer.correct
+            on_answer(len(by_row), correct, len(rows))
     finally:
         asker.stopped = asker.stopped or "the run was stopped"  # the workers ask nothing more
     result = GateResult(endpoint.base_url, model, config, threshold, dataset, [by_row[i] for i in rows],

@@ -230,8 +230,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _sweep(python: str, endpoint: client.Endpoint, model: str,
            config: bench_mod.BenchConfig) -> tuple[dict, list[StackError]]:
-    """Every level in turn, a line on stderr as each starts and ends; the levels done, and the error that stopped
-    the sweep (none when none did)."""
+    """Every level in turn, a line on stderr as each starts and ends; the levels done, and a list holding the
+    error that stopped the sweep (empty when none did)."""
     levels: list[dict] = []
     errors: list[StackError] = []
     for concurrency in config.concurrencies:
