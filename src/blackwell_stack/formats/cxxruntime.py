@@ -99,6 +99,7 @@ class CxxRuntime:
         return f"{name}: C++ runtime {self.verdict}" + (f" ({self.runtime_library})" if self.runtime_library else "")
 
     def to_json(self) -> dict:
+        # verdict and ok lead the --json object, then every field (a new field becomes a key)
         return {"verdict": self.verdict, "ok": self.ok, **asdict(self), "defined": list(self.defined)}
 
 

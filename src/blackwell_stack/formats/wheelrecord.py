@@ -46,6 +46,7 @@ class RecordReport:
         return out
 
     def to_json(self) -> dict:
+        # record and ok lead the --json object, then every field (a new field becomes a key)
         return {"record": self.record, "ok": self.ok, **asdict(self)}
 
 

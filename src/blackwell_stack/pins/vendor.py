@@ -55,10 +55,10 @@ def add_at_fixed_path(path: Path, name: str, digest: str) -> str:
 def vendor(file: Path, locks: list[Path]) -> VendorResult:
     inputfiles.regular_file(file, hint="pass the path of the wheel you kept")
     filename = urllib.parse.unquote(file.name)
-    # (lock, package, hex sha256) of the file a uv.lock names by this file name
-    found = ((path, pkg.name, lockfile.sha256_of(wheel)) for path in locks for pkg in load_lock(path).packages.values()
-             for wheel in pkg.wheels if wheels.filename(wheel) == filename)
-    locked = next((entry for entry in found if entry[2]), None)
+    # (lock, package, hex sha256) of the first file a uv.lock names by this file name, with its hash
+    locked = next(((path, pkg.name, lockfile.sha256_of(wheel)) for path in locks
+                   for pkg in load_lock(path).packages.values() for wheel in pkg.wheels
+                   if wheels.filename(wheel) == filename and lockfile.sha256_of(wheel)), None)
     if locked is None:
         raise StackError(f"no stack's uv.lock names {filename}",
                          "lock the stack against the directory that holds it first: "

@@ -57,9 +57,11 @@ def report(service: Service, config: dict[str, Any]) -> tuple[list[str], list[st
     """(errors, warnings) of the module's configuration, as lines for the build log."""
     errors, warnings = [], []
     for v in service.verdicts:
-        if v.fired and v.severity == "error" and v.id not in config["ignoredRules"]:
+        if not v.fired:
+            continue
+        if v.severity == "error" and v.id not in config["ignoredRules"]:
             errors.append(verdict_text(v))
-        elif v.fired:
+        else:
             ignored = "ignored by services.sglang.ignoredRules: " if v.severity == "error" else ""
             warnings.append(ignored + verdict_text(v))
     if service.rendered.argv != config["argv"]:

@@ -67,7 +67,7 @@ def check(stack: Stack, lock: Lock, contents: dict[str, Any]) -> dict[str, Any]:
         else:  # symbols, lock, unpaired
             needed = sorted({s for info in contents[name].elf.values() for s in info.torch_undefined})
             missing = [s for s in needed if s not in torch_defined]
-            result.update(needed=len(needed), missing=missing, ok=how == "unpaired" or not missing,
+            result.update(needed=len(needed), missing=missing, ok=(how == "unpaired" or not missing),
                           found=f"{len(needed) - len(missing)} of {len(needed)} torch symbols resolve in torch "
                           f"{torch_version}")
         out[name] = result
