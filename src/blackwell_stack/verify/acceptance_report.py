@@ -5,7 +5,8 @@ A directory, made under a temporary name beside the final one and renamed into p
 summary, the bench plot linked) and each step's own JSON. `plan --report FILE` marks the items that wait for the GPU
 host as verified (by this host, on this date, with the report's sha256) when the step that checks each passed, and
 only when the report is of the versions the plan is about (stack, uv.lock sha256, a profile of the stack, its kernel
-version); for a report of other versions it refuses those items, saying what differs.
+version) and ran on the profile's GPUs (their number and compute capability) and, for the serving items, with its
+model; for any other report it refuses those items, saying what differs.
 """
 
 from __future__ import annotations

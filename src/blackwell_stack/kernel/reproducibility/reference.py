@@ -88,6 +88,7 @@ def _check_conditions(data: dict[str, Any], path: Path) -> None:
 
 
 def load(path: str | Path | None = None) -> Reference | None:
+    """The current reference; None while none is measured (Document.reason says why)."""
     return document(path).current
 
 
