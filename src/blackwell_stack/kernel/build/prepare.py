@@ -197,15 +197,15 @@ def make_plan(request: argparse.Namespace, stack: Stack, say: Callable[[str], No
             raise StackError("no sglang checkout given", "pass --src SGLANG, or --sources DIR holding DIR/sglang")
         src = Path(sources_dir) / "sglang"
     source = check_source(src)
-    for text in source.warnings:
-        say(text)
     blockers: list[StackError] = []
-    warnings = list(source.warnings)
+    warnings: list[str] = []
 
     def note(text: str) -> None:
         warnings.append(text)
         say(text)
 
+    for text in source.warnings:
+        note(text)
     series = patch_series.load_series()
     try:
         report = patch_series.check_series(source.kernel_dir, series)
