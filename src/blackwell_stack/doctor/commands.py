@@ -160,7 +160,10 @@ def _startup_checks(env: envcheck.Environment, profile_name: str | None, gpu_cc:
         return []
     # Without --profile: the first profile made for this sglang, else the default one.
     made_for = (p for p in map(load_profile, available_profiles()) if p.runtime().sglang == installed.version)
-    chosen = load_profile(profile_name) if profile_name else next(made_for, None) or load_profile(None)
+    if profile_name:
+        chosen = load_profile(profile_name)
+    else:
+        chosen = next(made_for, None) or load_profile(None)
     model = chosen.data.get("model") or {}
     return startup.checks(env.python, installed.version, architecture=model.get("architecture"), gpu_cc=gpu_cc,
                           env=chosen.env_values(), timeout=timeout)

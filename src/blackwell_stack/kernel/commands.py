@@ -206,14 +206,18 @@ def cmd_reference(args: argparse.Namespace) -> int:
     ref = doc.current
     stale = reference.stale_inputs(ref) if ref else []
     if args.json:
-        output.dump_json({"reference": str(doc.path), "current": None, "reason": doc.reason, "withdrawn": doc.withdrawn,
-                          "to_record": doc.to_record} if ref is None else {
-            "reference": str(ref.path), "arch": ref.arch, "command": ref.command, "conditions": ref.conditions,
-            "wheel": {"name": ref.wheel_name, "sha256": ref.wheel_sha256, "size": ref.wheel_size},
-            "compiled": ref.compiled, "current": not stale,
-            "changed_inputs": [{"what": d.what, "recorded": d.reference, "repository": d.this, "owner": d.owner}
-                               for d in stale],
-        })
+        if ref is None:
+            shown: dict[str, object] = {"reference": str(doc.path), "current": None, "reason": doc.reason,
+                                        "withdrawn": doc.withdrawn, "to_record": doc.to_record}
+        else:
+            shown = {
+                "reference": str(ref.path), "arch": ref.arch, "command": ref.command, "conditions": ref.conditions,
+                "wheel": {"name": ref.wheel_name, "sha256": ref.wheel_sha256, "size": ref.wheel_size},
+                "compiled": ref.compiled, "current": not stale,
+                "changed_inputs": [{"what": d.what, "recorded": d.reference, "repository": d.this, "owner": d.owner}
+                                   for d in stale],
+            }
+        output.dump_json(shown)
         return int(ExitCode.CHECK_FAILED) if stale else 0
     output.heading(f"reference sgl-kernel wheel ({doc.path})")
     if ref is None:

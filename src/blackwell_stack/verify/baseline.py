@@ -95,8 +95,12 @@ def compare(baseline: Baseline, levels: list[dict]) -> list[dict]:
         if values:
             measured, conc = max(values)
             ratio, tolerance = measured / exp.value, baseline.tolerance
-            above = exp.relation == "about" and ratio > 1 + tolerance
-            status = "below" if ratio < 1 - tolerance else "above" if above else "ok"
+            if ratio < 1 - tolerance:
+                status = "below"
+            elif exp.relation == "about" and ratio > 1 + tolerance:
+                status = "above"
+            else:
+                status = "ok"
             row.update(measured=measured, at_concurrency=conc, ratio=ratio, status=status)
         rows.append(row)
     return rows

@@ -71,14 +71,18 @@ def replacement_chars(text: str) -> Finding | None:
 
 def control_chars(text: str) -> Finding | None:
     bad = [i for i, ch in enumerate(text) if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc"]
+    if not bad:
+        return None
     return Finding("control-char", f"{len(bad)} control character(s) such as {text[bad[0]]!r}",
-                   excerpt(text, max(0, bad[0] - 20), bad[0] + 40)) if bad else None
+                   excerpt(text, max(0, bad[0] - 20), bad[0] + 40))
 
 
 def char_run(text: str) -> Finding | None:
     match = _CHAR_RUN.search(text)
+    if not match:
+        return None
     return Finding("char-run", f"{match.group(1)!r} repeated {match.end() - match.start()} times in a row",
-                   excerpt(text, match.start(), match.end())) if match else None
+                   excerpt(text, match.start(), match.end()))
 
 
 def repeated_unit(text: str) -> Finding | None:

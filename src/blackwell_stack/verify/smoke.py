@@ -168,9 +168,11 @@ def _failed(prompt: Prompt, mode: str, exc: ServerError, events: list[dict], cha
         shown = degeneracy.excerpt(so_far.text, width=60) if so_far.text else "-"
         return Verdict(prompt.name, mode, "dropped", f"the server closed the connection before the answer "
                        f"ended: {exc}", f"text so far: {shown}")
-    check, detail = {"timeout": ("http", NO_ANSWER), "http": ("http", f"HTTP status {exc.status}")}.get(
-        exc.kind, ("protocol", "answer is not valid OpenAI JSON/SSE"))
-    return Verdict(prompt.name, mode, check, detail, str(exc) if exc.kind == "timeout" else str(exc)[:200])
+    if exc.kind == "timeout":
+        return Verdict(prompt.name, mode, "http", NO_ANSWER, str(exc))
+    if exc.kind == "http":
+        return Verdict(prompt.name, mode, "http", f"HTTP status {exc.status}", str(exc)[:200])
+    return Verdict(prompt.name, mode, "protocol", "answer is not valid OpenAI JSON/SSE", str(exc)[:200])
 
 
 def _same_answers(answers: list[Answer]) -> None:

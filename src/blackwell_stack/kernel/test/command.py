@@ -16,6 +16,7 @@ from blackwell_stack.kernel.build import prepare
 from blackwell_stack.kernel.test import runner, selection
 
 DEFAULT_TIMEOUT = 1800.0  # seconds for one file
+FAILURE_TAIL_LINES = 30  # of a failed file's log, shown when --logs keeps no log to read
 
 
 def register(ksub: argparse._SubParsersAction) -> None:
@@ -147,8 +148,8 @@ def _print_test_report(target: selection.Target, results: list[runner.FileResult
             print(f"  ... and {len(r.failures) - 10} more")
         if kept_logs:
             print(f"  log: {r.log}")
-        else:
-            for line in proc.log_tail(r.log, 30) if r.log and Path(r.log).is_file() else []:
+        elif r.log and Path(r.log).is_file():
+            for line in proc.log_tail(r.log, FAILURE_TAIL_LINES):
                 print(f"  | {line}")
     t = runner.totals(results)
     verdict = "all passed" if t["files_failed"] == 0 else f"{t['files_failed']} file(s) FAILED"
